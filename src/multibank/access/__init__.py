@@ -1,0 +1,1 @@
+"""Logins, sessions and passwords."""

@@ -1,0 +1,1 @@
+"""HTTP adapters: one FastAPI application per interface version over one domain core."""

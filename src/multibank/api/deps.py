@@ -1,0 +1,141 @@
+"""Dependencies every version shares: the database session, the caller's programme and session,
+the programme's clock, and the idempotency-ref handling of D6."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from multibank.api.errors import Replay
+from multibank.api.routing import container_of
+from multibank.kernel.clock import ProgrammeClock
+from multibank.kernel.context import Container
+from multibank.kernel.errors import BadRequest, Forbidden, Unauthorized
+from multibank.kernel.idempotency import IdempotencyRecord, IdempotencyStore, payload_hash
+from multibank.kernel.tokens import AuthSession, SessionLimits, touch_session
+from multibank.programmes.models import Programme
+from multibank.programmes.service import programme_for_api_key
+
+api_key_scheme = APIKeyHeader(name="api-key", scheme_name="api_key", auto_error=False)
+bearer_scheme = HTTPBearer(scheme_name="auth_token", bearerFormat="JWT", auto_error=False)
+
+
+def get_container(request: Request) -> Container:
+    return container_of(request)
+
+
+def get_db(request: Request) -> AsyncSession:
+    session: AsyncSession = request.state.db
+    return session
+
+
+Db = Annotated[AsyncSession, Depends(get_db)]
+AppContainer = Annotated[Container, Depends(get_container)]
+
+
+async def current_programme(
+    request: Request, db: Db, api_key: Annotated[str | None, Depends(api_key_scheme)]
+) -> Programme:
+    """D7: a missing or empty key is 400, an unknown or revoked one 401."""
+    if not api_key or not api_key.strip():
+        raise BadRequest(
+            "api-key header is required",
+            [{"fieldName": "api-key", "error": "REQUIRED", "params": []}],
+        )
+    programme = await programme_for_api_key(db, api_key.strip())
+    if programme is None:
+        raise Unauthorized()
+    request.state.programme = programme
+    return programme
+
+
+CurrentProgramme = Annotated[Programme, Depends(current_programme)]
+
+
+def programme_clock(container: AppContainer, programme: CurrentProgramme) -> ProgrammeClock:
+    return ProgrammeClock(container.clock, programme.clock_offset_ms)
+
+
+Now = Annotated[ProgrammeClock, Depends(programme_clock)]
+
+
+@dataclass(frozen=True)
+class Caller:
+    programme: Programme
+    session: AuthSession
+
+
+async def current_caller(
+    request: Request,
+    db: Db,
+    container: AppContainer,
+    programme: CurrentProgramme,
+    clock: Now,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+) -> Caller:
+    """The logged-in caller: a live session of this programme, renewed by this call (D7).
+
+    A token of another programme is refused with 403, after the api-key check (contract §2).
+    """
+    if credentials is None or not credentials.credentials:
+        raise Unauthorized()
+    decoded = container.tokens().verify(credentials.credentials)
+    if decoded is None:
+        raise Unauthorized()
+    session_id, token_programme = decoded
+    if token_programme != programme.id:
+        raise Forbidden()
+    limits = SessionLimits(
+        idle_ms=container.settings.session_idle_seconds * 1000,
+        absolute_ms=container.settings.session_absolute_seconds * 1000,
+    )
+    session = await touch_session(db, session_id, programme.id, clock.now_ms(), limits)
+    if session is None or session.token_type == "PASSWORD_UPDATE":
+        raise Unauthorized()
+    request.state.caller = session
+    return Caller(programme, session)
+
+
+CurrentCaller = Annotated[Caller, Depends(current_caller)]
+
+
+async def _begin(
+    request: Request, db: AsyncSession, programme: Programme, now_ms: int, caller: str
+) -> None:
+    ref = request.headers.get("idempotency-ref")
+    if ref is None or request.method not in ("POST", "PATCH"):
+        return
+    route = request.scope.get("route")
+    path_params = ",".join(f"{k}={v}" for k, v in sorted(request.path_params.items()))
+    operation = f"{request.method} {getattr(route, 'path', request.url.path)} {path_params}"
+    outcome = await IdempotencyStore(db).begin(
+        programme_id=programme.id,
+        caller=caller,
+        operation=operation[:200],
+        ref=ref,
+        body_hash=payload_hash(await request.body()),
+        now_ms=now_ms,
+    )
+    if isinstance(outcome, IdempotencyRecord):
+        request.state.idempotency_record = outcome
+        return
+    raise Replay(outcome)
+
+
+async def idempotency(request: Request, db: Db, programme: CurrentProgramme, clock: Now) -> None:
+    """D6 for operations without a logged-in caller (`api-key` only)."""
+    await _begin(request, db, programme, clock.now_ms(), "anonymous")
+
+
+async def caller_idempotency(request: Request, db: Db, caller: CurrentCaller, clock: Now) -> None:
+    """D6 for logged-in operations: refs are scoped to the user who sent them."""
+    await _begin(request, db, caller.programme, clock.now_ms(), f"user:{caller.session.user_id}")
+
+
+# D6: accepted on every POST and PATCH; other methods accept the header and ignore it.
+Idempotent = Depends(idempotency)
+CallerIdempotent = Depends(caller_idempotency)

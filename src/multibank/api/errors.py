@@ -1,0 +1,140 @@
+"""The error bodies of contract §2, installed on every application the server mounts."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from multibank.kernel.errors import DomainError
+from multibank.kernel.idempotency import StoredResponse
+
+log = logging.getLogger("multibank.errors")
+
+# pydantic error type -> contract `error` enum value.
+_ERROR_KIND = {
+    "missing": "REQUIRED",
+    "string_too_short": "SIZE",
+    "string_too_long": "SIZE",
+    "too_short": "SIZE",
+    "too_long": "SIZE",
+    "string_pattern_mismatch": "REGEX",
+    "value_error": "REGEX",
+    "enum": "IN",
+    "literal_error": "IN",
+    "greater_than_equal": "AT_LEAST",
+    "greater_than": "AT_LEAST",
+    "less_than_equal": "AT_MOST",
+    "less_than": "AT_MOST",
+    "extra_forbidden": "NOT_IN",
+    "set_type": "IN",
+}
+
+
+class Replay(Exception):
+    """Raised by the idempotency dependency: answer with the stored first response."""
+
+    def __init__(self, stored: StoredResponse) -> None:
+        self.stored = stored
+
+
+def _field_name(loc: Sequence[Any]) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
+    return ".".join(parts) or "body"
+
+
+def _params(err: dict[str, Any]) -> list[str]:
+    ctx = err.get("ctx") or {}
+    kind = err["type"]
+    if kind in ("string_too_short", "string_too_long", "too_short", "too_long"):
+        lo = ctx.get("min_length", 0)
+        hi = ctx.get("max_length", "")
+        return [str(lo), str(hi)]
+    if kind == "string_pattern_mismatch":
+        return [str(ctx.get("pattern", ""))]
+    if kind in ("enum", "literal_error"):
+        expected = str(ctx.get("expected", ""))
+        return [v.strip().strip("'") for v in expected.replace(" or ", ",").split(",") if v.strip()]
+    for key in ("ge", "gt", "le", "lt"):
+        if key in ctx:
+            return [str(ctx[key])]
+    return []
+
+
+def _describe(kind: str, params: list[str], msg: str) -> str:
+    if kind == "SIZE" and len(params) == 2:
+        return f"size must be between {params[0]} and {params[1]}"
+    if kind == "REGEX" and params:
+        return f'must match "{params[0]}"'
+    if kind == "REQUIRED":
+        return "must not be null"
+    return msg
+
+
+def validation_body(errors: Sequence[Any]) -> dict[str, Any]:
+    fields: list[dict[str, Any]] = []
+    messages: list[str] = []
+    for err in errors:
+        if err["type"] == "json_invalid":
+            return {"message": "Malformed JSON request body."}
+        kind = _ERROR_KIND.get(err["type"], "REGEX")
+        name = _field_name(err.get("loc", ()))
+        params = _params(err)
+        fields.append({"fieldName": name, "error": kind, "params": params})
+        messages.append(f"request.{name}: {_describe(kind, params, err.get('msg', 'invalid'))}")
+    return {
+        "message": "; ".join(messages)[:255],
+        "syntaxErrors": {"invalidFields": fields},
+    }
+
+
+def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    if body is None:
+        return Response(status_code=status, headers=headers)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def _domain(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, DomainError)
+    return _json(exc.status_code, exc.body(), exc.headers())
+
+
+async def _validation(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    return JSONResponse(validation_body(exc.errors()), status_code=400)
+
+
+async def _http(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 401: "UNAUTHORIZED", 400: "BAD_REQUEST"}
+    if exc.status_code in (401, 403, 423, 429):
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    body = {"code": codes.get(exc.status_code, str(exc.status_code)), "message": str(exc.detail)}
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _replay(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Replay)
+    s = exc.stored
+    return Response(content=s.body, status_code=s.status_code, media_type=s.content_type)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    # The client learns nothing of the failure but the request-ref that finds it in the logs.
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return JSONResponse({"code": "INTERNAL_ERROR", "message": "Internal error"}, status_code=500)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(DomainError, _domain)
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(StarletteHTTPException, _http)
+    app.add_exception_handler(Replay, _replay)
+    app.add_exception_handler(Exception, _unexpected)

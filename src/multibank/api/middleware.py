@@ -1,0 +1,122 @@
+"""Outermost ASGI layer: request-ref, the 1 MiB body limit, metrics, access logs, last-resort 500."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from multibank.kernel.context import Container
+from multibank.observability import REQUEST_LATENCY, REQUESTS, request_ref_var
+
+log = logging.getLogger("multibank.access")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _route_template(scope: Scope) -> str:
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    if path is None:
+        return "unmatched"
+    return f"{scope.get('root_path', '')}{path}"
+
+
+class EdgeMiddleware:
+    def __init__(self, app: ASGIApp, container: Container) -> None:
+        self.app = app
+        self.container = container
+        self.max_body = container.settings.max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                scope["multibank"] = self.container
+            await self.app(scope, receive, send)
+            return
+        scope["multibank"] = self.container
+        ref = uuid.uuid4().hex
+        token = request_ref_var.set(ref)
+        started = time.perf_counter()
+        status = {"code": 500, "sent": False}
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                status["sent"] = True
+                headers = list(message.get("headers", []))
+                headers.append((b"request-ref", ref.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            declared = _content_length(scope)
+            if declared is not None and declared > self.max_body:
+                await _send_json(send_wrapper, 413, {"message": "Request entity too large"})
+                return
+            received = 0
+
+            async def receive_limited() -> Message:
+                nonlocal received
+                message = await receive()
+                if message["type"] == "http.request":
+                    received += len(message.get("body", b""))
+                    if received > self.max_body:
+                        raise _TooLarge
+                return message
+
+            try:
+                await self.app(scope, receive_limited, send_wrapper)
+            except _TooLarge:
+                if not status["sent"]:
+                    await _send_json(send_wrapper, 413, {"message": "Request entity too large"})
+            except Exception:
+                log.exception("unhandled error")
+                if not status["sent"]:
+                    await _send_json(
+                        send_wrapper, 500, {"code": "INTERNAL_ERROR", "message": "Internal error"}
+                    )
+        finally:
+            elapsed = time.perf_counter() - started
+            route = _route_template(scope)
+            REQUESTS.labels(scope["method"], route, str(status["code"])).inc()
+            REQUEST_LATENCY.labels(scope["method"], route).observe(elapsed)
+            log.info(
+                "request",
+                extra={
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "route": route,
+                    "status": status["code"],
+                    "duration_ms": round(elapsed * 1000, 2),
+                },
+            )
+            request_ref_var.reset(token)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
+    raw = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": raw})

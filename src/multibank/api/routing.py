@@ -1,0 +1,91 @@
+"""Per-request transactions, idempotent replays, and the composition of version applications.
+
+Every route of the public, simulator and portal APIs uses `UnitOfWorkRoute`: the request opens
+one database session, commits it when the handler answers below 400 and rolls it back otherwise,
+so a refused request changes nothing and a successful one is all-or-nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+
+from fastapi import APIRouter, Request, Response
+from fastapi.routing import APIRoute
+from starlette.routing import BaseRoute
+
+from multibank.kernel.context import Container
+from multibank.kernel.idempotency import IdempotencyRecord, IdempotencyStore
+
+
+def container_of(request: Request) -> Container:
+    container: Container = request.scope["multibank"]
+    return container
+
+
+class UnitOfWorkRoute(APIRoute):
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        handler = super().get_route_handler()
+
+        async def run(request: Request) -> Response:
+            container = container_of(request)
+            async with container.db.sessionmaker() as session:
+                request.state.db = session
+                try:
+                    response = await handler(request)
+                except BaseException:
+                    await session.rollback()
+                    raise
+                if response.status_code >= 400:
+                    await session.rollback()
+                    return response
+                record: IdempotencyRecord | None = getattr(
+                    request.state, "idempotency_record", None
+                )
+                if record is not None:
+                    await IdempotencyStore(session).complete(
+                        record,
+                        response.status_code,
+                        response.headers.get("content-type"),
+                        bytes(response.body),
+                    )
+                await session.commit()
+                return response
+
+        return run
+
+
+def operation_key(route: BaseRoute) -> tuple[str, str]:
+    assert isinstance(route, APIRoute)
+    method = next(iter(sorted(route.methods or {"GET"})))
+    return method, route.path
+
+
+def compose(
+    base: Sequence[APIRouter],
+    overrides: Iterable[APIRouter] = (),
+    removed: Iterable[str] = (),
+) -> APIRouter:
+    """One version's routes: `base` minus the operation ids in `removed`, with every route of
+    `overrides` replacing the base route of the same method and path (or adding a new one).
+
+    This is how 3.1.0 reuses the 3.29.1 operations and writes down only what differs.
+    """
+    removed_ids = set(removed)
+    override_routes = [r for router in overrides for r in router.routes]
+    replaced = {operation_key(r) for r in override_routes}
+    out = APIRouter(route_class=UnitOfWorkRoute)
+    seen: set[str] = set()
+    for router in base:
+        for route in router.routes:
+            assert isinstance(route, APIRoute)
+            if route.operation_id in removed_ids or operation_key(route) in replaced:
+                seen.add(route.operation_id or "")
+                continue
+            out.routes.append(route)
+    unknown = removed_ids - seen - {
+        r.operation_id for router in base for r in router.routes if isinstance(r, APIRoute)
+    }
+    if unknown:
+        raise ValueError(f"cannot remove unknown operations: {sorted(unknown)}")
+    out.routes.extend(override_routes)
+    return out

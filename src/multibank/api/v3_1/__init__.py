@@ -1,0 +1,10 @@
+"""Version 3.1.0: the 3.29.1 operations minus those 3.1.0 lacks, plus what differs (D2, §7)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+# Operation ids of 3.29.1 that 3.1.0 does not have (D2).
+REMOVED: set[str] = set()
+# Routers whose routes replace the 3.29.1 route of the same method and path, or add 3.1.0-only ones.
+OVERRIDES: list[APIRouter] = []

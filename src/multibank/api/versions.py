@@ -1,0 +1,39 @@
+"""Builds one FastAPI application per base URL (D2), each with its own openapi.json and /docs."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from multibank.api import v3_1, v3_29
+from multibank.api.errors import install_error_handlers
+from multibank.api.routing import compose
+
+DESCRIPTION = (
+    "Multi Product Banking Service interface {version}, served by multibank. Every operation "
+    "needs the `api-key` header; most also need `Authorization: Bearer <token>` from login."
+)
+
+
+def _version_app(version: str) -> FastAPI:
+    app = FastAPI(
+        title="Multi Product Banking Service",
+        version=version,
+        description=DESCRIPTION.format(version=version),
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    install_error_handlers(app)
+    return app
+
+
+def build_v3_29() -> FastAPI:
+    app = _version_app("3.29.1")
+    app.include_router(compose(v3_29.ROUTERS))
+    return app
+
+
+def build_v3_1() -> FastAPI:
+    app = _version_app("3.1.0")
+    app.include_router(compose(v3_29.ROUTERS, v3_1.OVERRIDES, v3_1.REMOVED))
+    return app

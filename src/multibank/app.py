@@ -1,0 +1,96 @@
+"""create_app(): mounts each interface version, the simulator, the operator API and operations."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from sqlalchemy import text
+
+from multibank.api.errors import install_error_handlers
+from multibank.api.middleware import EdgeMiddleware
+from multibank.api.versions import build_v3_1, build_v3_29
+from multibank.kernel import secrets as server_secrets
+from multibank.kernel.context import Container
+from multibank.kernel.db import Database
+from multibank.kernel.ratelimit import RateLimiter
+from multibank.kernel.tokens import TokenKeyring
+from multibank.observability import configure_logging, render_metrics
+from multibank.portal.router import build_portal
+from multibank.settings import Settings, get_settings
+from multibank.simulator.router import build_simulator
+
+BASES = {"/multi": "3.29.1", "/3.29.1/multi": "3.29.1", "/3.1.0/multi": "3.1.0"}
+
+
+def build_container(settings: Settings) -> Container:
+    return Container(
+        settings=settings,
+        db=Database(settings.database_url, settings.database_echo),
+        limiter=RateLimiter(settings.redis_url),
+    )
+
+
+async def startup(container: Container) -> bool:
+    """Loads (in sandbox: creates once) the signing keys and admin token. Returns True when the
+    admin token was generated just now, so `serve` can print it."""
+    now = container.clock.system_ms()
+    spec = await server_secrets.jwt_keys(
+        container.db, container.settings.jwt_keys, now, TokenKeyring.generate_spec()
+    )
+    container.keyring = TokenKeyring.parse(spec)
+    container.admin_token, created = await server_secrets.admin_token(
+        container.db, container.settings.admin_token, now
+    )
+    return created
+
+
+def create_app(settings: Settings | None = None, container: Container | None = None) -> FastAPI:
+    settings = settings or (container.settings if container else get_settings())
+    container = container or build_container(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if container.keyring is None:
+            await startup(container)
+        yield
+        await container.db.dispose()
+
+    app = FastAPI(title="multibank", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    install_error_handlers(app)
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> Response:
+        try:
+            async with container.db.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        except Exception:
+            return JSONResponse({"status": "unavailable"}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics(_: Request) -> Response:
+        body, content_type = render_metrics()
+        return Response(body, media_type=content_type)
+
+    app.mount("/multi", build_v3_29())
+    app.mount("/3.29.1/multi", build_v3_29())
+    app.mount("/3.1.0/multi", build_v3_1())
+    app.mount("/simulate/api", build_simulator())
+    app.mount("/portal/api", build_portal())
+    app.add_middleware(EdgeMiddleware, container=container)
+    app.state.container = container
+    return app
+
+
+def app_factory() -> FastAPI:
+    """Entry point for uvicorn workers (`--factory`)."""
+    settings = get_settings()
+    configure_logging(settings.log_level, settings.log_json)
+    return create_app(settings)

@@ -1,0 +1,208 @@
+"""The `multibank` command: serve, db, programme. Every operator action calls the same services
+as the operator API, so the two never disagree."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Annotated, TypeVar
+
+import typer
+import uvicorn
+
+from multibank.kernel.clock import Clock
+from multibank.kernel.db import Database
+from multibank.kernel.errors import Conflict, NotFound
+from multibank.kernel.migrate import upgrade
+from multibank.programmes import repository, service
+from multibank.programmes.schemas import ProgrammeCreate, ProgrammeDescription
+from multibank.settings import Settings, get_settings
+
+T = TypeVar("T")
+
+app = typer.Typer(help="multibank: a self-hostable Multi Product Banking Service server.")
+db_app = typer.Typer(help="Database schema.")
+programme_app = typer.Typer(help="Programmes (tenants) and their API keys.")
+app.add_typer(db_app, name="db")
+app.add_typer(programme_app, name="programme")
+
+DEFAULT_PROGRAMME = "default"
+
+
+def _run(work: Callable[[Database], Awaitable[T]], settings: Settings | None = None) -> T:
+    settings = settings or get_settings()
+
+    async def main() -> T:
+        db = Database(settings.database_url, settings.database_echo)
+        try:
+            return await work(db)
+        finally:
+            await db.dispose()
+
+    return asyncio.run(main())
+
+
+def _fail(message: str, code: int = 1) -> None:
+    typer.echo(message, err=True)
+    raise typer.Exit(code)
+
+
+async def ensure_default_programme(db: Database) -> tuple[ProgrammeDescription, bool]:
+    """D4: the `default` sandbox programme exists after the first start; returns it and whether it
+    was created now. Several processes may start at once: the unique name settles the race."""
+    async with db.transaction() as session:
+        existing = await repository.get_programme_by_name(session, DEFAULT_PROGRAMME)
+        if existing is not None:
+            return await service.describe(session, existing), False
+    try:
+        async with db.transaction() as session:
+            programme, key = await service.create_programme(
+                session, Clock(), ProgrammeCreate(name=DEFAULT_PROGRAMME)
+            )
+            return await service.describe(session, programme, api_key=key), True
+    except Exception:
+        async with db.transaction() as session:
+            existing = await repository.get_programme_by_name(session, DEFAULT_PROGRAMME)
+            if existing is None:
+                raise
+            return await service.describe(session, existing), False
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+) -> None:
+    """Apply migrations, create the `default` sandbox programme on first start, and serve."""
+    from multibank.app import build_container, startup
+
+    settings = get_settings()
+
+    async def prepare(db: Database) -> tuple[ProgrammeDescription, bool, str | None]:
+        await upgrade(db)
+        description, created = await ensure_default_programme(db)
+        container = build_container(settings)
+        try:
+            generated = await startup(container)
+        finally:
+            await container.db.dispose()
+        return description, created, container.admin_token if generated else None
+
+    description, created, admin_token = _run(prepare, settings)
+    base = f"http://{host}:{port}"
+    lines = [
+        f"multibank serving on {base} ({'SQLite' if settings.is_sqlite else 'PostgreSQL'})",
+        f"  3.29.1 (latest): {base}/multi        docs: {base}/multi/docs",
+        f"  3.29.1:          {base}/3.29.1/multi docs: {base}/3.29.1/multi/docs",
+        f"  3.1.0:           {base}/3.1.0/multi  docs: {base}/3.1.0/multi/docs",
+        f"  simulator:       {base}/simulate/api  operator API: {base}/portal/api",
+        f"programme '{DEFAULT_PROGRAMME}'{' (created now)' if created else ''}: "
+        f"id {description.programmeId}",
+        f"  api-key: {description.apiKey or '(revoked; create one with the operator API)'}",
+        f"  profiles: {description.profiles.model_dump_json()}",
+    ]
+    if admin_token:
+        lines.append(f"  operator API admin token (generated, shown once): {admin_token}")
+    typer.echo("\n".join(lines))
+    sys.stdout.flush()
+    uvicorn.run(
+        "multibank.app:app_factory",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        proxy_headers=False,
+    )
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Apply every Alembic migration not yet applied."""
+    _run(upgrade)
+    typer.echo("database is up to date")
+
+
+@programme_app.command("create")
+def programme_create(
+    name: Annotated[str, typer.Option("--name", help="Unique programme name.")],
+    live: Annotated[bool, typer.Option("--live", help="Live mode (default: sandbox).")] = False,
+    step_up_required: Annotated[bool, typer.Option("--step-up-required")] = False,
+    failed_login_limit: Annotated[int, typer.Option("--failed-login-limit", min=1)] = 5,
+    iban_allocation_delay: Annotated[int, typer.Option("--iban-allocation-delay", min=0)] = 2,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the D4 JSON shape.")] = False,
+) -> None:
+    """Create a programme with its profiles, the ADMIN_FEE fee type and a first API key."""
+    data = ProgrammeCreate(
+        name=name,
+        mode="live" if live else "sandbox",
+        stepUpRequired=step_up_required,
+        failedLoginLimit=failed_login_limit,
+        ibanAllocationDelaySeconds=iban_allocation_delay,
+    )
+
+    async def work(db: Database) -> ProgrammeDescription:
+        await upgrade(db)
+        async with db.transaction() as session:
+            programme, key = await service.create_programme(session, Clock(), data)
+            return await service.describe(session, programme, api_key=key)
+
+    try:
+        description = _run(work)
+    except Conflict as exc:
+        _fail(f"cannot create programme {name!r}: {exc.error_code}")
+        return
+    _print_description(description, as_json)
+
+
+@programme_app.command("show")
+def programme_show(
+    name: str,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the D4 JSON shape.")] = False,
+) -> None:
+    """Show a programme: id, API key (sandbox only), profiles, currencies and fee types."""
+
+    async def work(db: Database) -> ProgrammeDescription:
+        async with db.transaction() as session:
+            programme = await service.require_programme_by_name(session, name)
+            return await service.describe(session, programme)
+
+    try:
+        description = _run(work)
+    except NotFound as exc:
+        _fail(exc.message)
+        return
+    _print_description(description, as_json)
+
+
+@programme_app.command("list")
+def programme_list() -> None:
+    """One line per programme: id, name, mode."""
+
+    async def work(db: Database) -> list[tuple[int, str, str]]:
+        async with db.transaction() as session:
+            return [(p.id, p.name, p.mode) for p in await repository.list_programmes(session)]
+
+    for pid, pname, mode in _run(work):
+        typer.echo(f"{pid}\t{pname}\t{mode}")
+
+
+def _print_description(description: ProgrammeDescription, as_json: bool) -> None:
+    data = description.model_dump()
+    if as_json:
+        typer.echo(json.dumps(data))
+        return
+    typer.echo(f"programme {data['programmeId']}")
+    typer.echo(f"  api-key: {data['apiKey'] or '(not shown)'}")
+    for kind, pid in data["profiles"].items():
+        typer.echo(f"  profile {kind}: {pid}")
+    typer.echo(f"  currencies: {', '.join(data['currencies'])}")
+    typer.echo(f"  fee types: {', '.join(data['feeTypes'])}")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,1 @@
+"""Cross-cutting building blocks with no domain knowledge."""

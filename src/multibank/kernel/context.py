@@ -1,0 +1,26 @@
+"""The long-lived objects one server process shares across requests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from multibank.kernel.clock import Clock
+from multibank.kernel.db import Database
+from multibank.kernel.ratelimit import RateLimiter
+from multibank.kernel.tokens import TokenKeyring
+from multibank.settings import Settings
+
+
+@dataclass
+class Container:
+    settings: Settings
+    db: Database
+    clock: Clock = field(default_factory=Clock)
+    limiter: RateLimiter = field(default_factory=RateLimiter)
+    keyring: TokenKeyring | None = None  # loaded at start-up (sandbox keys live in the database)
+    admin_token: str | None = None
+
+    def tokens(self) -> TokenKeyring:
+        if self.keyring is None:
+            raise RuntimeError("token keyring not loaded; call multibank.app.startup first")
+        return self.keyring

@@ -1,0 +1,85 @@
+"""Engine, ORM base and the per-request unit of work (the request owns the transaction)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import BigInteger, MetaData, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import DeclarativeBase
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {int: BigInteger}
+
+
+def normalise_url(url: str) -> str:
+    """Accept plain `postgresql://` and `sqlite:///` URLs and pick the async drivers."""
+    u = make_url(url)
+    if u.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
+        u = u.set(drivername="postgresql+asyncpg")
+    elif u.drivername == "sqlite":
+        u = u.set(drivername="sqlite+aiosqlite")
+    return u.render_as_string(hide_password=False)
+
+
+def create_engine(url: str, echo: bool = False) -> AsyncEngine:
+    url = normalise_url(url)
+    if url.startswith("sqlite"):
+        # One writer at a time is SQLite's model; BEGIN IMMEDIATE takes the write lock up front so
+        # two transactions never deadlock upgrading a read lock, and busy_timeout queues them.
+        engine = create_async_engine(url, echo=echo, connect_args={"check_same_thread": False})
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
+        @event.listens_for(engine.sync_engine, "begin")
+        def _on_begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    return create_async_engine(url, echo=echo, pool_size=10, max_overflow=20, pool_pre_ping=True)
+
+
+class Database:
+    def __init__(self, url: str, echo: bool = False) -> None:
+        self.url = normalise_url(url)
+        self.engine = create_engine(self.url, echo)
+        self.sessionmaker = async_sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.url.startswith("sqlite")
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncSession]:
+        """A unit of work outside a request (CLI, jobs): commit on success, roll back on error."""
+        async with self.sessionmaker() as session:
+            try:
+                yield session
+                await session.commit()
+            except BaseException:
+                await session.rollback()
+                raise
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()

@@ -1,0 +1,136 @@
+"""The `idempotency-ref` store of D6: one effect per (programme, caller, operation, ref).
+
+The first request inserts a placeholder row before doing anything else, in its own transaction,
+and fills in the response before that transaction commits. A duplicate either waits on the unique
+index (PostgreSQL) or on the write lock (SQLite) and then replays the stored response; if the
+first request failed and rolled back, the placeholder vanished with it and the duplicate runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from sqlalchemy import Integer, LargeBinary, String, UniqueConstraint, delete, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Mapped, mapped_column
+
+from multibank.kernel.db import Base
+from multibank.kernel.errors import BadRequest, PayloadTooLarge
+from multibank.kernel.ids import new_id
+
+MAX_REF_LENGTH = 255
+PAYLOAD_MISMATCH = "Payloads do not match for the same idempotency-ref."
+
+
+class IdempotencyRecord(Base):
+    __tablename__ = "idempotency_records"
+    __table_args__ = (UniqueConstraint("programme_id", "caller", "operation", "ref"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    programme_id: Mapped[int] = mapped_column(index=True)
+    caller: Mapped[str] = mapped_column(String(64))
+    operation: Mapped[str] = mapped_column(String(200))
+    ref: Mapped[str] = mapped_column(String(MAX_REF_LENGTH))
+    payload_hash: Mapped[str] = mapped_column(String(64))
+    status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    content_type: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    body: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    created_at: Mapped[int] = mapped_column(index=True)
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    status_code: int
+    content_type: str | None
+    body: bytes
+
+
+def payload_hash(body: bytes) -> str:
+    """Hash of the request body, insensitive to JSON key order and white space."""
+    try:
+        canonical = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode()
+    except ValueError:
+        canonical = body
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def check_ref(ref: str) -> None:
+    if len(ref) > MAX_REF_LENGTH:
+        raise PayloadTooLarge("idempotency-ref is longer than 255 characters")
+    if not ref.strip():
+        raise BadRequest(
+            "idempotency-ref must not be blank",
+            [{"fieldName": "idempotency-ref", "error": "HAS_TEXT", "params": []}],
+        )
+
+
+class IdempotencyStore:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def _find(
+        self, programme_id: int, caller: str, operation: str, ref: str
+    ) -> IdempotencyRecord | None:
+        stmt = select(IdempotencyRecord).where(
+            IdempotencyRecord.programme_id == programme_id,
+            IdempotencyRecord.caller == caller,
+            IdempotencyRecord.operation == operation,
+            IdempotencyRecord.ref == ref,
+        )
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def begin(
+        self,
+        *,
+        programme_id: int,
+        caller: str,
+        operation: str,
+        ref: str,
+        body_hash: str,
+        now_ms: int,
+    ) -> StoredResponse | IdempotencyRecord:
+        """Returns the stored response to replay, or the new placeholder this request now owns."""
+        check_ref(ref)
+        existing = await self._find(programme_id, caller, operation, ref)
+        if existing is None:
+            record = IdempotencyRecord(
+                id=new_id(),
+                programme_id=programme_id,
+                caller=caller,
+                operation=operation,
+                ref=ref,
+                payload_hash=body_hash,
+                created_at=now_ms,
+            )
+            try:
+                async with self.session.begin_nested():
+                    self.session.add(record)
+                    await self.session.flush()
+                return record
+            except IntegrityError:
+                # Another request with the same ref committed while we waited on the index.
+                existing = await self._find(programme_id, caller, operation, ref)
+                if existing is None:  # pragma: no cover - the winner's row must be visible now
+                    raise
+        if existing.payload_hash != body_hash:
+            raise BadRequest(PAYLOAD_MISMATCH)
+        if existing.status_code is None:  # pragma: no cover - only visible inside its own txn
+            raise BadRequest("A request with this idempotency-ref is still running.")
+        return StoredResponse(existing.status_code, existing.content_type, existing.body or b"")
+
+    async def complete(
+        self, record: IdempotencyRecord, status_code: int, content_type: str | None, body: bytes
+    ) -> None:
+        record.status_code = status_code
+        record.content_type = content_type
+        record.body = body
+        await self.session.flush()
+
+    async def purge(self, older_than_ms: int) -> int:
+        result = await self.session.execute(
+            delete(IdempotencyRecord).where(IdempotencyRecord.created_at < older_than_ms)
+        )
+        return int(getattr(result, "rowcount", 0) or 0)

@@ -1,0 +1,39 @@
+"""Applies Alembic migrations from inside the server's own event loop (serve, CLI, tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from multibank.kernel.db import Database
+
+MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+_LOCK_ID = 7_314_159_265  # any constant: serialises concurrent upgrades on PostgreSQL
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", url)
+    cfg.set_main_option(
+        "file_template", "%%(year)d_%%(month).2d_%%(day).2d_%%(rev)s_%%(slug)s"
+    )
+    return cfg
+
+
+async def upgrade(db: Database, revision: str = "head") -> None:
+    cfg = alembic_config(db.url)
+
+    def run(connection: Connection) -> None:
+        if connection.dialect.name == "postgresql":
+            # Several `multibank serve` processes may start together against one database.
+            connection.execute(text(f"SELECT pg_advisory_xact_lock({_LOCK_ID})"))
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, revision)
+
+    async with db.engine.begin() as conn:
+        await conn.run_sync(run)

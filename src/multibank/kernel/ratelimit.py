@@ -1,0 +1,56 @@
+"""Rate limits of D7 on top of the `limits` library: memory by default, Redis when configured."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from limits import RateLimitItem, parse_many
+from limits.aio.storage import Storage
+from limits.aio.strategies import MovingWindowRateLimiter
+from limits.storage import storage_from_string
+
+from multibank.kernel.errors import TooManyRequests
+
+
+def _header(items: list[RateLimitItem], exceeded: RateLimitItem) -> str:
+    # contract §1: the exceeded limit first, then every `limit;w=windowSeconds`.
+    windows = ", ".join(f"{i.amount};w={i.get_expiry()}" for i in items)
+    return f"{exceeded.amount}, {windows}"
+
+
+class RateLimiter:
+    def __init__(self, redis_url: str | None = None, namespace: str = "multibank") -> None:
+        storage = (
+            storage_from_string(f"async+{redis_url}", key_prefix=namespace)
+            if redis_url
+            else storage_from_string("async+memory://")
+        )
+        assert isinstance(storage, Storage)
+        self.storage = storage
+        self.strategy = MovingWindowRateLimiter(self.storage)
+        self._parsed: dict[str, list[RateLimitItem]] = {}
+
+    def _items(self, limits: str) -> list[RateLimitItem]:
+        if limits not in self._parsed:
+            self._parsed[limits] = parse_many(limits)
+        return self._parsed[limits]
+
+    async def hit(self, name: str, limits: str, keys: Iterable[tuple[str, str]]) -> None:
+        """Counts one call against every (dimension, value) key, raising 429 if any is spent.
+
+        All keys are tested before any is hit, so a refused call does not use up the others.
+        """
+        items = self._items(limits)
+        identities = [(dim, value) for dim, value in keys if value]
+        for item in items:
+            for dim, value in identities:
+                if not await self.strategy.test(item, name, dim, value):
+                    stats = await self.strategy.get_window_stats(item, name, dim, value)
+                    raise TooManyRequests(_header(items, item), int(stats.reset_time - time.time()) + 1)
+        for item in items:
+            for dim, value in identities:
+                await self.strategy.hit(item, name, dim, value)
+
+    async def reset(self) -> None:
+        await self.storage.reset()

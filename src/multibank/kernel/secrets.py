@@ -1,0 +1,47 @@
+"""Server-wide secrets: from settings in live mode, generated once and shared via the database in
+sandbox so every process of one deployment signs and checks with the same keys."""
+
+from __future__ import annotations
+
+import secrets
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from multibank.kernel.db import Database
+from multibank.programmes.models import ServerSecret
+
+
+async def _get_or_create(db: Database, name: str, make: str, now_ms: int) -> tuple[str, bool]:
+    async with db.sessionmaker() as session:
+        row = await session.get(ServerSecret, name)
+        if row is not None:
+            return row.value, False
+        session.add(ServerSecret(name=name, value=make, created_at=now_ms))
+        try:
+            await session.commit()
+            return make, True
+        except IntegrityError:  # another process created it first
+            await session.rollback()
+    async with db.sessionmaker() as session:
+        existing: ServerSecret | None = await session.get(ServerSecret, name)
+        assert existing is not None
+        return existing.value, False
+
+
+async def admin_token(db: Database, configured: str | None, now_ms: int) -> tuple[str, bool]:
+    if configured:
+        return configured, False
+    return await _get_or_create(db, "admin_token", f"mb_admin_{secrets.token_urlsafe(32)}", now_ms)
+
+
+async def jwt_keys(db: Database, configured: str | None, now_ms: int, generate: str) -> str:
+    if configured:
+        return configured
+    value, _ = await _get_or_create(db, "jwt_keys", generate, now_ms)
+    return value
+
+
+async def read_secret(session: AsyncSession, name: str) -> str | None:
+    row = await session.get(ServerSecret, name)
+    return row.value if row else None

@@ -1,0 +1,158 @@
+"""Auth tokens: HS256 JWTs with a key id, naming a server-side session (D7).
+
+The JWT only says which session; whether it is still alive (idle and absolute limits, logout)
+is decided by the session row, so logout and expiry take effect in every process at once.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+import jwt
+from sqlalchemy import Boolean, ForeignKey, String, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Mapped, mapped_column
+
+from multibank.kernel.db import Base
+from multibank.kernel.ids import new_id
+
+ISSUER = "multibank"
+
+
+class AuthSession(Base):
+    __tablename__ = "auth_sessions"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"), index=True)
+    user_id: Mapped[int] = mapped_column(index=True)
+    credential_type: Mapped[str] = mapped_column(String(10))  # ROOT | USER
+    identity_type: Mapped[str] = mapped_column(String(10))  # CORPORATE | CONSUMER
+    identity_id: Mapped[int]
+    token_type: Mapped[str] = mapped_column(String(20))  # AUTH | ACCESS | PASSWORD_UPDATE
+    stepped_up: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[int]
+    last_seen_at: Mapped[int]
+    ended_at: Mapped[int | None] = mapped_column(nullable=True)
+
+
+@dataclass(frozen=True)
+class TokenKeyring:
+    """Signing keys by id; the first signs, all verify, so keys can be rotated without logouts."""
+
+    keys: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def parse(cls, spec: str) -> TokenKeyring:
+        pairs = []
+        for part in spec.split(","):
+            kid, _, secret = part.strip().partition(":")
+            if not kid or len(secret) < 32:
+                raise ValueError("MULTIBANK_JWT_KEYS wants kid:secret pairs, secrets of 32+ chars")
+            pairs.append((kid, secret))
+        return cls(tuple(pairs))
+
+    @staticmethod
+    def generate_spec() -> str:
+        return f"k{secrets.token_hex(4)}:{secrets.token_urlsafe(48)}"
+
+    def sign(self, session_id: int, programme_id: int) -> str:
+        kid, secret = self.keys[0]
+        claims = {"iss": ISSUER, "sid": str(session_id), "pid": str(programme_id)}
+        return jwt.encode(claims, secret, algorithm="HS256", headers={"kid": kid})
+
+    def verify(self, token: str) -> tuple[int, int] | None:
+        """(session id, programme id) of a well-signed token, or None."""
+        try:
+            kid = jwt.get_unverified_header(token).get("kid")
+            secret = dict(self.keys).get(str(kid))
+            if secret is None:
+                return None
+            claims = jwt.decode(
+                token, secret, algorithms=["HS256"], issuer=ISSUER, options={"require": ["sid"]}
+            )
+            return int(claims["sid"]), int(claims["pid"])
+        except (jwt.PyJWTError, ValueError, KeyError, TypeError):
+            return None
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    idle_ms: int
+    absolute_ms: int
+
+
+async def open_session(
+    db: AsyncSession,
+    *,
+    programme_id: int,
+    user_id: int,
+    credential_type: str,
+    identity_type: str,
+    identity_id: int,
+    token_type: str,
+    now_ms: int,
+) -> AuthSession:
+    row = AuthSession(
+        id=new_id(),
+        programme_id=programme_id,
+        user_id=user_id,
+        credential_type=credential_type,
+        identity_type=identity_type,
+        identity_id=identity_id,
+        token_type=token_type,
+        stepped_up=False,
+        created_at=now_ms,
+        last_seen_at=now_ms,
+    )
+    db.add(row)
+    await db.flush()
+    return row
+
+
+async def touch_session(
+    db: AsyncSession, session_id: int, programme_id: int, now_ms: int, limits: SessionLimits
+) -> AuthSession | None:
+    """The live session a token names, renewed; None if it ended, idled out or grew too old.
+
+    The renewal is one guarded UPDATE so two processes racing on the same token cannot revive a
+    session the other already found expired.
+    """
+    stmt = (
+        update(AuthSession)
+        .where(
+            AuthSession.id == session_id,
+            AuthSession.programme_id == programme_id,
+            AuthSession.ended_at.is_(None),
+            AuthSession.last_seen_at >= now_ms - limits.idle_ms,
+            AuthSession.created_at >= now_ms - limits.absolute_ms,
+        )
+        .values(last_seen_at=now_ms)
+        .returning(AuthSession.id)
+    )
+    if (await db.execute(stmt)).scalar_one_or_none() is None:
+        return None
+    return (
+        await db.execute(select(AuthSession).where(AuthSession.id == session_id))
+    ).scalar_one()
+
+
+async def end_session(db: AsyncSession, session_id: int, now_ms: int) -> None:
+    await db.execute(
+        update(AuthSession)
+        .where(AuthSession.id == session_id, AuthSession.ended_at.is_(None))
+        .values(ended_at=now_ms)
+    )
+
+
+async def end_user_sessions(
+    db: AsyncSession, programme_id: int, user_id: int, now_ms: int, keep: int | None = None
+) -> None:
+    stmt = update(AuthSession).where(
+        AuthSession.programme_id == programme_id,
+        AuthSession.user_id == user_id,
+        AuthSession.ended_at.is_(None),
+    )
+    if keep is not None:
+        stmt = stmt.where(AuthSession.id != keep)
+    await db.execute(stmt.values(ended_at=now_ms))

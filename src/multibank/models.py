@@ -1,0 +1,9 @@
+"""Imports every table module so Base.metadata knows the whole schema (migrations, tests)."""
+
+from __future__ import annotations
+
+
+def load_all() -> None:
+    import multibank.kernel.idempotency
+    import multibank.kernel.tokens
+    import multibank.programmes.models  # noqa: F401

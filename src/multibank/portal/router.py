@@ -1,0 +1,183 @@
+"""Operator API: programmes and settings, API keys, profiles and fee types.
+
+The CLI calls the same `programmes.service` functions, so both always agree.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, FastAPI, Path
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from multibank.api.deps import AppContainer, Db
+from multibank.api.errors import install_error_handlers
+from multibank.api.routing import UnitOfWorkRoute
+from multibank.kernel.errors import NotFound, Unauthorized
+from multibank.programmes import repository, service
+from multibank.programmes.models import Programme
+from multibank.programmes.schemas import (
+    ApiKeyCreate,
+    ApiKeyCreated,
+    ApiKeyRead,
+    FeeTypeCreate,
+    FeeTypeRead,
+    FeeTypeWrite,
+    ProfileCreate,
+    ProfileRead,
+    ProfileUpdate,
+    ProgrammeCreate,
+    ProgrammeDescription,
+    ProgrammeRead,
+    ProgrammeSettings,
+    ProgrammeSettingsUpdate,
+)
+
+admin_scheme = HTTPBearer(scheme_name="admin_token", auto_error=False)
+INT64_MAX = 2**63 - 1
+
+
+async def require_admin(
+    container: AppContainer,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(admin_scheme)],
+) -> None:
+    expected = container.admin_token
+    given = credentials.credentials if credentials else ""
+    if not expected or not secrets.compare_digest(given.encode(), expected.encode()):
+        raise Unauthorized()
+
+
+router = APIRouter(
+    prefix="/programmes",
+    tags=["Programmes"],
+    route_class=UnitOfWorkRoute,
+    dependencies=[Depends(require_admin)],
+)
+
+IdPath = Annotated[str, Path(pattern=r"^[0-9]{1,19}$")]
+
+
+def _int_id(value: str, what: str) -> int:
+    number = int(value)
+    if number > INT64_MAX:
+        raise NotFound(f"{what} not found")
+    return number
+
+
+async def programme_path(db: Db, programme_id: IdPath) -> Programme:
+    return await service.require_programme(db, _int_id(programme_id, "Programme"))
+
+
+ProgrammePath = Annotated[Programme, Depends(programme_path)]
+
+
+@router.get("", operation_id="programmesList")
+async def list_programmes(db: Db) -> list[ProgrammeRead]:
+    return [await service.read(db, p) for p in await repository.list_programmes(db)]
+
+
+@router.post("", operation_id="programmeCreate", status_code=201)
+async def create_programme(
+    body: ProgrammeCreate, db: Db, container: AppContainer
+) -> ProgrammeDescription:
+    """Creates a programme with its four profiles, the ADMIN_FEE fee type and a first API key
+    (shown in this response; a sandbox programme's key can be shown again)."""
+    programme, key = await service.create_programme(db, container.clock, body)
+    return await service.describe(db, programme, api_key=key)
+
+
+@router.get("/{programme_id}", operation_id="programmeGet")
+async def get_programme(programme: ProgrammePath, db: Db) -> ProgrammeRead:
+    return await service.read(db, programme)
+
+
+@router.get("/{programme_id}/summary", operation_id="programmeSummary")
+async def programme_summary(programme: ProgrammePath, db: Db) -> ProgrammeDescription:
+    """The D4 shape that `multibank programme show NAME --json` prints."""
+    return await service.describe(db, programme)
+
+
+@router.patch("/{programme_id}/settings", operation_id="programmeSettingsUpdate")
+async def update_settings(
+    body: ProgrammeSettingsUpdate, programme: ProgrammePath, db: Db
+) -> ProgrammeSettings:
+    return await service.update_settings(db, programme, body)
+
+
+@router.get("/{programme_id}/api_keys", operation_id="apiKeysList")
+async def list_keys(programme: ProgrammePath, db: Db) -> list[ApiKeyRead]:
+    return await service.list_api_keys(db, programme)
+
+
+@router.post("/{programme_id}/api_keys", operation_id="apiKeyCreate", status_code=201)
+async def create_key(
+    body: ApiKeyCreate, programme: ProgrammePath, db: Db, container: AppContainer
+) -> ApiKeyCreated:
+    return await service.create_api_key(db, container.clock, programme, body.label)
+
+
+@router.delete("/{programme_id}/api_keys/{key_id}", operation_id="apiKeyRevoke")
+async def revoke_key(
+    key_id: IdPath, programme: ProgrammePath, db: Db, container: AppContainer
+) -> ApiKeyRead:
+    """Revokes a key at once, in every process: the next request with it answers 401."""
+    return await service.revoke_api_key(db, container.clock, programme, _int_id(key_id, "API key"))
+
+
+@router.get("/{programme_id}/profiles", operation_id="profilesList")
+async def list_profiles(programme: ProgrammePath, db: Db) -> list[ProfileRead]:
+    return await service.list_profiles(db, programme)
+
+
+@router.post("/{programme_id}/profiles", operation_id="profileCreate", status_code=201)
+async def create_profile(
+    body: ProfileCreate, programme: ProgrammePath, db: Db, container: AppContainer
+) -> ProfileRead:
+    return await service.create_profile(db, container.clock, programme, body)
+
+
+@router.patch("/{programme_id}/profiles/{profile_id}", operation_id="profileUpdate")
+async def update_profile(
+    body: ProfileUpdate, profile_id: IdPath, programme: ProgrammePath, db: Db
+) -> ProfileRead:
+    return await service.update_profile(db, programme, _int_id(profile_id, "Profile"), body)
+
+
+@router.get("/{programme_id}/fee_types", operation_id="feeTypesList")
+async def list_fee_types(programme: ProgrammePath, db: Db) -> list[FeeTypeRead]:
+    return await service.list_fee_types(db, programme)
+
+
+@router.post("/{programme_id}/fee_types", operation_id="feeTypeCreate", status_code=201)
+async def create_fee_type(
+    body: FeeTypeCreate, programme: ProgrammePath, db: Db, container: AppContainer
+) -> FeeTypeRead:
+    return await service.create_fee_type(db, container.clock, programme, body)
+
+
+@router.put("/{programme_id}/fee_types/{name}", operation_id="feeTypeReplace")
+async def replace_fee_type(
+    body: FeeTypeWrite,
+    programme: ProgrammePath,
+    db: Db,
+    name: Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,50}$")],
+) -> FeeTypeRead:
+    return await service.replace_fee_type(db, programme, name, body)
+
+
+ROUTERS: list[APIRouter] = [router]
+
+
+def build_portal() -> FastAPI:
+    app = FastAPI(
+        title="multibank operator API",
+        version="1",
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    install_error_handlers(app)
+    for r in ROUTERS:
+        app.include_router(r)
+    return app

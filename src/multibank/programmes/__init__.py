@@ -1,0 +1,1 @@
+"""Programmes (tenants): API keys, settings, profiles and fee types, managed by the operator."""

@@ -1,0 +1,75 @@
+"""Tables of the operator model (D4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from multibank.kernel.db import Base
+
+
+class Programme(Base):
+    __tablename__ = "programmes"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    mode: Mapped[str] = mapped_column(String(10))  # sandbox | live
+    step_up_required: Mapped[bool] = mapped_column(Boolean, default=False)
+    failed_login_limit: Mapped[int] = mapped_column(Integer, default=5)
+    iban_allocation_delay_seconds: Mapped[int] = mapped_column(Integer, default=2)
+    password_expiry_days: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Sandbox only: how far this programme's clock runs ahead of the server's (D8 clock/advance).
+    clock_offset_ms: Mapped[int] = mapped_column(default=0)
+    created_at: Mapped[int]
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"), index=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(12))
+    # Kept only for sandbox programmes so `programme show` can print the key again (docs/decisions).
+    sandbox_plaintext: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    label: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    created_at: Mapped[int]
+    revoked_at: Mapped[int | None] = mapped_column(nullable=True)
+
+
+PROFILE_KINDS = ("corporate", "consumer", "corporateManagedAccount", "consumerManagedAccount")
+
+
+class Profile(Base):
+    __tablename__ = "profiles"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(40))
+    currencies: Mapped[list[str]] = mapped_column(JSON)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[int]
+
+
+class FeeType(Base):
+    __tablename__ = "fee_types"
+    __table_args__ = (UniqueConstraint("programme_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"), index=True)
+    name: Mapped[str] = mapped_column(String(50))
+    # {feeGroup: {currency: minor units}}
+    amounts: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[int]
+
+
+class ServerSecret(Base):
+    """Secrets generated in sandbox on first start, shared by every process through the database."""
+
+    __tablename__ = "server_secrets"
+
+    name: Mapped[str] = mapped_column(String(50), primary_key=True)
+    value: Mapped[str] = mapped_column(String(500))
+    created_at: Mapped[int]

@@ -1,0 +1,62 @@
+"""Every query on programmes, keys, profiles and fee types."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from multibank.programmes.models import ApiKey, FeeType, Profile, Programme
+
+
+async def get_programme(session: AsyncSession, programme_id: int) -> Programme | None:
+    return await session.get(Programme, programme_id)
+
+
+async def get_programme_by_name(session: AsyncSession, name: str) -> Programme | None:
+    result = await session.execute(select(Programme).where(Programme.name == name))
+    return result.scalar_one_or_none()
+
+
+async def list_programmes(session: AsyncSession) -> Sequence[Programme]:
+    return (await session.execute(select(Programme).order_by(Programme.id))).scalars().all()
+
+
+async def programme_for_key_hash(session: AsyncSession, key_hash: str) -> Programme | None:
+    stmt = (
+        select(Programme)
+        .join(ApiKey, ApiKey.programme_id == Programme.id)
+        .where(ApiKey.key_hash == key_hash, ApiKey.revoked_at.is_(None))
+    )
+    return (await session.execute(stmt)).scalar_one_or_none()
+
+
+async def list_api_keys(session: AsyncSession, programme_id: int) -> Sequence[ApiKey]:
+    stmt = select(ApiKey).where(ApiKey.programme_id == programme_id).order_by(ApiKey.id)
+    return (await session.execute(stmt)).scalars().all()
+
+
+async def get_api_key(session: AsyncSession, programme_id: int, key_id: int) -> ApiKey | None:
+    stmt = select(ApiKey).where(ApiKey.programme_id == programme_id, ApiKey.id == key_id)
+    return (await session.execute(stmt)).scalar_one_or_none()
+
+
+async def list_profiles(session: AsyncSession, programme_id: int) -> Sequence[Profile]:
+    stmt = select(Profile).where(Profile.programme_id == programme_id).order_by(Profile.id)
+    return (await session.execute(stmt)).scalars().all()
+
+
+async def get_profile(session: AsyncSession, programme_id: int, profile_id: int) -> Profile | None:
+    stmt = select(Profile).where(Profile.programme_id == programme_id, Profile.id == profile_id)
+    return (await session.execute(stmt)).scalar_one_or_none()
+
+
+async def list_fee_types(session: AsyncSession, programme_id: int) -> Sequence[FeeType]:
+    stmt = select(FeeType).where(FeeType.programme_id == programme_id).order_by(FeeType.name)
+    return (await session.execute(stmt)).scalars().all()
+
+
+async def get_fee_type(session: AsyncSession, programme_id: int, name: str) -> FeeType | None:
+    stmt = select(FeeType).where(FeeType.programme_id == programme_id, FeeType.name == name)
+    return (await session.execute(stmt)).scalar_one_or_none()

@@ -1,0 +1,141 @@
+"""Operator-facing shapes of programmes, keys, profiles and fee types (portal API and CLI)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from multibank.kernel.money import is_currency
+
+CurrencyCode = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
+FeeAmounts = dict[
+    Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,50}$")],
+    dict[CurrencyCode, Annotated[int, Field(ge=0, le=2**63 - 1)]],
+]
+ProfileKind = Literal["corporate", "consumer", "corporateManagedAccount", "consumerManagedAccount"]
+DEFAULT_CURRENCIES = ("EUR", "GBP", "USD")
+
+
+def _check_currencies(values: list[str]) -> list[str]:
+    unknown = [c for c in values if not is_currency(c)]
+    if unknown:
+        raise ValueError(f"not ISO-4217 currencies: {', '.join(unknown)}")
+    return sorted(set(values))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ProgrammeSettings(_Strict):
+    stepUpRequired: bool = False
+    failedLoginLimit: int = Field(default=5, ge=1, le=100)
+    ibanAllocationDelaySeconds: int = Field(default=2, ge=0, le=86400)
+    passwordExpiryDays: int | None = Field(default=None, ge=1, le=3650)
+
+
+class ProgrammeSettingsUpdate(_Strict):
+    stepUpRequired: bool | None = None
+    failedLoginLimit: int | None = Field(default=None, ge=1, le=100)
+    ibanAllocationDelaySeconds: int | None = Field(default=None, ge=0, le=86400)
+    passwordExpiryDays: int | None = Field(default=None, ge=1, le=3650)
+
+
+class ProgrammeCreate(ProgrammeSettings):
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]
+    mode: Literal["sandbox", "live"] = "sandbox"
+    currencies: list[CurrencyCode] = Field(default_factory=lambda: list(DEFAULT_CURRENCIES), min_length=1)
+
+    _currencies = field_validator("currencies")(_check_currencies)
+
+
+class ProgrammeProfiles(BaseModel):
+    corporate: str
+    consumer: str
+    corporateManagedAccount: str
+    consumerManagedAccount: str
+
+
+class ProgrammeDescription(BaseModel):
+    """The exact JSON shape of D4, printed by the CLI and answered by the portal API."""
+
+    programmeId: str
+    apiKey: str | None
+    profiles: ProgrammeProfiles
+    currencies: list[str]
+    feeTypes: dict[str, dict[str, dict[str, int]]]
+
+
+class ProgrammeRead(BaseModel):
+    programmeId: str
+    name: str
+    mode: str
+    settings: ProgrammeSettings
+    profiles: ProgrammeProfiles
+    currencies: list[str]
+    feeTypes: dict[str, dict[str, dict[str, int]]]
+    creationTimestamp: int
+
+
+class ApiKeyCreate(_Strict):
+    label: Annotated[str, StringConstraints(max_length=100)] | None = None
+
+
+class ApiKeyRead(BaseModel):
+    id: str
+    prefix: str
+    label: str | None
+    creationTimestamp: int
+    revokedTimestamp: int | None
+
+
+class ApiKeyCreated(ApiKeyRead):
+    apiKey: str
+
+
+class ProfileCreate(_Strict):
+    kind: ProfileKind
+    currencies: list[CurrencyCode] = Field(min_length=1)
+    active: bool = True
+
+    _currencies = field_validator("currencies")(_check_currencies)
+
+
+class ProfileUpdate(_Strict):
+    currencies: list[CurrencyCode] | None = Field(default=None, min_length=1)
+    active: bool | None = None
+
+    @field_validator("currencies")
+    @classmethod
+    def _check(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else _check_currencies(v)
+
+
+class ProfileRead(BaseModel):
+    id: str
+    kind: str
+    currencies: list[str]
+    active: bool
+
+
+class FeeTypeWrite(_Strict):
+    """Amounts per fee group and currency, in minor units; `DEFAULT` serves identities with none."""
+
+    amounts: FeeAmounts = Field(min_length=1)
+
+    @field_validator("amounts")
+    @classmethod
+    def _check(cls, v: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+        for group in v.values():
+            _check_currencies(list(group))
+        return v
+
+
+class FeeTypeCreate(FeeTypeWrite):
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,50}$")]
+
+
+class FeeTypeRead(BaseModel):
+    name: str
+    amounts: dict[str, dict[str, int]]

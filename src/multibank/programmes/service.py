@@ -1,0 +1,338 @@
+"""Operator rules for programmes; the CLI and the portal API both call these. Flushes, never commits."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import Any
+
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from multibank.kernel.clock import Clock
+from multibank.kernel.errors import Conflict, NotFound
+from multibank.kernel.ids import new_id
+from multibank.programmes import repository as repo
+from multibank.programmes.models import ApiKey, FeeType, Profile, Programme
+from multibank.programmes.schemas import (
+    ApiKeyCreated,
+    ApiKeyRead,
+    FeeTypeCreate,
+    FeeTypeRead,
+    FeeTypeWrite,
+    ProfileCreate,
+    ProfileRead,
+    ProfileUpdate,
+    ProgrammeCreate,
+    ProgrammeDescription,
+    ProgrammeProfiles,
+    ProgrammeRead,
+    ProgrammeSettings,
+    ProgrammeSettingsUpdate,
+)
+
+DEFAULT_FEE_TYPES: dict[str, dict[str, int]] = {"DEFAULT": {}, "PREMIUM": {}}
+_DEFAULT_FEE = {"DEFAULT": 100, "PREMIUM": 50}
+
+
+def hash_api_key(plaintext: str) -> str:
+    # API keys carry 256 random bits, so a fast hash is enough to make a stolen table useless.
+    return hashlib.sha256(plaintext.encode()).hexdigest()
+
+
+def _new_key(mode: str) -> str:
+    return f"mb_{'sbx' if mode == 'sandbox' else 'live'}_{secrets.token_urlsafe(32)}"
+
+
+async def create_programme(
+    session: AsyncSession, clock: Clock, data: ProgrammeCreate
+) -> tuple[Programme, str]:
+    if await repo.get_programme_by_name(session, data.name) is not None:
+        raise Conflict("PROGRAMME_NAME_NOT_UNIQUE")
+    now = clock.system_ms()
+    programme = Programme(
+        id=new_id(),
+        name=data.name,
+        mode=data.mode,
+        step_up_required=data.stepUpRequired,
+        failed_login_limit=data.failedLoginLimit,
+        iban_allocation_delay_seconds=data.ibanAllocationDelaySeconds,
+        password_expiry_days=data.passwordExpiryDays,
+        clock_offset_ms=0,
+        created_at=now,
+    )
+    session.add(programme)
+    await session.flush()
+    for kind in ("corporate", "consumer", "corporateManagedAccount", "consumerManagedAccount"):
+        session.add(
+            Profile(
+                id=new_id(),
+                programme_id=programme.id,
+                kind=kind,
+                currencies=list(data.currencies),
+                active=True,
+                created_at=now,
+            )
+        )
+    session.add(
+        FeeType(
+            id=new_id(),
+            programme_id=programme.id,
+            name="ADMIN_FEE",
+            amounts={g: {c: amt for c in data.currencies} for g, amt in _DEFAULT_FEE.items()},
+            created_at=now,
+        )
+    )
+    key = await _add_key(session, clock, programme, label="initial")
+    await session.flush()
+    return programme, key
+
+
+async def _add_key(
+    session: AsyncSession, clock: Clock, programme: Programme, label: str | None
+) -> str:
+    plaintext = _new_key(programme.mode)
+    session.add(
+        ApiKey(
+            id=new_id(),
+            programme_id=programme.id,
+            key_hash=hash_api_key(plaintext),
+            prefix=plaintext[:10],
+            sandbox_plaintext=plaintext if programme.mode == "sandbox" else None,
+            label=label,
+            created_at=clock.system_ms(),
+        )
+    )
+    await session.flush()
+    return plaintext
+
+
+async def require_programme(session: AsyncSession, programme_id: int) -> Programme:
+    programme = await repo.get_programme(session, programme_id)
+    if programme is None:
+        raise NotFound("Programme not found")
+    return programme
+
+
+async def require_programme_by_name(session: AsyncSession, name: str) -> Programme:
+    programme = await repo.get_programme_by_name(session, name)
+    if programme is None:
+        raise NotFound(f"Programme {name!r} not found")
+    return programme
+
+
+async def _profiles_and_fees(
+    session: AsyncSession, programme: Programme
+) -> tuple[ProgrammeProfiles, list[str], dict[str, dict[str, dict[str, int]]]]:
+    profiles = await repo.list_profiles(session, programme.id)
+    # The first profile of each kind is the one the D4 summary names.
+    first: dict[str, str] = {}
+    currencies: set[str] = set()
+    for p in profiles:
+        first.setdefault(p.kind, str(p.id))
+        currencies.update(p.currencies)
+    fees = {f.name: f.amounts for f in await repo.list_fee_types(session, programme.id)}
+    return ProgrammeProfiles(**first), sorted(currencies), fees
+
+
+async def describe(
+    session: AsyncSession, programme: Programme, api_key: str | None = None
+) -> ProgrammeDescription:
+    """The D4 summary. A sandbox programme's first live key is shown again; a live one's never."""
+    profiles, currencies, fees = await _profiles_and_fees(session, programme)
+    if api_key is None:
+        for key in await repo.list_api_keys(session, programme.id):
+            if key.revoked_at is None and key.sandbox_plaintext:
+                api_key = key.sandbox_plaintext
+                break
+    return ProgrammeDescription(
+        programmeId=str(programme.id),
+        apiKey=api_key,
+        profiles=profiles,
+        currencies=currencies,
+        feeTypes=fees,
+    )
+
+
+async def read(session: AsyncSession, programme: Programme) -> ProgrammeRead:
+    profiles, currencies, fees = await _profiles_and_fees(session, programme)
+    return ProgrammeRead(
+        programmeId=str(programme.id),
+        name=programme.name,
+        mode=programme.mode,
+        settings=settings_of(programme),
+        profiles=profiles,
+        currencies=currencies,
+        feeTypes=fees,
+        creationTimestamp=programme.created_at,
+    )
+
+
+def settings_of(programme: Programme) -> ProgrammeSettings:
+    return ProgrammeSettings(
+        stepUpRequired=programme.step_up_required,
+        failedLoginLimit=programme.failed_login_limit,
+        ibanAllocationDelaySeconds=programme.iban_allocation_delay_seconds,
+        passwordExpiryDays=programme.password_expiry_days,
+    )
+
+
+async def update_settings(
+    session: AsyncSession, programme: Programme, data: ProgrammeSettingsUpdate
+) -> ProgrammeSettings:
+    fields: dict[str, Any] = {
+        "stepUpRequired": "step_up_required",
+        "failedLoginLimit": "failed_login_limit",
+        "ibanAllocationDelaySeconds": "iban_allocation_delay_seconds",
+        "passwordExpiryDays": "password_expiry_days",
+    }
+    for wire, column in fields.items():
+        if wire in data.model_fields_set:
+            value = getattr(data, wire)
+            if value is None and wire != "passwordExpiryDays":
+                continue
+            setattr(programme, column, value)
+    await session.flush()
+    return settings_of(programme)
+
+
+# API keys
+
+
+def _key_read(key: ApiKey) -> ApiKeyRead:
+    return ApiKeyRead(
+        id=str(key.id),
+        prefix=key.prefix,
+        label=key.label,
+        creationTimestamp=key.created_at,
+        revokedTimestamp=key.revoked_at,
+    )
+
+
+async def create_api_key(
+    session: AsyncSession, clock: Clock, programme: Programme, label: str | None
+) -> ApiKeyCreated:
+    plaintext = await _add_key(session, clock, programme, label)
+    key = (await repo.list_api_keys(session, programme.id))[-1]
+    return ApiKeyCreated(**_key_read(key).model_dump(), apiKey=plaintext)
+
+
+async def list_api_keys(session: AsyncSession, programme: Programme) -> list[ApiKeyRead]:
+    return [_key_read(k) for k in await repo.list_api_keys(session, programme.id)]
+
+
+async def revoke_api_key(
+    session: AsyncSession, clock: Clock, programme: Programme, key_id: int
+) -> ApiKeyRead:
+    key = await repo.get_api_key(session, programme.id, key_id)
+    if key is None:
+        raise NotFound("API key not found")
+    if key.revoked_at is None:
+        key.revoked_at = clock.system_ms()
+        key.sandbox_plaintext = None
+        await session.flush()
+    return _key_read(key)
+
+
+async def programme_for_api_key(session: AsyncSession, plaintext: str) -> Programme | None:
+    return await repo.programme_for_key_hash(session, hash_api_key(plaintext))
+
+
+# Profiles
+
+
+def profile_read(p: Profile) -> ProfileRead:
+    return ProfileRead(id=str(p.id), kind=p.kind, currencies=list(p.currencies), active=p.active)
+
+
+async def list_profiles(session: AsyncSession, programme: Programme) -> list[ProfileRead]:
+    return [profile_read(p) for p in await repo.list_profiles(session, programme.id)]
+
+
+async def create_profile(
+    session: AsyncSession, clock: Clock, programme: Programme, data: ProfileCreate
+) -> ProfileRead:
+    profile = Profile(
+        id=new_id(),
+        programme_id=programme.id,
+        kind=data.kind,
+        currencies=list(data.currencies),
+        active=data.active,
+        created_at=clock.system_ms(),
+    )
+    session.add(profile)
+    await session.flush()
+    return profile_read(profile)
+
+
+async def update_profile(
+    session: AsyncSession, programme: Programme, profile_id: int, data: ProfileUpdate
+) -> ProfileRead:
+    profile = await repo.get_profile(session, programme.id, profile_id)
+    if profile is None:
+        raise NotFound("Profile not found")
+    if data.currencies is not None:
+        profile.currencies = list(data.currencies)
+    if data.active is not None:
+        profile.active = data.active
+    await session.flush()
+    return profile_read(profile)
+
+
+# Fee types
+
+
+async def list_fee_types(session: AsyncSession, programme: Programme) -> list[FeeTypeRead]:
+    return [
+        FeeTypeRead(name=f.name, amounts=f.amounts)
+        for f in await repo.list_fee_types(session, programme.id)
+    ]
+
+
+async def create_fee_type(
+    session: AsyncSession, clock: Clock, programme: Programme, data: FeeTypeCreate
+) -> FeeTypeRead:
+    if await repo.get_fee_type(session, programme.id, data.name) is not None:
+        raise Conflict("FEE_TYPE_ALREADY_EXISTS")
+    fee = FeeType(
+        id=new_id(),
+        programme_id=programme.id,
+        name=data.name,
+        amounts=data.amounts,
+        created_at=clock.system_ms(),
+    )
+    session.add(fee)
+    await session.flush()
+    return FeeTypeRead(name=fee.name, amounts=fee.amounts)
+
+
+async def replace_fee_type(
+    session: AsyncSession, programme: Programme, name: str, data: FeeTypeWrite
+) -> FeeTypeRead:
+    fee = await repo.get_fee_type(session, programme.id, name)
+    if fee is None:
+        raise NotFound("Fee type not found")
+    fee.amounts = data.amounts
+    await session.flush()
+    return FeeTypeRead(name=fee.name, amounts=fee.amounts)
+
+
+async def fee_groups(session: AsyncSession, programme_id: int) -> set[str]:
+    """Every fee group some fee type defines; any other group is FEE_GROUP_INVALID (D4)."""
+    groups: set[str] = {"DEFAULT"}
+    for f in await repo.list_fee_types(session, programme_id):
+        groups.update(f.amounts)
+    return groups
+
+
+async def advance_clock(session: AsyncSession, programme: Programme, seconds: int) -> int:
+    """Moves the programme's clock forward in SQL, so concurrent advances add up; returns the offset."""
+    stmt = (
+        update(Programme)
+        .where(Programme.id == programme.id)
+        .values(clock_offset_ms=Programme.clock_offset_ms + seconds * 1000)
+        .returning(Programme.clock_offset_ms)
+    )
+    offset = (await session.execute(stmt)).scalar_one()
+    programme.clock_offset_ms = offset
+    return int(offset)
