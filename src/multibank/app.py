@@ -58,7 +58,9 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         yield
         await container.db.dispose()
 
-    app = FastAPI(title="multibank", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app = FastAPI(
+        title="multibank", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
+    )
     install_error_handlers(app)
 
     @app.get("/healthz", include_in_schema=False)

@@ -21,7 +21,9 @@ from prometheus_client import (
 request_ref_var: ContextVar[str | None] = ContextVar("request_ref", default=None)
 
 REQUESTS = Counter(
-    "multibank_http_requests_total", "HTTP requests by route and status", ["method", "route", "status"]
+    "multibank_http_requests_total",
+    "HTTP requests by route and status",
+    ["method", "route", "status"],
 )
 REQUEST_LATENCY = Histogram(
     "multibank_http_request_duration_seconds", "HTTP request latency by route", ["method", "route"]

@@ -8,7 +8,12 @@ from multibank.kernel.errors import Conflict
 
 MIN_LENGTH = 8
 MAX_LENGTH = 30
-_CLASSES = (re.compile(r"[a-z]"), re.compile(r"[A-Z]"), re.compile(r"[0-9]"), re.compile(r"[^A-Za-z0-9]"))
+_CLASSES = (
+    re.compile(r"[a-z]"),
+    re.compile(r"[A-Z]"),
+    re.compile(r"[0-9]"),
+    re.compile(r"[^A-Za-z0-9]"),
+)
 
 
 def complexity_error(value: str) -> str | None:

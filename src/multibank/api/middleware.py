@@ -1,4 +1,4 @@
-"""Outermost ASGI layer: request-ref, the 1 MiB body limit, metrics, access logs, last-resort 500."""
+"""Outermost ASGI layer: request-ref, the 1 MiB body limit, metrics, access logs, last 500."""
 
 from __future__ import annotations
 
@@ -116,7 +116,10 @@ async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(raw)).encode()),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": raw})

@@ -7,7 +7,8 @@ so a refused request changes nothing and a successful one is all-or-nothing.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.routing import APIRoute
@@ -23,7 +24,7 @@ def container_of(request: Request) -> Container:
 
 
 class UnitOfWorkRoute(APIRoute):
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def run(request: Request) -> Response:
@@ -82,9 +83,11 @@ def compose(
                 seen.add(route.operation_id or "")
                 continue
             out.routes.append(route)
-    unknown = removed_ids - seen - {
-        r.operation_id for router in base for r in router.routes if isinstance(r, APIRoute)
-    }
+    unknown = (
+        removed_ids
+        - seen
+        - {r.operation_id for router in base for r in router.routes if isinstance(r, APIRoute)}
+    )
     if unknown:
         raise ValueError(f"cannot remove unknown operations: {sorted(unknown)}")
     out.routes.extend(override_routes)

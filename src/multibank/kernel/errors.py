@@ -1,4 +1,4 @@
-"""Typed failures that carry their HTTP status and wire body, so no expected failure becomes a 500."""
+"""Typed failures carrying their HTTP status and wire body: no expected failure becomes a 500."""
 
 from __future__ import annotations
 
@@ -71,9 +71,7 @@ class BadRequest(DomainError):
 
     status_code = 400
 
-    def __init__(
-        self, message: str, invalid_fields: list[dict[str, Any]] | None = None
-    ) -> None:
+    def __init__(self, message: str, invalid_fields: list[dict[str, Any]] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.invalid_fields = invalid_fields or []

@@ -36,15 +36,19 @@ class IdGenerator:
             else:
                 self._seq = 0
             self._last_ms = now
-            return ((now - EPOCH_MS) << (_NODE_BITS + _SEQ_BITS)) | (
-                self.node_id << _SEQ_BITS
-            ) | self._seq
+            return (
+                ((now - EPOCH_MS) << (_NODE_BITS + _SEQ_BITS))
+                | (self.node_id << _SEQ_BITS)
+                | self._seq
+            )
 
     def next(self) -> str:
         return str(self.next_int())
 
 
-_default = IdGenerator(int(os.environ["MULTIBANK_NODE_ID"]) if "MULTIBANK_NODE_ID" in os.environ else None)
+_default = IdGenerator(
+    int(os.environ["MULTIBANK_NODE_ID"]) if "MULTIBANK_NODE_ID" in os.environ else None
+)
 
 
 def new_id() -> int:

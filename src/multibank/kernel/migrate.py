@@ -19,9 +19,7 @@ def alembic_config(url: str) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.set_main_option("sqlalchemy.url", url)
-    cfg.set_main_option(
-        "file_template", "%%(year)d_%%(month).2d_%%(day).2d_%%(rev)s_%%(slug)s"
-    )
+    cfg.set_main_option("file_template", "%%(year)d_%%(month).2d_%%(day).2d_%%(rev)s_%%(slug)s")
     return cfg
 
 

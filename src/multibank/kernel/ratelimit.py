@@ -47,7 +47,9 @@ class RateLimiter:
             for dim, value in identities:
                 if not await self.strategy.test(item, name, dim, value):
                     stats = await self.strategy.get_window_stats(item, name, dim, value)
-                    raise TooManyRequests(_header(items, item), int(stats.reset_time - time.time()) + 1)
+                    raise TooManyRequests(
+                        _header(items, item), int(stats.reset_time - time.time()) + 1
+                    )
         for item in items:
             for dim, value in identities:
                 await self.strategy.hit(item, name, dim, value)

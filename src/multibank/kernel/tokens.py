@@ -132,9 +132,7 @@ async def touch_session(
     )
     if (await db.execute(stmt)).scalar_one_or_none() is None:
         return None
-    return (
-        await db.execute(select(AuthSession).where(AuthSession.id == session_id))
-    ).scalar_one()
+    return (await db.execute(select(AuthSession).where(AuthSession.id == session_id))).scalar_one()
 
 
 async def end_session(db: AsyncSession, session_id: int, now_ms: int) -> None:

@@ -45,7 +45,9 @@ class ProgrammeSettingsUpdate(_Strict):
 class ProgrammeCreate(ProgrammeSettings):
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]
     mode: Literal["sandbox", "live"] = "sandbox"
-    currencies: list[CurrencyCode] = Field(default_factory=lambda: list(DEFAULT_CURRENCIES), min_length=1)
+    currencies: list[CurrencyCode] = Field(
+        default_factory=lambda: list(DEFAULT_CURRENCIES), min_length=1
+    )
 
     _currencies = field_validator("currencies")(_check_currencies)
 

@@ -1,4 +1,4 @@
-"""Operator rules for programmes; the CLI and the portal API both call these. Flushes, never commits."""
+"""Operator rules for programmes; the CLI and the portal API both call these. Never commits."""
 
 from __future__ import annotations
 
@@ -326,7 +326,7 @@ async def fee_groups(session: AsyncSession, programme_id: int) -> set[str]:
 
 
 async def advance_clock(session: AsyncSession, programme: Programme, seconds: int) -> int:
-    """Moves the programme's clock forward in SQL, so concurrent advances add up; returns the offset."""
+    """Moves the programme's clock forward in SQL so concurrent advances add up; returns it."""
     stmt = (
         update(Programme)
         .where(Programme.id == programme.id)

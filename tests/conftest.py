@@ -1,0 +1,133 @@
+"""Test harness: one server (app + database) per test session, one fresh programme per test.
+
+`MULTIBANK_TEST_DB` picks the database: `sqlite` (a file in a temporary folder) or `postgres`
+(a database created on the server named by `MULTIBANK_TEST_POSTGRES_URL` and dropped at the end).
+Tests never share data: each asks the `programme` factory for a programme of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from multibank.app import build_container, create_app, startup
+from multibank.kernel.context import Container
+from multibank.kernel.migrate import upgrade
+from multibank.programmes import service
+from multibank.programmes.schemas import ProgrammeCreate
+from multibank.settings import Settings
+
+DB_KIND = os.environ.get("MULTIBANK_TEST_DB", "sqlite")
+PG_ADMIN_URL = os.environ.get(
+    "MULTIBANK_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+)
+ADMIN_TOKEN = "test-admin-token-" + "x" * 32
+BASES = ("/multi", "/3.29.1/multi", "/3.1.0/multi")
+
+
+def pytest_report_header() -> str:
+    return f"multibank database: {DB_KIND}"
+
+
+async def _pg_admin(sql: str) -> None:
+    engine = create_async_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text(sql))
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture(scope="session")
+async def database_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    if DB_KIND == "sqlite":
+        path: Path = tmp_path_factory.mktemp("db") / "multibank.db"
+        yield f"sqlite+aiosqlite:///{path}"
+        return
+    if DB_KIND != "postgres":
+        raise pytest.UsageError(f"MULTIBANK_TEST_DB must be sqlite or postgres, not {DB_KIND!r}")
+    name = f"multibank_test_{os.getpid()}_{secrets.token_hex(3)}"
+    await _pg_admin(f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        await _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def settings(database_url: str) -> Settings:
+    return Settings(
+        database_url=database_url,
+        admin_token=ADMIN_TOKEN,
+        log_json=True,
+        # Cheaper Argon2id keeps the suite fast; production defaults are tested in test_passwords.
+        argon2_memory_kib=1024,
+        argon2_time_cost=1,
+    )
+
+
+@pytest.fixture(scope="session")
+async def container(settings: Settings) -> AsyncIterator[Container]:
+    c = build_container(settings)
+    await upgrade(c.db)
+    await startup(c)
+    yield c
+    await c.db.dispose()
+
+
+@pytest.fixture(scope="session")
+def app(container: Container) -> Any:
+    return create_app(container=container)
+
+
+@pytest.fixture
+async def client(app: Any) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        yield c
+
+
+@dataclass
+class Prog:
+    """A programme as a client developer sees it: its id, API key and profile ids."""
+
+    id: str
+    api_key: str
+    profiles: dict[str, str]
+    fee_types: dict[str, Any]
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"api-key": self.api_key}
+
+
+ProgrammeFactory = Callable[..., Awaitable[Prog]]
+
+
+@pytest.fixture
+def programme(container: Container) -> ProgrammeFactory:
+    async def make(**settings: Any) -> Prog:
+        name = f"p{secrets.token_hex(6)}"
+        async with container.db.transaction() as session:
+            p, key = await service.create_programme(
+                session, container.clock, ProgrammeCreate(name=name, **settings)
+            )
+            d = await service.describe(session, p, api_key=key)
+        return Prog(d.programmeId, key, d.profiles.model_dump(), d.feeTypes)
+
+    return make
+
+
+@pytest.fixture
+def admin_headers() -> dict[str, str]:
+    return {"Authorization": f"Bearer {ADMIN_TOKEN}"}
