@@ -131,3 +131,22 @@ def programme(container: Container) -> ProgrammeFactory:
 @pytest.fixture
 def admin_headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+async def open_test_session(container: Container, prog: Prog, user_id: int = 1) -> str:
+    """A bearer token naming a live session of `prog`, for tests of the token checks themselves
+    (the login flow has tests of its own)."""
+    from multibank.kernel.tokens import open_session
+
+    async with container.db.transaction() as session:
+        row = await open_session(
+            session,
+            programme_id=int(prog.id),
+            user_id=user_id,
+            credential_type="ROOT",
+            identity_type="CORPORATE",
+            identity_id=user_id,
+            token_type="AUTH",
+            now_ms=container.clock.now_ms(),
+        )
+    return container.tokens().sign(row.id, int(prog.id))

@@ -43,7 +43,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        ref = request_ref_var.get()
+        ref = getattr(record, "request_ref", None) or request_ref_var.get()
         if ref:
             out["request_ref"] = ref
         for key, value in vars(record).items():

@@ -103,7 +103,7 @@ async def current_caller(
 CurrentCaller = Annotated[Caller, Depends(current_caller)]
 
 
-async def _begin(
+async def begin_idempotent(
     request: Request, db: AsyncSession, programme: Programme, now_ms: int, caller: str
 ) -> None:
     ref = request.headers.get("idempotency-ref")
@@ -128,12 +128,14 @@ async def _begin(
 
 async def idempotency(request: Request, db: Db, programme: CurrentProgramme, clock: Now) -> None:
     """D6 for operations without a logged-in caller (`api-key` only)."""
-    await _begin(request, db, programme, clock.now_ms(), "anonymous")
+    await begin_idempotent(request, db, programme, clock.now_ms(), "anonymous")
 
 
 async def caller_idempotency(request: Request, db: Db, caller: CurrentCaller, clock: Now) -> None:
     """D6 for logged-in operations: refs are scoped to the user who sent them."""
-    await _begin(request, db, caller.programme, clock.now_ms(), f"user:{caller.session.user_id}")
+    await begin_idempotent(
+        request, db, caller.programme, clock.now_ms(), f"user:{caller.session.user_id}"
+    )
 
 
 # D6: accepted on every POST and PATCH; other methods accept the header and ignore it.

@@ -16,10 +16,6 @@ from multibank.observability import REQUEST_LATENCY, REQUESTS, request_ref_var
 log = logging.getLogger("multibank.access")
 
 
-class _TooLarge(Exception):
-    pass
-
-
 def _route_template(scope: Scope) -> str:
     route = scope.get("route")
     path = getattr(route, "path", None)
@@ -44,9 +40,11 @@ class EdgeMiddleware:
         ref = uuid.uuid4().hex
         token = request_ref_var.set(ref)
         started = time.perf_counter()
-        status = {"code": 500, "sent": False}
+        status: dict[str, Any] = {"code": 500, "sent": False, "too_large": False}
 
         async def send_wrapper(message: Message) -> None:
+            if status["too_large"] and message.get("type", "").startswith("http.response"):
+                return  # the 413 has been answered; whatever the app says after it is dropped
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
                 status["sent"] = True
@@ -67,16 +65,19 @@ class EdgeMiddleware:
                 message = await receive()
                 if message["type"] == "http.request":
                     received += len(message.get("body", b""))
-                    if received > self.max_body:
-                        raise _TooLarge
+                    if received > self.max_body and not status["sent"]:
+                        # Answer 413 now and tell the app the client went away, so it stops
+                        # reading; frameworks would turn an exception here into a 400.
+                        await _send_json(send_wrapper, 413, {"message": "Request entity too large"})
+                        status["too_large"] = True
+                        return {"type": "http.disconnect"}
                 return message
 
             try:
                 await self.app(scope, receive_limited, send_wrapper)
-            except _TooLarge:
-                if not status["sent"]:
-                    await _send_json(send_wrapper, 413, {"message": "Request entity too large"})
             except Exception:
+                if status["too_large"]:
+                    return  # the app noticed the "disconnect" we made up; 413 already went out
                 log.exception("unhandled error")
                 if not status["sent"]:
                     await _send_json(
@@ -90,6 +91,7 @@ class EdgeMiddleware:
             log.info(
                 "request",
                 extra={
+                    "request_ref": ref,
                     "method": scope["method"],
                     "path": scope["path"],
                     "route": route,

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader
 
-from multibank.api.deps import Db
+from multibank.api.deps import AppContainer, Db, begin_idempotent
 from multibank.kernel.errors import BadRequest, NotFound, Unauthorized
 from multibank.programmes.models import Programme
 from multibank.programmes.service import programme_for_api_key
@@ -35,3 +35,14 @@ async def simulator_programme(
 
 
 SimulatorProgramme = Annotated[Programme, Depends(simulator_programme)]
+
+
+async def simulator_idempotency(
+    request: Request, db: Db, programme: SimulatorProgramme, container: AppContainer
+) -> None:
+    """D6 on the simulator too: a retried deposit or clock advance has one effect."""
+    now = container.clock.now_ms(programme.clock_offset_ms)
+    await begin_idempotent(request, db, programme, now, "simulator")
+
+
+SimulatorIdempotent = Depends(simulator_idempotency)

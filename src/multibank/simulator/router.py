@@ -9,7 +9,7 @@ from multibank.api.deps import AppContainer, Db
 from multibank.api.errors import install_error_handlers
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.programmes.service import advance_clock
-from multibank.simulator.deps import SimulatorProgramme
+from multibank.simulator.deps import SimulatorIdempotent, SimulatorProgramme
 
 router = APIRouter(tags=["Simulator"], route_class=UnitOfWorkRoute)
 
@@ -23,7 +23,9 @@ class ClockState(BaseModel):
     now: int
 
 
-@router.post("/clock/advance", operation_id="simulateClockAdvance")
+@router.post(
+    "/clock/advance", operation_id="simulateClockAdvance", dependencies=[SimulatorIdempotent]
+)
 async def clock_advance(
     body: ClockAdvance, programme: SimulatorProgramme, db: Db, container: AppContainer
 ) -> ClockState:

@@ -1,0 +1,378 @@
+"""The platform every operation stands on: versions, tenancy, error bodies, limits, operations."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import pytest
+
+from multibank.api.routing import compose
+from tests.conftest import BASES, open_test_session
+
+STRONG = {"password": {"value": "Abcdef1!"}}
+
+
+def validate(base: str = "/multi") -> str:
+    return f"{base}/passwords/validate"
+
+
+# Versions (D2)
+
+
+@pytest.mark.parametrize(
+    ("base", "version"),
+    [("/multi", "3.29.1"), ("/3.29.1/multi", "3.29.1"), ("/3.1.0/multi", "3.1.0")],
+)
+async def test_each_base_has_its_own_openapi_and_docs(client, base, version):
+    r = await client.get(f"{base}/openapi.json")
+    assert r.status_code == 200
+    doc = r.json()
+    assert doc["info"]["version"] == version
+    assert "/passwords/validate" in doc["paths"]
+    schemes = doc["components"]["securitySchemes"]
+    assert schemes["api_key"] == {"type": "apiKey", "in": "header", "name": "api-key"}
+    docs = await client.get(f"{base}/docs")
+    assert docs.status_code == 200
+    assert f"{base}/openapi.json" in docs.text
+
+
+async def test_operation_is_served_on_every_base(client, programme):
+    p = await programme()
+    for base in BASES:
+        r = await client.post(validate(base), headers=p.headers, json=STRONG)
+        assert r.status_code == 204, (base, r.text)
+
+
+def test_compose_removes_and_overrides_by_method_and_path():
+    from fastapi import APIRouter
+
+    base = APIRouter()
+
+    @base.get("/a", operation_id="getA")
+    async def get_a() -> dict[str, str]:
+        return {"v": "base"}
+
+    @base.get("/b", operation_id="getB")
+    async def get_b() -> dict[str, str]:
+        return {"v": "base"}
+
+    over = APIRouter()
+
+    @over.get("/a", operation_id="getA")
+    async def get_a_old() -> dict[str, str]:
+        return {"v": "old"}
+
+    routes = compose([base], [over], {"getB"}).routes
+    paths = [(r.path, r.endpoint.__name__) for r in routes]  # type: ignore[attr-defined]
+    assert paths == [("/a", "get_a_old")]
+    with pytest.raises(ValueError, match="unknown"):
+        compose([base], [], {"nope"})
+
+
+# Tenancy (D7)
+
+
+@pytest.mark.parametrize("base", BASES)
+async def test_api_key_missing_or_empty_is_400(client, base):
+    for headers in ({}, {"api-key": ""}, {"api-key": "   "}):
+        r = await client.post(validate(base), headers=headers, json=STRONG)
+        assert r.status_code == 400, headers
+        body = r.json()
+        assert body["syntaxErrors"]["invalidFields"] == [
+            {"fieldName": "api-key", "error": "REQUIRED", "params": []}
+        ]
+
+
+@pytest.mark.parametrize("base", BASES)
+async def test_unknown_api_key_is_401_without_body(client, base):
+    r = await client.post(validate(base), headers={"api-key": "mb_sbx_nope"}, json=STRONG)
+    assert r.status_code == 401
+    assert r.content == b""
+
+
+async def test_token_of_another_programme_is_403(client, programme, container):
+    mine, theirs = await programme(), await programme()
+    token = await open_test_session(container, theirs)
+    r = await client.post(
+        "/multi/logout", headers={**mine.headers, "Authorization": f"Bearer {token}"}
+    )
+    assert r.status_code == 403
+    # The session was not touched: it still works with its own programme's key.
+    r = await client.post(
+        "/multi/logout", headers={**theirs.headers, "Authorization": f"Bearer {token}"}
+    )
+    assert r.status_code == 204
+
+
+@pytest.mark.parametrize("base", BASES)
+async def test_bad_tokens_are_401_without_body(client, programme, container, base):
+    p = await programme()
+    good = await open_test_session(container, p)
+    for auth in (None, "Bearer ", "Bearer garbage", f"Bearer {good[:-3]}xyz", "Basic abc"):
+        headers = dict(p.headers)
+        if auth is not None:
+            headers["Authorization"] = auth
+        r = await client.post(f"{base}/logout", headers=headers)
+        assert r.status_code == 401, auth
+        assert r.content == b""
+
+
+async def test_logged_out_token_is_401(client, programme, container):
+    p = await programme()
+    token = await open_test_session(container, p)
+    headers = {**p.headers, "Authorization": f"Bearer {token}"}
+    assert (await client.post("/multi/logout", headers=headers)).status_code == 204
+    r = await client.post("/multi/logout", headers=headers)
+    assert r.status_code == 401
+
+
+async def test_idle_token_expires_with_the_programme_clock(client, programme, container):
+    p = await programme()
+    token = await open_test_session(container, p)
+    headers = {**p.headers, "Authorization": f"Bearer {token}"}
+    r = await client.post(
+        "/simulate/api/clock/advance", headers={"programme-key": p.api_key}, json={"seconds": 301}
+    )
+    assert r.status_code == 200
+    assert (await client.post("/multi/logout", headers=headers)).status_code == 401
+
+
+# Error model (contract §2)
+
+
+async def test_validation_error_body(client, programme):
+    p = await programme()
+    r = await client.post(validate(), headers=p.headers, json={"password": {}})
+    assert r.status_code == 400
+    body = r.json()
+    assert body["syntaxErrors"]["invalidFields"] == [
+        {"fieldName": "password.value", "error": "REQUIRED", "params": []}
+    ]
+    assert body["message"] == "request.password.value: must not be null"
+
+
+async def test_wrong_type_and_missing_body(client, programme):
+    p = await programme()
+    r = await client.post(validate(), headers=p.headers, json={"password": "x"})
+    assert r.status_code == 400
+    assert r.json()["syntaxErrors"]["invalidFields"][0]["fieldName"] == "password"
+    r = await client.post(validate(), headers=p.headers)
+    assert r.status_code == 400
+    assert r.json()["syntaxErrors"]["invalidFields"][0]["error"] == "REQUIRED"
+
+
+async def test_malformed_json_is_400(client, programme):
+    p = await programme()
+    for raw in (b"{", b'{"password": ', b"\xff\xfe", b"[1,2"):
+        r = await client.post(
+            validate(),
+            headers={**p.headers, "content-type": "application/json"},
+            content=raw,
+        )
+        assert r.status_code == 400, raw
+        assert "message" in r.json()
+
+
+async def test_body_over_one_mib_is_413(client, programme):
+    p = await programme()
+    big = json.dumps({"password": {"value": "A" * (1024 * 1024)}}).encode()
+    r = await client.post(
+        validate(), headers={**p.headers, "content-type": "application/json"}, content=big
+    )
+    assert r.status_code == 413
+
+    async def chunks():  # no content-length: the limit holds on the streamed body too
+        for _ in range(20):
+            yield b"x" * 65536
+
+    r = await client.post(
+        validate(), headers={**p.headers, "content-type": "application/json"}, content=chunks()
+    )
+    assert r.status_code == 413
+
+
+async def test_404_and_405_bodies(client, programme):
+    p = await programme()
+    r = await client.get("/multi/no_such_operation", headers=p.headers)
+    assert r.status_code == 404
+    assert set(r.json()) == {"code", "message"}
+    r = await client.get(validate(), headers=p.headers)
+    assert r.status_code == 405
+    assert r.json()["code"] == "METHOD_NOT_ALLOWED"
+
+
+async def test_every_response_carries_a_request_ref(client, programme):
+    p = await programme()
+    responses = [
+        await client.post(validate(), headers=p.headers, json=STRONG),
+        await client.post(validate(), headers=p.headers, json={"password": {"value": "x"}}),
+        await client.post(validate(), headers={}, json=STRONG),
+        await client.post(validate(), headers={"api-key": "unknown"}, json=STRONG),
+        await client.get("/multi/nothing"),
+        await client.get("/healthz"),
+        await client.get("/metrics"),
+    ]
+    refs = [r.headers.get("request-ref") for r in responses]
+    assert all(refs), refs
+    assert len(set(refs)) == len(refs)
+
+
+async def test_unexpected_failure_is_500_without_details(app, client, monkeypatch, programme):
+    from multibank.api.v3_29 import passwords
+
+    p = await programme()
+
+    def boom(_: str) -> None:
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(passwords, "check_complexity", boom)
+    r = await client.post(validate(), headers=p.headers, json=STRONG)
+    assert r.status_code == 500
+    assert "secret" not in r.text
+    assert r.headers.get("request-ref")
+
+
+# Idempotency (D6), through the simulator's clock advance, an operation with a visible effect
+
+
+async def _offset(client, p) -> int:
+    r = await client.post(
+        "/simulate/api/clock/advance",
+        headers={"programme-key": p.api_key, "idempotency-ref": f"probe-{id(object())}"},
+        json={"seconds": 1},
+    )
+    return int(r.json()["offsetSeconds"]) - 1
+
+
+async def test_same_ref_same_payload_replays_without_second_effect(client, programme):
+    p = await programme()
+    headers = {"programme-key": p.api_key, "idempotency-ref": "adv-1"}
+    first = await client.post("/simulate/api/clock/advance", headers=headers, json={"seconds": 60})
+    again = await client.post(
+        "/simulate/api/clock/advance", headers=headers, content=b'{ "seconds" : 60 }'
+    )
+    assert first.status_code == again.status_code == 200
+    assert first.content == again.content
+    assert await _offset(client, p) == 60
+
+
+async def test_same_ref_other_payload_is_400(client, programme):
+    p = await programme()
+    headers = {"programme-key": p.api_key, "idempotency-ref": "adv-2"}
+    await client.post("/simulate/api/clock/advance", headers=headers, json={"seconds": 60})
+    r = await client.post("/simulate/api/clock/advance", headers=headers, json={"seconds": 61})
+    assert r.status_code == 400
+    assert r.json()["message"] == "Payloads do not match for the same idempotency-ref."
+    assert await _offset(client, p) == 60
+
+
+async def test_long_ref_is_413_and_changes_nothing(client, programme):
+    p = await programme()
+    headers = {"programme-key": p.api_key, "idempotency-ref": "r" * 256}
+    r = await client.post("/simulate/api/clock/advance", headers=headers, json={"seconds": 60})
+    assert r.status_code == 413
+    assert await _offset(client, p) == 0
+
+
+async def test_refused_request_does_not_burn_the_ref(client, programme):
+    p = await programme()
+    headers = {"programme-key": p.api_key, "idempotency-ref": "adv-3"}
+    bad = await client.post("/simulate/api/clock/advance", headers=headers, json={"seconds": -5})
+    assert bad.status_code == 400
+    r = await client.post("/simulate/api/clock/advance", headers=headers, json={"seconds": 5})
+    assert r.status_code == 200
+    assert await _offset(client, p) == 5
+
+
+async def test_parallel_duplicates_have_one_effect(client, programme):
+    p = await programme()
+    headers = {"programme-key": p.api_key, "idempotency-ref": "adv-par"}
+    replies = await asyncio.gather(
+        *[
+            client.post("/simulate/api/clock/advance", headers=headers, json={"seconds": 10})
+            for _ in range(10)
+        ]
+    )
+    assert {r.status_code for r in replies} == {200}
+    assert len({r.content for r in replies}) == 1
+    assert await _offset(client, p) == 10
+
+
+# Simulator authentication (D8)
+
+
+async def test_simulator_programme_key_rules(client, programme):
+    p = await programme()
+    live = await programme(mode="live")
+    url = "/simulate/api/clock/advance"
+    assert (await client.post(url, json={"seconds": 1})).status_code == 400
+    assert (
+        await client.post(url, headers={"programme-key": "nope"}, json={"seconds": 1})
+    ).status_code == 401
+    r = await client.post(url, headers={"programme-key": live.api_key}, json={"seconds": 1})
+    assert r.status_code == 404
+    r = await client.post(url, headers={"programme-key": p.api_key}, json={"seconds": 0})
+    assert r.status_code == 400
+    assert r.json()["syntaxErrors"]["invalidFields"][0]["fieldName"] == "seconds"
+
+
+async def test_clock_advance_moves_only_that_programme(client, programme):
+    a, b = await programme(), await programme()
+    r = await client.post(
+        "/simulate/api/clock/advance", headers={"programme-key": a.api_key}, json={"seconds": 3600}
+    )
+    assert r.status_code == 200
+    assert r.json()["offsetSeconds"] == 3600
+    assert await _offset(client, a) == 3600
+    assert await _offset(client, b) == 0
+
+
+# Operations (D10)
+
+
+async def test_health_ready_metrics(client, programme):
+    p = await programme()
+    assert (await client.get("/healthz")).json() == {"status": "ok"}
+    assert (await client.get("/readyz")).status_code == 200
+    await client.post(validate(), headers=p.headers, json=STRONG)
+    text = (await client.get("/metrics")).text
+    assert "multibank_http_requests_total" in text
+    assert 'route="/multi/passwords/validate"' in text
+    assert "multibank_http_request_duration_seconds_bucket" in text
+
+
+async def test_readyz_reports_an_unreachable_database(settings):
+    import httpx
+
+    from multibank.app import build_container, create_app, startup
+
+    c = build_container(settings)
+    await startup(c)
+    await c.db.dispose()
+    from multibank.kernel.db import Database
+
+    c.db = Database("postgresql+asyncpg://nobody@127.0.0.1:1/none")
+    app = create_app(container=c)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as cl:
+        r = await cl.get("/readyz")
+    assert r.status_code == 503
+    await c.db.dispose()
+
+
+async def test_access_log_is_json_with_the_request_ref(client, programme, caplog):
+    from multibank.observability import JsonFormatter
+
+    p = await programme()
+    with caplog.at_level(logging.INFO, logger="multibank.access"):
+        r = await client.post(validate(), headers=p.headers, json=STRONG)
+    ref = r.headers["request-ref"]
+    records = [rec for rec in caplog.records if rec.name == "multibank.access"]
+    assert records
+    lines = [json.loads(JsonFormatter().format(rec)) for rec in records]
+    line = lines[-1]
+    assert line["status"] == 204
+    assert line["route"] == "/multi/passwords/validate"
+    assert line["request_ref"] == ref
