@@ -15,8 +15,10 @@ from multibank.api.versions import build_v3_1, build_v3_29
 from multibank.kernel import secrets as server_secrets
 from multibank.kernel.context import Container
 from multibank.kernel.db import Database
+from multibank.kernel.hashing import PasswordHasher
 from multibank.kernel.ratelimit import RateLimiter
 from multibank.kernel.tokens import TokenKeyring
+from multibank.kyc.page import router as kyc_pages
 from multibank.observability import configure_logging, render_metrics
 from multibank.portal.router import build_portal
 from multibank.settings import Settings, get_settings
@@ -30,6 +32,9 @@ def build_container(settings: Settings) -> Container:
         settings=settings,
         db=Database(settings.database_url, settings.database_echo),
         limiter=RateLimiter(settings.redis_url),
+        hasher=PasswordHasher(
+            settings.argon2_memory_kib, settings.argon2_time_cost, settings.argon2_parallelism
+        ),
     )
 
 
@@ -84,6 +89,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     app.mount("/multi", build_v3_29())
     app.mount("/3.29.1/multi", build_v3_29())
     app.mount("/3.1.0/multi", build_v3_1())
+    app.include_router(kyc_pages)
     app.mount("/simulate/api", build_simulator())
     app.mount("/portal/api", build_portal())
     app.add_middleware(EdgeMiddleware, container=container)

@@ -11,6 +11,7 @@ from typing import Annotated, TypeVar
 
 import typer
 import uvicorn
+from pydantic import ValidationError
 
 from multibank.kernel.clock import Clock
 from multibank.kernel.db import Database
@@ -137,13 +138,18 @@ def programme_create(
     as_json: Annotated[bool, typer.Option("--json", help="Print the D4 JSON shape.")] = False,
 ) -> None:
     """Create a programme with its profiles, the ADMIN_FEE fee type and a first API key."""
-    data = ProgrammeCreate(
-        name=name,
-        mode="live" if live else "sandbox",
-        stepUpRequired=step_up_required,
-        failedLoginLimit=failed_login_limit,
-        ibanAllocationDelaySeconds=iban_allocation_delay,
-    )
+    try:
+        data = ProgrammeCreate(
+            name=name,
+            mode="live" if live else "sandbox",
+            stepUpRequired=step_up_required,
+            failedLoginLimit=failed_login_limit,
+            ibanAllocationDelaySeconds=iban_allocation_delay,
+        )
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        _fail(f"cannot create programme {name!r}: {problems}")
+        return
 
     async def work(db: Database) -> ProgrammeDescription:
         await upgrade(db)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 
 def load_all() -> None:
+    import multibank.identities.models
+    import multibank.kernel.codes
     import multibank.kernel.idempotency
+    import multibank.kernel.notify
     import multibank.kernel.tokens
-    import multibank.programmes.models  # noqa: F401
+    import multibank.programmes.models
+    import multibank.users.models  # noqa: F401

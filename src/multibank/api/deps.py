@@ -3,8 +3,9 @@ the programme's clock, and the idempotency-ref handling of D6."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
@@ -17,6 +18,7 @@ from multibank.kernel.context import Container
 from multibank.kernel.errors import BadRequest, Forbidden, Unauthorized
 from multibank.kernel.idempotency import IdempotencyRecord, IdempotencyStore, payload_hash
 from multibank.kernel.tokens import AuthSession, SessionLimits, touch_session
+from multibank.programmes.context import Ctx
 from multibank.programmes.models import Programme
 from multibank.programmes.service import programme_for_api_key
 
@@ -141,3 +143,61 @@ async def caller_idempotency(request: Request, db: Db, caller: CurrentCaller, cl
 # D6: accepted on every POST and PATCH; other methods accept the header and ignore it.
 Idempotent = Depends(idempotency)
 CallerIdempotent = Depends(caller_idempotency)
+
+
+def anonymous_ctx(db: Db, programme: CurrentProgramme, clock: Now) -> Ctx:
+    """Operations that need only the `api-key` (sign-up, e-mail codes, login, invites)."""
+    return Ctx(db, programme, clock.now_ms())
+
+
+AnonCtx = Annotated[Ctx, Depends(anonymous_ctx)]
+
+
+@dataclass(frozen=True)
+class Session:
+    """A logged-in caller with the context its services need."""
+
+    ctx: Ctx
+    auth: AuthSession
+
+    @property
+    def identity_id(self) -> int:
+        return self.auth.identity_id
+
+
+def caller_ctx(db: Db, caller: CurrentCaller, clock: Now) -> Session:
+    return Session(Ctx(db, caller.programme, clock.now_ms()), caller.session)
+
+
+LoggedIn = Annotated[Session, Depends(caller_ctx)]
+
+
+def _of_type(kind: str) -> Callable[[Session], Session]:
+    def check(session: LoggedIn) -> Session:
+        # A consumer's token on a corporate operation (or the reverse) is refused outright.
+        if session.auth.identity_type != kind:
+            raise Forbidden()
+        return session
+
+    return check
+
+
+CorporateSession = Annotated[Session, Depends(_of_type("CORPORATE"))]
+ConsumerSession = Annotated[Session, Depends(_of_type("CONSUMER"))]
+
+
+def conflicts(*codes: str) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` naming the 409 errorCodes an operation can answer."""
+    return {
+        409: {
+            "description": "Refused by a business rule: " + ", ".join(codes),
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {"errorCode": {"type": "string", "enum": list(codes)}},
+                    }
+                }
+            },
+        }
+    }

@@ -12,9 +12,11 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.routing import APIRoute
+from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.routing import BaseRoute
 
 from multibank.kernel.context import Container
+from multibank.kernel.errors import DomainError
 from multibank.kernel.idempotency import IdempotencyRecord, IdempotencyStore
 
 
@@ -33,6 +35,12 @@ class UnitOfWorkRoute(APIRoute):
                 request.state.db = session
                 try:
                     response = await handler(request)
+                except DomainError as exc:
+                    if exc.keep_changes:
+                        await _commit_refusal(request, session)
+                    else:
+                        await session.rollback()
+                    raise
                 except BaseException:
                     await session.rollback()
                     raise
@@ -53,6 +61,15 @@ class UnitOfWorkRoute(APIRoute):
                 return response
 
         return run
+
+
+async def _commit_refusal(request: Request, session: AsyncSession) -> None:
+    """Keeps what a refused request had to record, but never its idempotency placeholder: a
+    refusal is not stored as the ref's answer, so a retry runs again."""
+    record: IdempotencyRecord | None = getattr(request.state, "idempotency_record", None)
+    if record is not None:
+        await session.delete(record)
+    await session.commit()
 
 
 def operation_key(route: BaseRoute) -> tuple[str, str]:

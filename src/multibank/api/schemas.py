@@ -1,12 +1,36 @@
-"""Wire types shared by both versions (contract §6)."""
+"""Wire types shared by both versions and every tag (contract §6)."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, EmailStr, Field, StringConstraints
 
 DigitsId = Annotated[str, StringConstraints(pattern=r"^[0-9]+$", max_length=19)]
+Tag = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]+$", max_length=50)]
+Currency = Annotated[str, StringConstraints(pattern=r"^[A-Z]*$", min_length=3, max_length=3)]
+Country = Annotated[str, StringConstraints(pattern=r"^[A-Z]+$", min_length=2, max_length=2)]
+PostCode = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9 -]*$", max_length=10)]
+VerificationCode = Annotated[
+    str, StringConstraints(pattern=r"^[0-9]+$", min_length=6, max_length=6)
+]
+Nonce = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^[a-zA-Z0-9_.*@-]*$|^[a-zA-Z0-9.!#$%&*+\/=?^_|~-]+@[a-zA-Z0-9_-]+(?:.[a-zA-Z0-9_-]+)*$",
+        max_length=50,
+    ),
+]
+# Root-user names in updates (3.29.1); 3.1.0 also refuses `[` and `]`.
+PersonName = Annotated[
+    str, StringConstraints(pattern=r"^[^0-9~!@#$%^*()_+={}\\|:;,<>/?]*$", max_length=20)
+]
+PersonName310 = Annotated[
+    str, StringConstraints(pattern=r"^[^0-9~!@#$%^*()_+={}\[\]\\|:;,<>/?]*$", max_length=20)
+]
+Email = EmailStr
+IpAddress = Annotated[str, StringConstraints(min_length=5, max_length=45)]
 
 
 class Wire(BaseModel):
@@ -21,3 +45,185 @@ class SensitivePassword(Wire):
 
 class PasswordValidateRequest(Wire):
     password: SensitivePassword
+
+
+class Mobile(Wire):
+    countryCode: Annotated[str, StringConstraints(min_length=1, max_length=6)]
+    number: Annotated[str, StringConstraints(pattern=r"^[0-9]+$", min_length=1, max_length=15)]
+
+
+class Date(Wire):
+    year: Annotated[int, Field(ge=1900, le=2100)]
+    month: Annotated[int, Field(ge=1, le=12)]
+    day: Annotated[int, Field(ge=1, le=31)]
+
+
+class Address(Wire):
+    addressLine1: Annotated[str, StringConstraints(max_length=150)]
+    addressLine2: Annotated[str, StringConstraints(max_length=150)] | None = None
+    city: Annotated[str, StringConstraints(max_length=50)]
+    postCode: PostCode
+    state: Annotated[str, StringConstraints(max_length=50)] | None = None
+    country: Country
+
+
+class AddressWithNoRequiredFields(Wire):
+    addressLine1: Annotated[str, StringConstraints(max_length=150)] | None = None
+    addressLine2: Annotated[str, StringConstraints(max_length=150)] | None = None
+    city: Annotated[str, StringConstraints(max_length=50)] | None = None
+    postCode: PostCode | None = None
+    state: Annotated[str, StringConstraints(max_length=50)] | None = None
+    country: Country | None = None
+
+
+class IdentityType(StrEnum):
+    CONSUMER = "CONSUMER"
+    CORPORATE = "CORPORATE"
+
+
+class IdentityId(BaseModel):
+    type: IdentityType
+    id: DigitsId
+
+
+class TypeId(BaseModel):
+    type: str
+    id: DigitsId
+
+
+class EmailRequest(Wire):
+    email: Email
+
+
+class EmailVerifyRequest(Wire):
+    email: Email
+    verificationCode: VerificationCode
+
+
+class VerificationCodeRequest(Wire):
+    verificationCode: VerificationCode
+
+
+class TokenResponse(BaseModel):
+    token: str
+
+
+class ReferenceResponse(BaseModel):
+    reference: DigitsId
+
+
+class Industry(StrEnum):
+    ACCOUNTING = "ACCOUNTING"
+    AUDIT = "AUDIT"
+    FINANCE = "FINANCE"
+    PUBLIC_SECTOR_ADMINISTRATION = "PUBLIC_SECTOR_ADMINISTRATION"
+    ART_ENTERTAINMENT = "ART_ENTERTAINMENT"
+    AUTO_AVIATION = "AUTO_AVIATION"
+    BANKING_LENDING = "BANKING_LENDING"
+    BUSINESS_CONSULTANCY_LEGAL = "BUSINESS_CONSULTANCY_LEGAL"
+    CONSTRUCTION_REPAIR = "CONSTRUCTION_REPAIR"
+    EDUCATION_PROFESSIONAL_SERVICES = "EDUCATION_PROFESSIONAL_SERVICES"
+    INFORMATIONAL_TECHNOLOGIES = "INFORMATIONAL_TECHNOLOGIES"
+    TOBACCO_ALCOHOL = "TOBACCO_ALCOHOL"
+    GAMING_GAMBLING = "GAMING_GAMBLING"
+    MEDICAL_SERVICES = "MEDICAL_SERVICES"
+    MANUFACTURING = "MANUFACTURING"
+    PR_MARKETING = "PR_MARKETING"
+    PRECIOUS_GOODS_JEWELRY = "PRECIOUS_GOODS_JEWELRY"
+    NON_GOVERNMENTAL_ORGANIZATION = "NON_GOVERNMENTAL_ORGANIZATION"
+    INSURANCE_SECURITY = "INSURANCE_SECURITY"
+    RETAIL_WHOLESALE = "RETAIL_WHOLESALE"
+    TRAVEL_TOURISM = "TRAVEL_TOURISM"
+    FREELANCER = "FREELANCER"
+
+
+class Occupation(StrEnum):
+    ACCOUNTING = "ACCOUNTING"
+    AUDIT = "AUDIT"
+    FINANCE = "FINANCE"
+    PUBLIC_SECTOR_ADMINISTRATION = "PUBLIC_SECTOR_ADMINISTRATION"
+    ART_ENTERTAINMENT = "ART_ENTERTAINMENT"
+    AUTO_AVIATION = "AUTO_AVIATION"
+    BANKING_LENDING = "BANKING_LENDING"
+    BUSINESS_CONSULTANCY_LEGAL = "BUSINESS_CONSULTANCY_LEGAL"
+    CONSTRUCTION_REPAIR = "CONSTRUCTION_REPAIR"
+    EDUCATION_PROFESSIONAL_SERVICES = "EDUCATION_PROFESSIONAL_SERVICES"
+    INFORMATIONAL_TECHNOLOGIES = "INFORMATIONAL_TECHNOLOGIES"
+    TOBACCO_ALCOHOL = "TOBACCO_ALCOHOL"
+    GAMING_GAMBLING = "GAMING_GAMBLING"
+    MEDICAL_SERVICES = "MEDICAL_SERVICES"
+    MANUFACTURING = "MANUFACTURING"
+    PR_MARKETING = "PR_MARKETING"
+    PRECIOUS_GOODS_JEWELRY = "PRECIOUS_GOODS_JEWELRY"
+    NON_GOVERNMENTAL_ORGANIZATION = "NON_GOVERNMENTAL_ORGANIZATION"
+    INSURANCE_SECURITY = "INSURANCE_SECURITY"
+    RETAIL_WHOLESALE = "RETAIL_WHOLESALE"
+    TRAVEL_TOURISM = "TRAVEL_TOURISM"
+    FREELANCER = "FREELANCER"
+    STUDENT = "STUDENT"
+    UNEMPLOYED = "UNEMPLOYED"
+    RETIRED = "RETIRED"
+    OTHER = "OTHER"
+
+
+class CorporateSourceOfFunds(StrEnum):
+    LABOUR_CONTRACT = "LABOUR_CONTRACT"
+    CIVIL_CONTRACT = "CIVIL_CONTRACT"
+    RENT = "RENT"
+    FUNDS_FROM_OTHER_AUXILIARY_SOURCES = "FUNDS_FROM_OTHER_AUXILIARY_SOURCES"
+    SALE_OF_MOVABLE_ASSETS = "SALE_OF_MOVABLE_ASSETS"
+    SALE_OF_REAL_ESTATE = "SALE_OF_REAL_ESTATE"
+    ORDINARY_BUSINESS_ACTIVITY = "ORDINARY_BUSINESS_ACTIVITY"
+    DIVIDENDS = "DIVIDENDS"
+    LOAN_FROM_FINANCIAL_INSTITUTIONS_CREDIT_UNIONS = (
+        "LOAN_FROM_FINANCIAL_INSTITUTIONS_CREDIT_UNIONS"
+    )
+    LOAN_FROM_THIRD_PARTIES = "LOAN_FROM_THIRD_PARTIES"
+    SALE_OF_COMPANY_SHARES_BUSINESS = "SALE_OF_COMPANY_SHARES_BUSINESS"
+    OTHER = "OTHER"
+
+
+class ConsumerSourceOfFunds(StrEnum):
+    PERSONAL_SAVINGS = "PERSONAL_SAVINGS"
+    FAMILY_SAVINGS = "FAMILY_SAVINGS"
+    LABOUR_CONTRACT = "LABOUR_CONTRACT"
+    CIVIL_CONTRACT = "CIVIL_CONTRACT"
+    RENT = "RENT"
+    FUNDS_FROM_OTHER_AUXILIARY_SOURCES = "FUNDS_FROM_OTHER_AUXILIARY_SOURCES"
+    SALE_OF_MOVABLE_ASSETS = "SALE_OF_MOVABLE_ASSETS"
+    SALE_OF_REAL_ESTATE = "SALE_OF_REAL_ESTATE"
+    ORDINARY_BUSINESS_ACTIVITY = "ORDINARY_BUSINESS_ACTIVITY"
+    DIVIDENDS = "DIVIDENDS"
+    LOAN_FROM_FINANCIAL_INSTITUTIONS_CREDIT_UNIONS = (
+        "LOAN_FROM_FINANCIAL_INSTITUTIONS_CREDIT_UNIONS"
+    )
+    LOAN_FROM_THIRD_PARTIES = "LOAN_FROM_THIRD_PARTIES"
+    SALE_OF_COMPANY_SHARES_BUSINESS = "SALE_OF_COMPANY_SHARES_BUSINESS"
+    OTHER = "OTHER"
+    INHERITANCE = "INHERITANCE"
+
+
+class CompanyType(StrEnum):
+    SOLE_TRADER = "SOLE_TRADER"
+    LLC = "LLC"
+    PUBLIC_LIMITED_COMPANY = "PUBLIC_LIMITED_COMPANY"
+    LIMITED_LIABILITY_PARTNERSHIP = "LIMITED_LIABILITY_PARTNERSHIP"
+    NON_PROFIT_ORGANISATION = "NON_PROFIT_ORGANISATION"
+
+
+class CompanyPosition(StrEnum):
+    DIRECTOR = "DIRECTOR"
+    AUTHORISED_REPRESENTATIVE = "AUTHORISED_REPRESENTATIVE"
+
+
+class KycLevel(StrEnum):
+    KYC_LEVEL_1 = "KYC_LEVEL_1"
+    KYC_LEVEL_2 = "KYC_LEVEL_2"
+
+
+class KyiStatus(StrEnum):
+    NOT_STARTED = "NOT_STARTED"
+    INITIATED = "INITIATED"
+    PENDING_REVIEW = "PENDING_REVIEW"
+    APPROVED = "APPROVED"
+    REJECTED = "REJECTED"

@@ -23,7 +23,7 @@ class FrozenClock(Clock):
         return self.current
 
     def advance(self, seconds: float) -> None:
-        self.current += int(seconds * 1000)
+        self.current += round(seconds * 1000)  # int() would turn 1.001 s into 1000 ms
 
 
 class ProgrammeClock:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from multibank.kernel.clock import Clock
 from multibank.kernel.db import Database
+from multibank.kernel.hashing import PasswordHasher
 from multibank.kernel.ratelimit import RateLimiter
 from multibank.kernel.tokens import TokenKeyring
 from multibank.settings import Settings
@@ -19,6 +20,7 @@ class Container:
     limiter: RateLimiter = field(default_factory=RateLimiter)
     keyring: TokenKeyring | None = None  # loaded at start-up (sandbox keys live in the database)
     admin_token: str | None = None
+    hasher: PasswordHasher = field(default_factory=lambda: PasswordHasher(19 * 1024, 2, 1))
 
     def tokens(self) -> TokenKeyring:
         if self.keyring is None:

@@ -7,6 +7,13 @@ from typing import Any
 
 class DomainError(Exception):
     status_code: int = 500
+    # Set when the refusal itself must be remembered (a wrong code's try, a failed login):
+    # the request's changes are committed although the answer is an error.
+    keep_changes: bool = False
+
+    def keeping_changes(self) -> DomainError:
+        self.keep_changes = True
+        return self
 
     def body(self) -> dict[str, Any] | None:
         return None

@@ -18,6 +18,8 @@ class IdGenerator:
         # Without a configured node id every process draws one, so two workers rarely share it;
         # the primary keys are unique in the database, so a clash fails loudly, never silently.
         self.node_id = node_id if node_id is not None else secrets.randbelow(1 << _NODE_BITS)
+        if not 0 <= self.node_id < 1 << _NODE_BITS:  # wider ones would spill into the time bits
+            raise ValueError(f"node id must be in 0..{(1 << _NODE_BITS) - 1}, not {self.node_id}")
         self._lock = threading.Lock()
         self._last_ms = 0
         self._seq = 0
@@ -29,10 +31,8 @@ class IdGenerator:
                 now = self._last_ms
             if now == self._last_ms:
                 self._seq = (self._seq + 1) & _MAX_SEQ
-                if self._seq == 0:
-                    while now <= self._last_ms:
-                        time.sleep(0.0001)
-                        now = int(time.time() * 1000)
+                if self._seq == 0:  # this ms is spent: borrow the next one rather than wait for
+                    now = self._last_ms + 1  # a clock that may have stepped back a long way
             else:
                 self._seq = 0
             self._last_ms = now

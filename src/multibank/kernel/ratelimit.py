@@ -39,20 +39,26 @@ class RateLimiter:
     async def hit(self, name: str, limits: str, keys: Iterable[tuple[str, str]]) -> None:
         """Counts one call against every (dimension, value) key, raising 429 if any is spent.
 
-        All keys are tested before any is hit, so a refused call does not use up the others.
+        All keys are tested before any is hit, so a refused call does not use up the others. A
+        hit can still fail when concurrent calls took the last slots after the test; the call is
+        then refused too, or concurrent bursts would all pass.
         """
         items = self._items(limits)
         identities = [(dim, value) for dim, value in keys if value]
         for item in items:
             for dim, value in identities:
                 if not await self.strategy.test(item, name, dim, value):
-                    stats = await self.strategy.get_window_stats(item, name, dim, value)
-                    raise TooManyRequests(
-                        _header(items, item), int(stats.reset_time - time.time()) + 1
-                    )
+                    raise await self._refusal(items, item, name, dim, value)
         for item in items:
             for dim, value in identities:
-                await self.strategy.hit(item, name, dim, value)
+                if not await self.strategy.hit(item, name, dim, value):
+                    raise await self._refusal(items, item, name, dim, value)
+
+    async def _refusal(
+        self, items: list[RateLimitItem], item: RateLimitItem, name: str, dim: str, value: str
+    ) -> TooManyRequests:
+        stats = await self.strategy.get_window_stats(item, name, dim, value)
+        return TooManyRequests(_header(items, item), int(stats.reset_time - time.time()) + 1)
 
     async def reset(self) -> None:
         await self.storage.reset()

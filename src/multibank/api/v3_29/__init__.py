@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from multibank.api.v3_29 import access, passwords
+from multibank.api.v3_29 import access, consumers, corporates, passwords, users
 
-ROUTERS: list[APIRouter] = [access.router, passwords.router]
+ROUTERS: list[APIRouter] = [
+    access.router,
+    passwords.router,
+    corporates.router,
+    consumers.router,
+    users.router,
+]

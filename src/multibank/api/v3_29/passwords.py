@@ -1,15 +1,65 @@
-"""Passwords tag."""
+"""Passwords tag: create and validate (update and lost-password arrive with the access issue)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Any
 
-from multibank.access.passwords import check_complexity
-from multibank.api.deps import CurrentProgramme, Idempotent
+from fastapi import APIRouter, Path, Response
+from pydantic import BaseModel
+
+from multibank.access import service
+from multibank.api.deps import AnonCtx, AppContainer, CurrentProgramme, Idempotent, conflicts
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.api.schemas import PasswordValidateRequest
+from multibank.api.schemas import IdentityId, PasswordValidateRequest
+from multibank.users.models import User
 
 router = APIRouter(tags=["Passwords"], route_class=UnitOfWorkRoute)
+COMPLEXITY = ("PASSWORD_TOO_SHORT", "PASSWORD_TOO_LONG", "PASSWORD_TOO_SIMPLE")
+
+
+class PasswordInfo(BaseModel):
+    identityId: IdentityId
+    expiryDate: int
+
+
+class PasswordCreateResponse(BaseModel):
+    passwordInfo: PasswordInfo
+    token: str
+
+
+def password_info(user: User) -> dict[str, Any]:
+    return {
+        "identityId": {"type": user.identity_type, "id": str(user.identity_id)},
+        "expiryDate": user.password_expires_at,
+    }
+
+
+@router.post(
+    "/passwords/{user_id}/create",
+    operation_id="passwordCreate",
+    dependencies=[Idempotent],
+    responses={
+        404: {"description": "No such user in this programme"},
+        **conflicts(
+            "PASSWORD_ALREADY_CREATED",
+            "PASSWORD_PROFILE_NOT_CONFIGURED_FOR_CREDENTIAL_TYPE",
+            "PASSWORD_ALREADY_USED",
+            *COMPLEXITY,
+        ),
+    },
+)
+async def password_create(
+    body: PasswordValidateRequest,
+    ctx: AnonCtx,
+    container: AppContainer,
+    user_id: str = Path(pattern=r"^[0-9]+$"),
+) -> PasswordCreateResponse:
+    """Sets a root user's first password and logs the user in."""
+    result = await service.create_password(ctx, container.hasher, user_id, body.password.value)
+    token = container.tokens().sign(result.session.id, ctx.programme.id)
+    return PasswordCreateResponse.model_validate(
+        {"passwordInfo": password_info(result.user), "token": token}
+    )
 
 
 @router.post(
@@ -18,9 +68,9 @@ router = APIRouter(tags=["Passwords"], route_class=UnitOfWorkRoute)
     status_code=204,
     response_class=Response,
     dependencies=[Idempotent],
-    responses={409: {"description": "PASSWORD_TOO_SHORT, PASSWORD_TOO_LONG, PASSWORD_TOO_SIMPLE"}},
+    responses=conflicts(*COMPLEXITY),
 )
 async def password_validate(body: PasswordValidateRequest, _: CurrentProgramme) -> Response:
     """Checks a password against the complexity rules without storing it."""
-    check_complexity(body.password.value)
+    service.check_complexity(body.password.value)
     return Response(status_code=204)

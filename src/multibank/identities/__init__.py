@@ -1,0 +1,1 @@
+"""Corporates and consumers: the identities a programme's customers are."""

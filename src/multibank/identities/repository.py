@@ -1,0 +1,32 @@
+"""Every query on identities; each starts from the programme's own rows."""
+
+from __future__ import annotations
+
+from sqlalchemy import Select, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from multibank.identities.models import Identity
+
+
+def of_programme(programme_id: int) -> Select[Identity]:
+    return select(Identity).where(Identity.programme_id == programme_id)
+
+
+async def get(
+    db: AsyncSession, programme_id: int, identity_id: int, kind: str | None = None
+) -> Identity | None:
+    stmt = of_programme(programme_id).where(Identity.id == identity_id)
+    if kind is not None:
+        stmt = stmt.where(Identity.type == kind)
+    return (await db.execute(stmt)).scalar_one_or_none()
+
+
+async def get_for_update(db: AsyncSession, programme_id: int, identity_id: int) -> Identity | None:
+    stmt = of_programme(programme_id).where(Identity.id == identity_id).with_for_update()
+    return (await db.execute(stmt)).scalar_one_or_none()
+
+
+async def by_reference(db: AsyncSession, reference: str) -> Identity | None:
+    """The sandbox provider page is addressed by reference alone (the reference is the secret)."""
+    stmt = select(Identity).where(Identity.dd_reference == reference)
+    return (await db.execute(stmt)).scalar_one_or_none()

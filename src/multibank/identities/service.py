@@ -1,0 +1,467 @@
+"""Business rules for corporates and consumers and their root users. Flushes, never commits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from multibank.api.schemas import KyiStatus
+from multibank.identities import repository as repo
+from multibank.identities.models import CONSUMER, CORPORATE, Identity
+from multibank.identities.schemas import (
+    ConsumerCreate,
+    ConsumerUpdate,
+    CorporateCreate,
+    CorporateUpdate,
+)
+from multibank.kernel import codes, notify
+from multibank.kernel.errors import Conflict, NotFound
+from multibank.kernel.ids import new_id
+from multibank.kernel.validation import is_country, is_mobile_country_code, parse_id
+from multibank.kyc import provider
+from multibank.programmes import repository as programmes
+from multibank.programmes.context import Ctx
+from multibank.programmes.service import fee_groups
+from multibank.users import repository as users
+from multibank.users.models import ROOT, User
+
+EMAIL_VERIFY = "EMAIL_VERIFY"
+MOBILE_VERIFY = "MOBILE_VERIFY"
+MOBILE_RESEND_MS = 15_000
+MOBILE_TRIES = 5
+
+
+def _dump(model: BaseModel | None) -> dict[str, Any] | None:
+    return None if model is None else model.model_dump(exclude_none=True, mode="json")
+
+
+async def _check_profile(ctx: Ctx, profile_id: str, kind: str) -> int:
+    pid = parse_id(profile_id)
+    profile = None if pid is None else await programmes.get_profile(ctx.db, ctx.programme.id, pid)
+    if profile is None:
+        raise Conflict("PROFILE_NOT_FOUND")
+    if profile.kind != kind:
+        raise Conflict("PROFILE_MISMATCH" if kind == "corporate" else "PROFILE_NOT_FOUND")
+    if not profile.active:
+        raise Conflict("PROFILE_INACTIVE")
+    return profile.id
+
+
+async def _currencies(ctx: Ctx, profile_id: int) -> list[str]:
+    profile = await programmes.get_profile(ctx.db, ctx.programme.id, profile_id)
+    return list(profile.currencies) if profile else []
+
+
+async def _check_fee_group(ctx: Ctx, group: str | None) -> str:
+    group = group or "DEFAULT"
+    if group not in await fee_groups(ctx.db, ctx.programme.id):
+        raise Conflict("FEE_GROUP_INVALID")
+    return group
+
+
+def _check_mobile(country_code: str) -> None:
+    if not is_mobile_country_code(country_code):
+        raise Conflict("MOBILE_OR_COUNTRY_CODE_INVALID")
+
+
+def _check_countries(*codes_: str | None) -> None:
+    for code in codes_:
+        if code is not None and not is_country(code):
+            raise Conflict("COUNTRY_INVALID")
+
+
+def _new_root(ctx: Ctx, identity: Identity, **fields: Any) -> User:
+    return User(
+        id=new_id(),
+        programme_id=ctx.programme.id,
+        identity_id=identity.id,
+        identity_type=identity.type,
+        role=ROOT,
+        email_key=users.email_key(fields["email"]),
+        active=True,
+        email_verified=False,
+        mobile_verified=False,
+        password_history=[],
+        password_expires_at=0,
+        failed_logins=0,
+        invite_state="NONE",
+        kyc_status="NOT_STARTED",
+        created_at=ctx.now,
+        **fields,
+    )
+
+
+async def create_corporate(ctx: Ctx, data: CorporateCreate) -> tuple[Identity, User]:
+    profile_id = await _check_profile(ctx, data.profileId, "corporate")
+    if not data.acceptedTerms:
+        raise Conflict("TERMS_NOT_ACCEPTED")
+    if data.baseCurrency not in await _currencies(ctx, profile_id):
+        raise Conflict("CURRENCY_UNSUPPORTED")
+    fee_group = await _check_fee_group(ctx, data.feeGroup)
+    company = data.company
+    _check_countries(
+        company.registrationCountry,
+        company.businessAddress.country if company.businessAddress else None,
+    )
+    _check_mobile(data.rootUser.mobile.countryCode)
+    if await users.email_taken(ctx.db, ctx.programme.id, data.rootUser.email):
+        raise Conflict("ROOT_EMAIL_NOT_UNIQUE")
+    identity = Identity(
+        id=new_id(),
+        programme_id=ctx.programme.id,
+        type=CORPORATE,
+        profile_id=profile_id,
+        tag=data.tag,
+        ip_address=data.ipAddress,
+        accepted_terms=True,
+        base_currency=data.baseCurrency,
+        fee_group=fee_group,
+        industry=data.industry,
+        source_of_funds=data.sourceOfFunds,
+        source_of_funds_other=data.sourceOfFundsOther,
+        company={
+            "name": company.name,
+            "type": company.type.value,
+            "registrationNumber": company.registrationNumber,
+            "businessAddress": _dump(company.businessAddress),
+            "countryOfRegistration": company.registrationCountry,
+            "incorporatedOn": _dump(company.incorporatedOn),
+        },
+        dd_status=KyiStatus.NOT_STARTED,
+        dd_ongoing_status=KyiStatus.NOT_STARTED,
+        dd_permanently_rejected=False,
+        created_at=ctx.now,
+    )
+    ctx.db.add(identity)
+    await ctx.db.flush()
+    root = _new_root(
+        ctx,
+        identity,
+        name=data.rootUser.name,
+        surname=data.rootUser.surname,
+        email=str(data.rootUser.email),
+        mobile_country_code=data.rootUser.mobile.countryCode,
+        mobile_number=data.rootUser.mobile.number,
+        date_of_birth=_dump(data.rootUser.dateOfBirth),
+        company_position=data.rootUser.companyPosition.value,
+    )
+    ctx.db.add(root)
+    await ctx.db.flush()
+    return identity, root
+
+
+async def create_consumer(ctx: Ctx, data: ConsumerCreate) -> tuple[Identity, User]:
+    profile_id = await _check_profile(ctx, data.profileId, "consumer")
+    if not data.acceptedTerms:
+        raise Conflict("TERMS_NOT_ACCEPTED")
+    if data.baseCurrency is not None and data.baseCurrency not in await _currencies(
+        ctx, profile_id
+    ):
+        raise Conflict("CURRENCY_UNSUPPORTED")
+    fee_group = await _check_fee_group(ctx, data.feeGroup)
+    ru = data.rootUser
+    _check_countries(ru.nationality, ru.address.country if ru.address else None)
+    _check_mobile(ru.mobile.countryCode)
+    if await users.email_taken(ctx.db, ctx.programme.id, ru.email):
+        raise Conflict("ROOT_EMAIL_NOT_UNIQUE")
+    identity = Identity(
+        id=new_id(),
+        programme_id=ctx.programme.id,
+        type=CONSUMER,
+        profile_id=profile_id,
+        tag=data.tag,
+        ip_address=data.ipAddress,
+        accepted_terms=True,
+        base_currency=data.baseCurrency,
+        fee_group=fee_group,
+        source_of_funds=data.sourceOfFunds,
+        source_of_funds_other=data.sourceOfFundsOther,
+        dd_status=KyiStatus.NOT_STARTED,
+        dd_ongoing_status=KyiStatus.NOT_STARTED,
+        dd_permanently_rejected=False,
+        created_at=ctx.now,
+    )
+    ctx.db.add(identity)
+    await ctx.db.flush()
+    root = _new_root(
+        ctx,
+        identity,
+        name=ru.name,
+        surname=ru.surname,
+        email=str(ru.email),
+        mobile_country_code=ru.mobile.countryCode,
+        mobile_number=ru.mobile.number,
+        date_of_birth=_dump(ru.dateOfBirth),
+        occupation=ru.occupation,
+        address=_dump(ru.address),
+        nationality=ru.nationality,
+        place_of_birth=ru.placeOfBirth,
+    )
+    ctx.db.add(root)
+    await ctx.db.flush()
+    return identity, root
+
+
+async def load(ctx: Ctx, identity_id: int, kind: str) -> tuple[Identity, User]:
+    identity = await repo.get(ctx.db, ctx.programme.id, identity_id, kind)
+    if identity is None:
+        raise NotFound("Identity not found")
+    return identity, await users.root_of(ctx.db, ctx.programme.id, identity.id)
+
+
+async def _update_root_contact(
+    ctx: Ctx, identity: Identity, root: User, data: BaseModel, locked_code: str
+) -> None:
+    """The root user's personal fields; once due diligence is approved they are locked."""
+    sent = data.model_fields_set
+    new: dict[str, Any] = {}
+    for wire, column in (("name", "name"), ("surname", "surname"), ("email", "email")):
+        value = getattr(data, wire, None)
+        if wire in sent and value is not None and str(value) != getattr(root, column):
+            new[column] = str(value)
+    mobile = getattr(data, "mobile", None)
+    if (
+        "mobile" in sent
+        and mobile is not None
+        and (mobile.countryCode != root.mobile_country_code or mobile.number != root.mobile_number)
+    ):
+        _check_mobile(mobile.countryCode)
+        new["mobile_country_code"] = mobile.countryCode
+        new["mobile_number"] = mobile.number
+    dob = getattr(data, "dateOfBirth", None)
+    if "dateOfBirth" in sent and dob is not None and _dump(dob) != root.date_of_birth:
+        new["date_of_birth"] = _dump(dob)
+    address = getattr(data, "address", None)
+    if "address" in sent and address is not None and _dump(address) != root.address:
+        _check_countries(address.country)
+        new["address"] = _dump(address)
+    if new and identity.dd_status == KyiStatus.APPROVED:
+        raise Conflict(locked_code)
+    if "email" in new:
+        if await users.email_taken(ctx.db, ctx.programme.id, new["email"], root.id):
+            raise Conflict("EMAIL_NOT_UNIQUE")
+        root.email_key = users.email_key(new["email"])
+        root.email_verified = False
+    if "mobile_number" in new:
+        root.mobile_verified = False
+    for column, value in new.items():
+        setattr(root, column, value)
+
+
+async def _update_common(ctx: Ctx, identity: Identity, data: BaseModel) -> None:
+    sent = data.model_fields_set
+    if "tag" in sent:
+        identity.tag = getattr(data, "tag", None)
+    if "feeGroup" in sent and getattr(data, "feeGroup", None) is not None:
+        identity.fee_group = await _check_fee_group(ctx, data.feeGroup)  # type: ignore[attr-defined]
+    currency = getattr(data, "baseCurrency", None)
+    if "baseCurrency" in sent and currency is not None:
+        if currency not in await _currencies(ctx, identity.profile_id):
+            raise Conflict("CURRENCY_UNSUPPORTED")
+        identity.base_currency = currency
+    for wire, column in (
+        ("industry", "industry"),
+        ("sourceOfFunds", "source_of_funds"),
+        ("sourceOfFundsOther", "source_of_funds_other"),
+    ):
+        if wire in sent and getattr(data, wire, None) is not None:
+            setattr(identity, column, getattr(data, wire))
+
+
+async def update_corporate(ctx: Ctx, identity_id: int, data: CorporateUpdate) -> None:
+    identity, root = await load(ctx, identity_id, CORPORATE)
+    await _update_root_contact(ctx, identity, root, data, "ROOT_USER_ALREADY_VERIFIED")
+    await _update_common(ctx, identity, data)
+    company = dict(identity.company or {})
+    if data.companyBusinessAddress is not None:
+        _check_countries(data.companyBusinessAddress.country)
+        company["businessAddress"] = _dump(data.companyBusinessAddress)
+    company_type = getattr(data, "companyType", None)
+    if company_type is not None:
+        company["type"] = str(company_type)
+    identity.company = company
+    await ctx.db.flush()
+
+
+async def update_consumer(ctx: Ctx, identity_id: int, data: ConsumerUpdate) -> None:
+    identity, root = await load(ctx, identity_id, CONSUMER)
+    await _update_root_contact(ctx, identity, root, data, "CONSUMER_VERIFIED")
+    await _update_common(ctx, identity, data)
+    sent = data.model_fields_set
+    if "occupation" in sent and data.occupation is not None:
+        root.occupation = data.occupation
+    if "placeOfBirth" in sent and data.placeOfBirth is not None:
+        root.place_of_birth = data.placeOfBirth
+    if "nationality" in sent and data.nationality is not None:
+        _check_countries(data.nationality)
+        root.nationality = data.nationality
+    await ctx.db.flush()
+
+
+# Root-user e-mail and mobile verification
+
+
+async def _root_by_email(ctx: Ctx, email: str, kind: str) -> User | None:
+    user = await users.by_email(ctx.db, ctx.programme.id, email)
+    if user is None or user.role != ROOT or user.identity_type != kind:
+        return None
+    return user
+
+
+async def send_email_code(ctx: Ctx, email: str, kind: str) -> None:
+    user = await _root_by_email(ctx, email, kind)
+    if user is None:
+        raise Conflict("EMAIL_NOT_FOUND")
+    await send_user_email_code(ctx, user)
+
+
+async def send_user_email_code(ctx: Ctx, user: User) -> None:
+    issued = await codes.issue(
+        ctx.db,
+        programme_id=ctx.programme.id,
+        sandbox=ctx.sandbox,
+        subject=f"user:{user.id}",
+        purpose=EMAIL_VERIFY,
+        now_ms=ctx.now,
+    )
+    await notify.record(
+        ctx.db,
+        programme_id=ctx.programme.id,
+        sandbox=ctx.sandbox,
+        channel="EMAIL",
+        recipient=user.email,
+        subject="Verify your e-mail address",
+        body=f"Your verification code is {issued.code}. It expires in 10 minutes.",
+        now_ms=ctx.now,
+    )
+
+
+async def verify_email(ctx: Ctx, email: str, code: str, kind: str | None) -> None:
+    user = await users.by_email(ctx.db, ctx.programme.id, email)
+    if user is None or (kind is not None and (user.role != ROOT or user.identity_type != kind)):
+        raise Conflict("VERIFICATION_CODE_INVALID")
+    if kind is None and user.role == ROOT:
+        raise Conflict("VERIFICATION_CODE_INVALID")
+    await verify_user_email(ctx, user, code)
+
+
+async def verify_user_email(ctx: Ctx, user: User, code: str) -> None:
+    try:
+        await codes.consume(
+            ctx.db,
+            programme_id=ctx.programme.id,
+            sandbox=ctx.sandbox,
+            subject=f"user:{user.id}",
+            purpose=EMAIL_VERIFY,
+            code=code,
+            now_ms=ctx.now,
+        )
+    except codes.CodeInvalid:
+        raise Conflict("VERIFICATION_CODE_INVALID").keeping_changes() from None
+    user.email_verified = True
+    await ctx.db.flush()
+
+
+async def send_mobile_code(ctx: Ctx, identity_id: int, kind: str) -> tuple[int, int]:
+    """3.1.0 root-user mobile verification: (timeLeftForRetry seconds, retriesLeft)."""
+    _, root = await load(ctx, identity_id, kind)
+    if root.mobile_verified:
+        raise Conflict("ALREADY_VERIFIED")
+    subject = f"user:{root.id}"
+    last = await codes.latest(ctx.db, ctx.programme.id, subject, MOBILE_VERIFY)
+    if last is not None and ctx.now - last.created_at < MOBILE_RESEND_MS:
+        raise Conflict("FREQUENCY_EXCEEDED")
+    issued = await codes.issue(
+        ctx.db,
+        programme_id=ctx.programme.id,
+        sandbox=ctx.sandbox,
+        subject=subject,
+        purpose=MOBILE_VERIFY,
+        now_ms=ctx.now,
+    )
+    await notify.record(
+        ctx.db,
+        programme_id=ctx.programme.id,
+        sandbox=ctx.sandbox,
+        channel="SMS",
+        recipient=f"{root.mobile_country_code}{root.mobile_number}",
+        subject="Mobile verification",
+        body=f"Your verification code is {issued.code}.",
+        now_ms=ctx.now,
+    )
+    return MOBILE_RESEND_MS // 1000, MOBILE_TRIES
+
+
+async def verify_mobile(ctx: Ctx, identity_id: int, kind: str, code: str) -> None:
+    _, root = await load(ctx, identity_id, kind)
+    if root.mobile_verified:
+        raise Conflict("VERIFICATION_CODE_INVALID")
+    try:
+        await codes.consume(
+            ctx.db,
+            programme_id=ctx.programme.id,
+            sandbox=ctx.sandbox,
+            subject=f"user:{root.id}",
+            purpose=MOBILE_VERIFY,
+            code=code,
+            now_ms=ctx.now,
+        )
+    except codes.CodeInvalid:
+        raise Conflict("VERIFICATION_CODE_INVALID").keeping_changes() from None
+    root.mobile_verified = True
+    await ctx.db.flush()
+
+
+# Due diligence
+
+
+async def start_due_diligence(ctx: Ctx, identity_id: int, kind: str, level: str | None) -> str:
+    """KYB (corporates) or KYC (consumers): answers the provider reference, status INITIATED."""
+    identity, root = await load(ctx, identity_id, kind)
+    prefix = "KYB" if kind == CORPORATE else "KYC"
+    if identity.dd_status == KyiStatus.APPROVED:
+        raise Conflict(f"{prefix}_ALREADY_APPROVED")
+    if identity.dd_status == KyiStatus.PENDING_REVIEW:
+        raise Conflict(f"{prefix}_PENDING_REVIEW")
+    if identity.dd_status == KyiStatus.REJECTED and identity.dd_permanently_rejected:
+        raise Conflict("KYB_PERMANENTLY_REJECTED" if kind == CORPORATE else "KYC_REJECTED")
+    if not root.email_verified:
+        raise Conflict("EMAIL_UNVERIFIED")
+    resumable = identity.dd_status == KyiStatus.INITIATED and identity.dd_reference
+    if resumable and (level is None or level == identity.dd_level):
+        return str(identity.dd_reference)  # the client resumes the session it already opened
+    identity.dd_reference = provider.new_reference()
+    identity.dd_status = KyiStatus.INITIATED
+    if kind == CONSUMER:
+        identity.dd_level = level or "KYC_LEVEL_2"
+    await ctx.db.flush()
+    return identity.dd_reference
+
+
+async def decide(identity: Identity, outcome: str, permanent: bool = False) -> None:
+    """The provider's verdict (sandbox page or simulator): PENDING_REVIEW, APPROVED or REJECTED."""
+    identity.dd_status = outcome
+    identity.dd_permanently_rejected = outcome == KyiStatus.REJECTED and permanent
+    if outcome == KyiStatus.APPROVED and identity.type == CONSUMER and identity.dd_level is None:
+        identity.dd_level = "KYC_LEVEL_2"
+
+
+async def simulate_verify(ctx: Ctx, identity_id: int, kind: str) -> None:
+    """Simulator `verify`: e-mail and mobile verified and due diligence approved at once."""
+    identity, root = await load(ctx, identity_id, kind)
+    root.email_verified = True
+    root.mobile_verified = True
+    await decide(identity, KyiStatus.APPROVED)
+    await ctx.db.flush()
+
+
+async def simulate_reject(ctx: Ctx, identity_id: int, kind: str, permanent: bool) -> None:
+    identity, _ = await load(ctx, identity_id, kind)
+    await decide(identity, KyiStatus.REJECTED, permanent)
+    await ctx.db.flush()
+
+
+def is_verified(identity: Identity) -> bool:
+    """Due diligence approved: instruments may be created (managed accounts, next issues)."""
+    return identity.dd_status == KyiStatus.APPROVED

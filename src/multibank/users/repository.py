@@ -1,0 +1,94 @@
+"""Every query on users; each starts from the programme's own rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from multibank.users.models import ROOT, USER, User
+
+
+def of_programme(programme_id: int) -> Select[User]:
+    return select(User).where(User.programme_id == programme_id)
+
+
+def email_key(email: str) -> str:
+    return email.strip().lower()
+
+
+async def get(db: AsyncSession, programme_id: int, user_id: int) -> User | None:
+    stmt = of_programme(programme_id).where(User.id == user_id)
+    return (await db.execute(stmt)).scalar_one_or_none()
+
+
+async def by_email(db: AsyncSession, programme_id: int, email: str) -> User | None:
+    stmt = of_programme(programme_id).where(User.email_key == email_key(email))
+    return (await db.execute(stmt)).scalar_one_or_none()
+
+
+async def email_taken(
+    db: AsyncSession, programme_id: int, email: str, except_user: int | None = None
+) -> bool:
+    stmt = of_programme(programme_id).where(User.email_key == email_key(email))
+    if except_user is not None:
+        stmt = stmt.where(User.id != except_user)
+    return (await db.execute(stmt.limit(1))).first() is not None
+
+
+async def root_of(db: AsyncSession, programme_id: int, identity_id: int) -> User:
+    stmt = of_programme(programme_id).where(User.identity_id == identity_id, User.role == ROOT)
+    return (await db.execute(stmt)).scalar_one()
+
+
+async def authorised_user(
+    db: AsyncSession, programme_id: int, identity_id: int, user_id: int
+) -> User | None:
+    stmt = of_programme(programme_id).where(
+        User.identity_id == identity_id, User.role == USER, User.id == user_id
+    )
+    return (await db.execute(stmt)).scalar_one_or_none()
+
+
+async def mobile_taken(
+    db: AsyncSession,
+    programme_id: int,
+    identity_id: int,
+    country_code: str,
+    number: str,
+    except_user: int | None = None,
+) -> bool:
+    stmt = of_programme(programme_id).where(
+        User.identity_id == identity_id,
+        User.mobile_country_code == country_code,
+        User.mobile_number == number,
+    )
+    if except_user is not None:
+        stmt = stmt.where(User.id != except_user)
+    return (await db.execute(stmt.limit(1))).first() is not None
+
+
+async def list_authorised(
+    db: AsyncSession,
+    programme_id: int,
+    identity_id: int,
+    *,
+    offset: int,
+    limit: int,
+    active: bool | None,
+    email: str | None,
+) -> tuple[int, Sequence[User]]:
+    stmt = of_programme(programme_id).where(User.identity_id == identity_id, User.role == USER)
+    if active is not None:
+        stmt = stmt.where(User.active == active)
+    if email is not None:
+        stmt = stmt.where(User.email_key == email_key(email))
+    total = (await db.execute(select(func.count()).select_from(stmt.subquery()))).scalar_one()
+    page = (await db.execute(stmt.order_by(User.id).offset(offset).limit(limit))).scalars().all()
+    return int(total), page
+
+
+async def by_kyc_reference(db: AsyncSession, reference: str) -> User | None:
+    stmt = select(User).where(User.kyc_reference == reference)
+    return (await db.execute(stmt)).scalar_one_or_none()

@@ -1,0 +1,132 @@
+"""Builders of request bodies and whole journeys, as a client developer would write them."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import httpx
+
+from tests.conftest import Prog
+
+PASSWORD = "Sup3r-secret!"
+CODE = "123456"
+
+
+def email() -> str:
+    return f"u{secrets.token_hex(6)}@example.com"
+
+
+def corporate_body(p: Prog, **over: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "profileId": p.profiles["corporate"],
+        "tag": "acme-tag",
+        "rootUser": {
+            "name": "Ada",
+            "surname": "Lovelace",
+            "email": email(),
+            "mobile": {"countryCode": "+44", "number": "7700900123"},
+            "companyPosition": "DIRECTOR",
+            "dateOfBirth": {"year": 1980, "month": 12, "day": 10},
+        },
+        "company": {
+            "type": "LLC",
+            "name": "Acme Ltd",
+            "registrationNumber": "C1234567",
+            "registrationCountry": "GB",
+            "businessAddress": {
+                "addressLine1": "1 High Street",
+                "city": "London",
+                "postCode": "EC1A 1BB",
+                "country": "GB",
+            },
+            "incorporatedOn": {"year": 2001, "month": 2, "day": 3},
+        },
+        "industry": "ACCOUNTING",
+        "sourceOfFunds": "ORDINARY_BUSINESS_ACTIVITY",
+        "acceptedTerms": True,
+        "ipAddress": "127.0.0.1",
+        "baseCurrency": "EUR",
+    }
+    body.update(over)
+    return body
+
+
+def consumer_body(p: Prog, **over: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "profileId": p.profiles["consumer"],
+        "rootUser": {
+            "name": "Grace",
+            "surname": "Hopper",
+            "email": email(),
+            "mobile": {"countryCode": "+356", "number": "79000000"},
+            "dateOfBirth": {"year": 1990, "month": 1, "day": 2},
+            "occupation": "AUDIT",
+            "address": {"addressLine1": "2 Main St", "city": "Valletta", "country": "MT"},
+            "nationality": "MT",
+            "placeOfBirth": "Valletta",
+        },
+        "ipAddress": "10.0.0.1",
+        "acceptedTerms": True,
+        "baseCurrency": "EUR",
+    }
+    body.update(over)
+    return body
+
+
+class Identity:
+    """A signed-up identity with a logged-in root user."""
+
+    def __init__(self, p: Prog, kind: str, body: dict[str, Any], created: dict[str, Any]) -> None:
+        self.p = p
+        self.kind = kind  # "corporates" | "consumers"
+        self.body = body
+        self.created = created
+        self.id: str = created["id"]["id"]
+        self.root_id: str = created["rootUser"]["id"]["id"]
+        self.email: str = body["rootUser"]["email"]
+        self.token = ""
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {**self.p.headers, "Authorization": f"Bearer {self.token}"}
+
+
+async def sign_up(
+    client: httpx.AsyncClient,
+    p: Prog,
+    kind: str = "corporates",
+    base: str = "/multi",
+    verify_email: bool = True,
+    **over: Any,
+) -> Identity:
+    body = corporate_body(p, **over) if kind == "corporates" else consumer_body(p, **over)
+    r = await client.post(f"{base}/{kind}", headers=p.headers, json=body)
+    assert r.status_code == 200, r.text
+    ident = Identity(p, kind, body, r.json())
+    if verify_email:
+        for step, extra in (("send", {}), ("verify", {"verificationCode": CODE})):
+            r = await client.post(
+                f"{base}/{kind}/verification/email/{step}",
+                headers=p.headers,
+                json={"email": ident.email, **extra},
+            )
+            assert r.status_code == 204, r.text
+    r = await client.post(
+        f"{base}/passwords/{ident.root_id}/create",
+        headers=p.headers,
+        json={"password": {"value": PASSWORD}},
+    )
+    assert r.status_code == 200, r.text
+    ident.token = r.json()["token"]
+    return ident
+
+
+async def login(
+    client: httpx.AsyncClient, p: Prog, email_: str, password: str = PASSWORD, base: str = "/multi"
+) -> httpx.Response:
+    return await client.post(
+        f"{base}/login_with_password",
+        headers=p.headers,
+        json={"email": email_, "password": {"value": password}},
+    )
