@@ -11,9 +11,7 @@ from multibank.identities import repository as repo
 from multibank.identities.models import CONSUMER, CORPORATE, Identity
 from multibank.identities.schemas import (
     ConsumerCreate,
-    ConsumerUpdate,
     CorporateCreate,
-    CorporateUpdate,
 )
 from multibank.kernel import codes, notify
 from multibank.kernel.errors import Conflict, NotFound
@@ -269,14 +267,16 @@ async def _update_common(ctx: Ctx, identity: Identity, data: BaseModel) -> None:
             setattr(identity, column, getattr(data, wire))
 
 
-async def update_corporate(ctx: Ctx, identity_id: int, data: CorporateUpdate) -> None:
+async def update_corporate(ctx: Ctx, identity_id: int, data: BaseModel) -> None:
+    """`data` is either version's update body; only the fields sent change."""
     identity, root = await load(ctx, identity_id, CORPORATE)
     await _update_root_contact(ctx, identity, root, data, "ROOT_USER_ALREADY_VERIFIED")
     await _update_common(ctx, identity, data)
     company = dict(identity.company or {})
-    if data.companyBusinessAddress is not None:
-        _check_countries(data.companyBusinessAddress.country)
-        company["businessAddress"] = _dump(data.companyBusinessAddress)
+    business_address = getattr(data, "companyBusinessAddress", None)
+    if business_address is not None:
+        _check_countries(business_address.country)
+        company["businessAddress"] = _dump(business_address)
     company_type = getattr(data, "companyType", None)
     if company_type is not None:
         company["type"] = str(company_type)
@@ -284,18 +284,22 @@ async def update_corporate(ctx: Ctx, identity_id: int, data: CorporateUpdate) ->
     await ctx.db.flush()
 
 
-async def update_consumer(ctx: Ctx, identity_id: int, data: ConsumerUpdate) -> None:
+async def update_consumer(ctx: Ctx, identity_id: int, data: BaseModel) -> None:
+    """`data` is either version's update body; only the fields sent change."""
     identity, root = await load(ctx, identity_id, CONSUMER)
     await _update_root_contact(ctx, identity, root, data, "CONSUMER_VERIFIED")
     await _update_common(ctx, identity, data)
     sent = data.model_fields_set
-    if "occupation" in sent and data.occupation is not None:
-        root.occupation = data.occupation
-    if "placeOfBirth" in sent and data.placeOfBirth is not None:
-        root.place_of_birth = data.placeOfBirth
-    if "nationality" in sent and data.nationality is not None:
-        _check_countries(data.nationality)
-        root.nationality = data.nationality
+    occupation = getattr(data, "occupation", None)
+    if "occupation" in sent and occupation is not None:
+        root.occupation = str(occupation)
+    place = getattr(data, "placeOfBirth", None)
+    if "placeOfBirth" in sent and place is not None:
+        root.place_of_birth = place
+    nationality = getattr(data, "nationality", None)
+    if "nationality" in sent and nationality is not None:
+        _check_countries(nationality)
+        root.nationality = nationality
     await ctx.db.flush()
 
 

@@ -19,10 +19,15 @@ from multibank.api.schemas import (
 Name = Annotated[str, StringConstraints(min_length=1, max_length=20)]
 
 
-class UserCreate(Wire):
+class UserBase(Wire):
+    """What every version's create body has."""
+
     name: Name
     surname: Name
     email: Email
+
+
+class UserCreate(UserBase):
     mobile: Mobile | None = None
     dateOfBirth: Date | None = None
 

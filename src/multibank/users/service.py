@@ -20,7 +20,7 @@ from multibank.kyc import provider
 from multibank.programmes.context import Ctx
 from multibank.users import repository as repo
 from multibank.users.models import USER, User
-from multibank.users.schemas import UserCreate
+from multibank.users.schemas import UserBase
 
 INVITE = "INVITE"
 INVITE_TTL_MS = 30 * 86_400_000  # "valid for one month"
@@ -42,11 +42,14 @@ async def _check_mobile(
         raise Conflict("MOBILE_NOT_UNIQUE")
 
 
-async def create(ctx: Ctx, caller: AuthSession, data: UserCreate) -> User:
+async def create(ctx: Ctx, caller: AuthSession, data: UserBase) -> User:
+    """`data` may be 3.1.0's shape, which has no mobile or date of birth."""
+    mobile = getattr(data, "mobile", None)
+    dob = getattr(data, "dateOfBirth", None)
     if await repo.email_taken(ctx.db, ctx.programme.id, data.email):
         raise Conflict("EMAIL_NOT_UNIQUE")
-    if data.mobile is not None:
-        await _check_mobile(ctx, caller.identity_id, data.mobile.countryCode, data.mobile.number)
+    if mobile is not None:
+        await _check_mobile(ctx, caller.identity_id, mobile.countryCode, mobile.number)
     user = User(
         id=new_id(),
         programme_id=ctx.programme.id,
@@ -57,9 +60,9 @@ async def create(ctx: Ctx, caller: AuthSession, data: UserCreate) -> User:
         surname=data.surname,
         email=str(data.email),
         email_key=repo.email_key(data.email),
-        mobile_country_code=data.mobile.countryCode if data.mobile else None,
-        mobile_number=data.mobile.number if data.mobile else None,
-        date_of_birth=_dump(data.dateOfBirth),
+        mobile_country_code=mobile.countryCode if mobile else None,
+        mobile_number=mobile.number if mobile else None,
+        date_of_birth=_dump(dob),
         active=True,
         email_verified=False,
         mobile_verified=False,

@@ -1,0 +1,33 @@
+"""3.1.0 login: the same, without `tokenType` (introduced with 3.29's multi-identity login)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel
+
+from multibank.api.deps import AnonCtx, AppContainer, Idempotent
+from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.schemas import IdentityId, TypeId
+from multibank.api.v3_29.access import LoginRequest, do_login
+from multibank.api.v3_29.access import login_with_password as latest
+
+router = APIRouter(tags=["Access"], route_class=UnitOfWorkRoute)
+
+
+class LoginResponse(BaseModel):
+    token: str
+    identity: IdentityId
+    credentials: TypeId
+
+
+@router.post(
+    "/login_with_password",
+    operation_id="loginWithPassword",
+    dependencies=[Idempotent],
+    responses={403: {"description": "E-mail or password incorrect"}},
+    description=latest.__doc__,
+)
+async def login_with_password(
+    body: LoginRequest, ctx: AnonCtx, container: AppContainer
+) -> LoginResponse:
+    return LoginResponse.model_validate(await do_login(body, ctx, container))
