@@ -220,14 +220,14 @@ async def test_every_response_carries_a_request_ref(client, programme):
 
 
 async def test_unexpected_failure_is_500_without_details(app, client, monkeypatch, programme):
-    from multibank.api.v3_29 import passwords
+    from multibank.access import service
 
     p = await programme()
 
     def boom(_: str) -> None:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(passwords, "check_complexity", boom)
+    monkeypatch.setattr(service, "check_complexity", boom)
     r = await client.post(validate(), headers=p.headers, json=STRONG)
     assert r.status_code == 500
     assert "secret" not in r.text
