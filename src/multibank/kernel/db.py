@@ -45,7 +45,17 @@ def create_engine(url: str, echo: bool = False) -> AsyncEngine:
     if url.startswith("sqlite"):
         # One writer at a time is SQLite's model; BEGIN IMMEDIATE takes the write lock up front so
         # two transactions never deadlock upgrading a read lock, and busy_timeout queues them.
-        engine = create_async_engine(url, echo=echo, connect_args={"check_same_thread": False})
+        # Every transaction writes (BEGIN IMMEDIATE), so one connection per process is all SQLite
+        # can use: requests queue for it in the pool, first come first served, instead of
+        # spinning in SQLite's busy handler. Other processes still wait on busy_timeout.
+        engine = create_async_engine(
+            url,
+            echo=echo,
+            connect_args={"check_same_thread": False},
+            pool_size=1,
+            max_overflow=0,
+            pool_timeout=60,
+        )
 
         @event.listens_for(engine.sync_engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:

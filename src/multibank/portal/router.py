@@ -8,7 +8,7 @@ from __future__ import annotations
 import secrets
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, FastAPI, Path
+from fastapi import APIRouter, Body, Depends, FastAPI, Path
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from multibank.api.deps import AppContainer, Db
@@ -112,9 +112,14 @@ async def list_keys(programme: ProgrammePath, db: Db) -> list[ApiKeyRead]:
 
 @router.post("/{programme_id}/api_keys", operation_id="apiKeyCreate", status_code=201)
 async def create_key(
-    body: ApiKeyCreate, programme: ProgrammePath, db: Db, container: AppContainer
+    programme: ProgrammePath,
+    db: Db,
+    container: AppContainer,
+    body: ApiKeyCreate | None = Body(default=None),
 ) -> ApiKeyCreated:
-    return await service.create_api_key(db, container.clock, programme, body.label)
+    """Creates a key; its plaintext is in this answer only (sandbox keys can be shown again)."""
+    label = body.label if body else None
+    return await service.create_api_key(db, container.clock, programme, label)
 
 
 @router.delete("/{programme_id}/api_keys/{key_id}", operation_id="apiKeyRevoke")

@@ -7,6 +7,7 @@ import secrets
 from typing import Any
 
 from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.kernel.clock import Clock
@@ -61,8 +62,12 @@ async def create_programme(
         clock_offset_ms=0,
         created_at=now,
     )
-    session.add(programme)
-    await session.flush()
+    try:
+        async with session.begin_nested():
+            session.add(programme)
+            await session.flush()
+    except IntegrityError:  # another request took the name between the check and the insert
+        raise Conflict("PROGRAMME_NAME_NOT_UNIQUE") from None
     for kind in ("corporate", "consumer", "corporateManagedAccount", "consumerManagedAccount"):
         session.add(
             Profile(
@@ -83,28 +88,27 @@ async def create_programme(
             created_at=now,
         )
     )
-    key = await _add_key(session, clock, programme, label="initial")
+    _, key = await _add_key(session, clock, programme, label="initial")
     await session.flush()
     return programme, key
 
 
 async def _add_key(
     session: AsyncSession, clock: Clock, programme: Programme, label: str | None
-) -> str:
+) -> tuple[ApiKey, str]:
     plaintext = _new_key(programme.mode)
-    session.add(
-        ApiKey(
-            id=new_id(),
-            programme_id=programme.id,
-            key_hash=hash_api_key(plaintext),
-            prefix=plaintext[:10],
-            sandbox_plaintext=plaintext if programme.mode == "sandbox" else None,
-            label=label,
-            created_at=clock.system_ms(),
-        )
+    row = ApiKey(
+        id=new_id(),
+        programme_id=programme.id,
+        key_hash=hash_api_key(plaintext),
+        prefix=plaintext[:10],
+        sandbox_plaintext=plaintext if programme.mode == "sandbox" else None,
+        label=label,
+        created_at=clock.system_ms(),
     )
+    session.add(row)
     await session.flush()
-    return plaintext
+    return row, plaintext
 
 
 async def require_programme(session: AsyncSession, programme_id: int) -> Programme:
@@ -212,8 +216,7 @@ def _key_read(key: ApiKey) -> ApiKeyRead:
 async def create_api_key(
     session: AsyncSession, clock: Clock, programme: Programme, label: str | None
 ) -> ApiKeyCreated:
-    plaintext = await _add_key(session, clock, programme, label)
-    key = (await repo.list_api_keys(session, programme.id))[-1]
+    key, plaintext = await _add_key(session, clock, programme, label)
     return ApiKeyCreated(**_key_read(key).model_dump(), apiKey=plaintext)
 
 

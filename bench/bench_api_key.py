@@ -1,0 +1,71 @@
+"""An API-key and token checked GET (`GET /multi/corporates`) against a bare FastAPI JSON GET,
+both served by uvicorn (one worker) on loopback and driven by wrk in the same run.
+
+Usage: .venv/bin/python bench/bench_api_key.py [--seconds 10] [--connections 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+
+from common import Server, bare_server, call, multibank_server, report, wrk
+
+
+def corporate_token(server: Server) -> str:
+    """Signs a corporate up through the public API and returns its root user's token."""
+    h = {"api-key": server.api_key}
+    created = call(
+        "POST",
+        f"{server.base}/multi/corporates",
+        h,
+        {
+            "profileId": server.profiles["corporate"],
+            "rootUser": {
+                "name": "Bench",
+                "surname": "Mark",
+                "email": f"bench{secrets.token_hex(4)}@example.com",
+                "mobile": {"countryCode": "+44", "number": "7700900000"},
+                "companyPosition": "DIRECTOR",
+            },
+            "company": {"type": "LLC", "name": "Bench Ltd", "registrationCountry": "GB"},
+            "acceptedTerms": True,
+            "ipAddress": "127.0.0.1",
+            "baseCurrency": "EUR",
+        },
+    )
+    user_id = created["rootUser"]["id"]["id"]
+    out = call(
+        "POST",
+        f"{server.base}/multi/passwords/{user_id}/create",
+        h,
+        {"password": {"value": "Bench-1234!"}},
+    )
+    return str(out["token"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--connections", type=int, default=16)
+    args = ap.parse_args()
+    with bare_server() as bare:
+        baseline = wrk("bare FastAPI GET /ping", f"{bare}/ping", {}, args.seconds, args.connections)
+    with multibank_server() as server:
+        token = corporate_token(server)
+        headers = {"api-key": server.api_key, "Authorization": f"Bearer {token}"}
+        health = wrk(
+            "multibank GET /healthz", f"{server.base}/healthz", {}, args.seconds, args.connections
+        )
+        checked = wrk(
+            "multibank GET /multi/corporates",
+            f"{server.base}/multi/corporates",
+            headers,
+            args.seconds,
+            args.connections,
+        )
+    print(report([baseline, health, checked], baseline))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,421 @@
+"""The `multibank` command: programme create/show/list and db upgrade in-process through typer's
+CliRunner, and `multibank serve` as a real subprocess.
+
+The CLI runs its own `asyncio.run`, which cannot run inside the test session's loop: `cli()` runs
+it in a worker thread, so these tests can still check the CLI's effects through the operator API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import secrets
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import Result
+from typer.testing import CliRunner
+
+from multibank.cli import app as cli_app
+from multibank.settings import get_settings
+from tests.conftest import DB_KIND, PG_ADMIN_URL, _pg_admin
+
+PORTAL = "/portal/api/programmes"
+STRONG_PASSWORD = {"password": {"value": "Abcdef1!"}}
+D4_FEE_TYPES = {
+    "ADMIN_FEE": {
+        "DEFAULT": {"EUR": 100, "GBP": 100, "USD": 100},
+        "PREMIUM": {"EUR": 50, "GBP": 50, "USD": 50},
+    }
+}
+PROFILE_KINDS = ("corporate", "consumer", "corporateManagedAccount", "consumerManagedAccount")
+DIGITS = re.compile(r"^[0-9]{1,19}$")
+MULTIBANK = Path(sys.executable).with_name("multibank")
+READY_TIMEOUT = 30.0
+
+
+@contextlib.contextmanager
+def cli_database(monkeypatch: pytest.MonkeyPatch, url: str) -> Iterator[None]:
+    """Points `get_settings()` (and so the CLI) at `url`."""
+    with monkeypatch.context() as m:
+        m.setenv("MULTIBANK_DATABASE_URL", url)
+        get_settings.cache_clear()
+        try:
+            yield
+        finally:
+            get_settings.cache_clear()
+
+
+@pytest.fixture
+def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The CLI works on the test session's database, which the `client` fixture also serves."""
+    with cli_database(monkeypatch, database_url):
+        yield
+
+
+async def cli(*args: str) -> Result:
+    """Runs `multibank ARGS` in-process, in a thread of its own (it calls asyncio.run)."""
+    return await asyncio.to_thread(CliRunner().invoke, cli_app, list(args))
+
+
+def ok(result: Result) -> str:
+    assert result.exit_code == 0, (result.exit_code, result.output, result.exception)
+    return result.stdout
+
+
+def unique_name() -> str:
+    return f"cli{secrets.token_hex(6)}"
+
+
+async def key_status(client: httpx.AsyncClient, key: str) -> int:
+    r = await client.post(
+        "/multi/passwords/validate", headers={"api-key": key}, json=STRONG_PASSWORD
+    )
+    return r.status_code
+
+
+def assert_d4_shape(data: dict[str, Any]) -> None:
+    assert list(data) == ["programmeId", "apiKey", "profiles", "currencies", "feeTypes"]
+    assert DIGITS.match(data["programmeId"])
+    assert list(data["profiles"]) == list(PROFILE_KINDS)
+    ids = list(data["profiles"].values())
+    assert all(isinstance(i, str) and DIGITS.match(i) for i in ids)
+    assert len({data["programmeId"], *ids}) == 5
+    assert data["currencies"] == ["EUR", "GBP", "USD"]
+    assert data["feeTypes"] == D4_FEE_TYPES
+
+
+# programme create / show / list
+
+
+async def test_programme_create_json_prints_exactly_the_d4_shape(cli_env, client, admin_headers):
+    name = unique_name()
+    out = ok(await cli("programme", "create", "--name", name, "--json"))
+    assert out.count("\n") == 1 and out.endswith("\n")
+    data = json.loads(out)
+    assert_d4_shape(data)
+    assert data["apiKey"].startswith("mb_sbx_")
+    assert await key_status(client, data["apiKey"]) == 204
+    # The operator API sees the same programme, with the default settings.
+    r = await client.get(f"{PORTAL}/{data['programmeId']}/summary", headers=admin_headers)
+    assert r.status_code == 200, r.text
+    assert r.json() == data
+    r = await client.get(f"{PORTAL}/{data['programmeId']}", headers=admin_headers)
+    assert r.json()["name"] == name
+    assert r.json()["mode"] == "sandbox"
+    assert r.json()["settings"] == {
+        "stepUpRequired": False,
+        "failedLoginLimit": 5,
+        "ibanAllocationDelaySeconds": 2,
+        "passwordExpiryDays": None,
+    }
+
+
+async def test_programme_create_options_set_the_settings(cli_env, client, admin_headers):
+    out = ok(
+        await cli(
+            "programme",
+            "create",
+            "--name",
+            unique_name(),
+            "--step-up-required",
+            "--failed-login-limit",
+            "3",
+            "--iban-allocation-delay",
+            "0",
+            "--json",
+        )
+    )
+    data = json.loads(out)
+    assert_d4_shape(data)
+    r = await client.get(f"{PORTAL}/{data['programmeId']}", headers=admin_headers)
+    assert r.status_code == 200, r.text
+    assert r.json()["settings"] == {
+        "stepUpRequired": True,
+        "failedLoginLimit": 3,
+        "ibanAllocationDelaySeconds": 0,
+        "passwordExpiryDays": None,
+    }
+
+
+async def test_programme_show_json_prints_the_same_json(cli_env, client):
+    name = unique_name()
+    created = ok(await cli("programme", "create", "--name", name, "--json"))
+    shown = ok(await cli("programme", "show", name, "--json"))
+    assert shown == created
+    assert json.loads(shown)["apiKey"] == json.loads(created)["apiKey"]
+    # And again: the sandbox key is shown every time, not only once.
+    assert ok(await cli("programme", "show", name, "--json")) == created
+
+
+async def test_programme_show_without_json(cli_env):
+    name = unique_name()
+    data = json.loads(ok(await cli("programme", "create", "--name", name, "--json")))
+    out = ok(await cli("programme", "show", name))
+    lines = out.splitlines()
+    assert lines[0] == f"programme {data['programmeId']}"
+    assert f"  api-key: {data['apiKey']}" in lines
+    for kind, pid in data["profiles"].items():
+        assert f"  profile {kind}: {pid}" in lines
+    assert "  currencies: EUR, GBP, USD" in lines
+    assert "  fee types: ADMIN_FEE" in lines
+
+
+async def test_programme_show_of_a_programme_created_by_the_operator_api(
+    cli_env, client, admin_headers
+):
+    name = unique_name()
+    r = await client.post(PORTAL, headers=admin_headers, json={"name": name})
+    assert r.status_code == 201, r.text
+    assert json.loads(ok(await cli("programme", "show", name, "--json"))) == r.json()
+
+
+async def test_live_programme_key_is_not_shown_again(cli_env, client):
+    name = unique_name()
+    data = json.loads(ok(await cli("programme", "create", "--name", name, "--live", "--json")))
+    assert data["apiKey"].startswith("mb_live_")
+    assert await key_status(client, data["apiKey"]) == 204
+    shown = json.loads(ok(await cli("programme", "show", name, "--json")))
+    assert shown == {**data, "apiKey": None}
+    assert data["apiKey"] not in ok(await cli("programme", "show", name))
+
+
+async def test_programme_list_lists_it(cli_env):
+    names = [unique_name(), unique_name()]
+    created = {}
+    for name, extra in zip(names, ([], ["--live"]), strict=True):
+        out = ok(await cli("programme", "create", "--name", name, "--json", *extra))
+        created[name] = json.loads(out)["programmeId"]
+    lines = ok(await cli("programme", "list")).splitlines()
+    assert f"{created[names[0]]}\t{names[0]}\tsandbox" in lines
+    assert f"{created[names[1]]}\t{names[1]}\tlive" in lines
+    assert all(line.count("\t") == 2 for line in lines)
+
+
+async def test_duplicate_programme_name_fails_with_a_message(cli_env, client, admin_headers):
+    name = unique_name()
+    first = json.loads(ok(await cli("programme", "create", "--name", name, "--json")))
+    result = await cli("programme", "create", "--name", name, "--json")
+    assert result.exit_code != 0
+    assert result.stdout == ""
+    assert "PROGRAMME_NAME_NOT_UNIQUE" in result.stderr
+    assert name in result.stderr
+    lines = ok(await cli("programme", "list")).splitlines()
+    assert [line for line in lines if line.split("\t")[1] == name] == [
+        f"{first['programmeId']}\t{name}\tsandbox"
+    ]
+    # The first programme's key is still the one shown.
+    assert json.loads(ok(await cli("programme", "show", name, "--json"))) == first
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--name", "bad name"],
+        ["--name", "x" * 101],
+        ["--name", "{name}", "--iban-allocation-delay", "86401"],
+        ["--name", "{name}", "--failed-login-limit", "0"],
+    ],
+)
+async def test_programme_create_refuses_invalid_options(cli_env, args):
+    name = unique_name()
+    args = [a.format(name=name) for a in args]
+    result = await cli("programme", "create", *args, "--json")
+    assert result.exit_code != 0
+    assert result.stdout == ""
+    assert result.stderr.strip(), "no message"
+    assert "Traceback" not in result.output
+    assert isinstance(result.exception, SystemExit)
+    names = [line.split("\t")[1] for line in ok(await cli("programme", "list")).splitlines()]
+    assert name not in names and "bad name" not in names
+
+
+async def test_programme_show_of_an_unknown_name_fails(cli_env):
+    name = unique_name()
+    result = await cli("programme", "show", name, "--json")
+    assert result.exit_code != 0
+    assert result.stdout == ""
+    assert name in result.stderr
+    assert "not found" in result.stderr
+
+
+# db upgrade
+
+
+@pytest.fixture
+async def fresh_database_url(tmp_path: Path) -> AsyncIterator[str]:
+    """An empty database of the kind under test."""
+    if DB_KIND == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
+        return
+    from sqlalchemy.engine import make_url
+
+    name = f"multibank_cli_{os.getpid()}_{secrets.token_hex(3)}"
+    await _pg_admin(f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        await _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def test_db_upgrade_creates_the_schema(fresh_database_url, monkeypatch):
+    with cli_database(monkeypatch, fresh_database_url):
+        before = await cli("programme", "list")
+        assert before.exit_code != 0  # no tables yet
+        assert ok(await cli("db", "upgrade")) == "database is up to date\n"
+        assert ok(await cli("programme", "list")) == ""
+        # A second upgrade is a no-op that keeps the data.
+        name = unique_name()
+        ok(await cli("programme", "create", "--name", name))
+        assert ok(await cli("db", "upgrade")) == "database is up to date\n"
+        [line] = ok(await cli("programme", "list")).splitlines()
+        assert line.split("\t")[1:] == [name, "sandbox"]
+
+
+# multibank serve
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _server_env(database_url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MULTIBANK_")}
+    env["MULTIBANK_DATABASE_URL"] = database_url
+    env["MULTIBANK_LOG_LEVEL"] = "WARNING"
+    return env
+
+
+@contextlib.asynccontextmanager
+async def serving(database_url: str, out: Path) -> AsyncIterator[str]:
+    """Starts `multibank serve` on a free port, yields its base URL once /readyz answers 200,
+    and always stops it."""
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    with out.open("wb") as stdout, out.with_suffix(".err").open("wb") as stderr:
+        proc = await asyncio.create_subprocess_exec(
+            str(MULTIBANK),
+            "serve",
+            "--port",
+            str(port),
+            env=_server_env(database_url),
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT
+        async with httpx.AsyncClient(base_url=base, timeout=2) as http:
+            while True:
+                assert proc.returncode is None, (
+                    f"serve exited with {proc.returncode}: "
+                    f"{out.with_suffix('.err').read_text(errors='replace')}"
+                )
+                with contextlib.suppress(httpx.TransportError):
+                    if (await http.get("/readyz")).status_code == 200:
+                        break
+                assert time.monotonic() < deadline, "serve not ready within 30 s"
+                await asyncio.sleep(0.2)
+        yield base
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 15)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+def _printed(out: Path) -> dict[str, Any]:
+    text = out.read_text()
+    key = re.search(r"^  api-key: (\S+)$", text, re.M)
+    profiles = re.search(r"^  profiles: (\{.*\})$", text, re.M)
+    programme = re.search(r"^programme 'default'( \(created now\))?: id ([0-9]+)$", text, re.M)
+    admin = re.search(r"^  operator API admin token \(generated, shown once\): (\S+)$", text, re.M)
+    assert key and profiles and programme, text
+    return {
+        "text": text,
+        "apiKey": key.group(1),
+        "profiles": json.loads(profiles.group(1)),
+        "programmeId": programme.group(2),
+        "created": programme.group(1) is not None,
+        "adminToken": admin.group(1) if admin else None,
+    }
+
+
+@pytest.mark.skipif(DB_KIND != "sqlite", reason="serve runs on a fresh SQLite file")
+async def test_serve_creates_the_default_programme_once(tmp_path, monkeypatch):
+    database_url = f"sqlite+aiosqlite:///{tmp_path / 'serve.db'}"
+
+    first_out = tmp_path / "first.out"
+    async with serving(database_url, first_out) as base:
+        first = _printed(first_out)
+        for path in ("/multi", "/3.29.1/multi", "/3.1.0/multi"):
+            assert f"{base}{path} " in first["text"] or f"{base}{path}\n" in first["text"]
+        assert first["created"]
+        assert first["apiKey"].startswith("mb_sbx_")
+        assert list(first["profiles"]) == list(PROFILE_KINDS)
+        assert all(DIGITS.match(p) for p in first["profiles"].values())
+        assert first["adminToken"]
+        async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+            for path in ("/multi", "/3.29.1/multi", "/3.1.0/multi"):
+                r = await http.get(f"{path}/openapi.json")
+                assert r.status_code == 200, (path, r.status_code)
+                assert r.json()["openapi"].startswith("3.")
+            r = await http.post(
+                "/multi/passwords/validate",
+                headers={"api-key": first["apiKey"]},
+                json=STRONG_PASSWORD,
+            )
+            assert r.status_code == 204, r.text
+            r = await http.post(
+                "/multi/passwords/validate",
+                headers={"api-key": first["apiKey"] + "x"},
+                json=STRONG_PASSWORD,
+            )
+            assert r.status_code == 401
+            # The printed admin token opens the operator API, which shows the same programme.
+            r = await http.get(
+                f"{PORTAL}/{first['programmeId']}/summary",
+                headers={"Authorization": f"Bearer {first['adminToken']}"},
+            )
+            assert r.status_code == 200, r.text
+            assert r.json()["apiKey"] == first["apiKey"]
+            assert r.json()["profiles"] == first["profiles"]
+
+    second_out = tmp_path / "second.out"
+    async with serving(database_url, second_out) as base:
+        second = _printed(second_out)
+        assert not second["created"]
+        assert second["adminToken"] is None
+        assert (second["programmeId"], second["apiKey"], second["profiles"]) == (
+            first["programmeId"],
+            first["apiKey"],
+            first["profiles"],
+        )
+        async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+            r = await http.post(
+                "/multi/passwords/validate",
+                headers={"api-key": second["apiKey"]},
+                json=STRONG_PASSWORD,
+            )
+            assert r.status_code == 204, r.text
+
+    with cli_database(monkeypatch, database_url):
+        lines = ok(await cli("programme", "list")).splitlines()
+        assert lines == [f"{first['programmeId']}\tdefault\tsandbox"]
+        shown = json.loads(ok(await cli("programme", "show", "default", "--json")))
+    assert shown["apiKey"] == first["apiKey"]
+    assert shown["profiles"] == first["profiles"]
+    assert shown["programmeId"] == first["programmeId"]
