@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar
 
@@ -109,6 +111,9 @@ def serve(
         lines.append(f"  operator API admin token (generated, shown once): {admin_token}")
     typer.echo("\n".join(lines))
     sys.stdout.flush()
+    if workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        # /metrics must add up every worker's counters, whichever worker answers it.
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="multibank-metrics-")
     uvicorn.run(
         "multibank.app:app_factory",
         factory=True,
@@ -118,6 +123,8 @@ def serve(
         log_level=settings.log_level.lower(),
         access_log=False,
         proxy_headers=False,
+        # A worker that is still importing and migrating on a busy machine is not dead.
+        timeout_worker_healthcheck=60,
     )
 
 
