@@ -4,10 +4,13 @@ from __future__ import annotations
 
 
 def load_all() -> None:
+    import multibank.accounts.models
+    import multibank.factors.models
     import multibank.identities.models
     import multibank.kernel.codes
     import multibank.kernel.idempotency
     import multibank.kernel.notify
     import multibank.kernel.tokens
+    import multibank.ledger.models
     import multibank.programmes.models
     import multibank.users.models  # noqa: F401

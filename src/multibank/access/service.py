@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from multibank.access.passwords import complexity_error
 from multibank.kernel.errors import Conflict, Forbidden, Locked, NotFound
 from multibank.kernel.hashing import PasswordHasher
-from multibank.kernel.tokens import AuthSession, open_session
+from multibank.kernel.tokens import AuthSession, end_user_sessions, open_session
 from multibank.kernel.validation import parse_id
 from multibank.programmes.context import Ctx
 from multibank.users import repository as users
@@ -90,7 +90,10 @@ async def login(ctx: Ctx, hasher: PasswordHasher, email: str, password: str) -> 
             if user.role == ROOT:
                 user.locked_until = ctx.now + ROOT_LOCK_MS
             else:
+                # Deactivated users cannot execute operations: their sessions end too, as with
+                # userDeactivate.
                 user.active = False
+                await end_user_sessions(ctx.db, ctx.programme.id, user.id, ctx.now)
         await ctx.db.flush()
         raise Forbidden().keeping_changes()
     if not user.active:

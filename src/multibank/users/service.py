@@ -11,7 +11,7 @@ from multibank.access import service as access
 from multibank.identities import repository as identities_repo
 from multibank.identities import service as identities
 from multibank.kernel import codes, notify
-from multibank.kernel.errors import Conflict, NotFound
+from multibank.kernel.errors import Conflict, Forbidden, NotFound
 from multibank.kernel.hashing import PasswordHasher
 from multibank.kernel.ids import new_id
 from multibank.kernel.tokens import AuthSession, end_user_sessions
@@ -212,6 +212,10 @@ async def consume_invite(
 ) -> AuthSession:
     """Sets the first password and logs the user in; the invite's e-mail proved the address."""
     user = await _invitee(ctx, user_id)
+    if not user.active:
+        # Consuming logs the user in, which a deactivated user may not (as login's 403); the
+        # invite stays usable for when the user is activated again.
+        raise Forbidden()
     access.check_complexity(password)
     await _check_invite(ctx, user, code, keep=False)
     await access.set_password(ctx, hasher, user, password)

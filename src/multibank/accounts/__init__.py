@@ -1,0 +1,1 @@
+"""Managed accounts: the instruments that hold an identity's money."""

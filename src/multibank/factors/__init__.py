@@ -1,0 +1,1 @@
+"""Additional authentication factors (SMS OTP, push) and step-up challenges."""

@@ -1,0 +1,1 @@
+"""Fees charged to identities and credited to the programme's revenue account."""

@@ -1,0 +1,67 @@
+"""Ledger tables: accounts with their balances, transactions, and the postings that sum to zero."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from multibank.kernel.db import Base
+
+MANAGED_ACCOUNT = "MANAGED_ACCOUNT"
+REVENUE = "REVENUE"
+SETTLEMENT = "SETTLEMENT"
+
+
+class LedgerAccount(Base):
+    """Every account that holds money: managed accounts (same id as the instrument) and each
+    programme's revenue and settlement accounts per currency. Balances change only through the
+    guarded updates of `ledger.service`, in the transaction that writes their postings."""
+
+    __tablename__ = "ledger_accounts"
+    __table_args__ = (
+        # Customers' money never goes below zero; system accounts may (settlement is the
+        # platform's mirror of money that came in from outside).
+        CheckConstraint(
+            "kind <> 'MANAGED_ACCOUNT' OR (available >= 0 AND actual >= 0)", name="non_negative"
+        ),
+        Index("ix_ledger_accounts_programme", "programme_id", "currency"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
+    kind: Mapped[str] = mapped_column(String(20))
+    currency: Mapped[str] = mapped_column(String(3))
+    # "programme:kind:currency" for system accounts, so there is exactly one of each.
+    system_key: Mapped[str | None] = mapped_column(String(60), nullable=True, unique=True)
+    available: Mapped[int] = mapped_column(default=0)
+    actual: Mapped[int] = mapped_column(default=0)
+    created_at: Mapped[int]
+
+
+class LedgerTransaction(Base):
+    __tablename__ = "ledger_transactions"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"), index=True)
+    type: Mapped[str] = mapped_column(String(30))  # TransactionId.type: DEPOSIT, CHARGE_FEE, ...
+    state: Mapped[str] = mapped_column(String(15))
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[int]
+
+
+class Posting(Base):
+    __tablename__ = "postings"
+    __table_args__ = (Index("ix_postings_account_time", "account_id", "created_at", "id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
+    transaction_id: Mapped[int] = mapped_column(ForeignKey("ledger_transactions.id"), index=True)
+    account_id: Mapped[int] = mapped_column(ForeignKey("ledger_accounts.id"))
+    currency: Mapped[str] = mapped_column(String(3))
+    available_amount: Mapped[int]  # signed: credits positive, debits negative
+    actual_amount: Mapped[int]
+    available_after: Mapped[int]
+    actual_after: Mapped[int]
+    created_at: Mapped[int]
