@@ -130,3 +130,43 @@ async def login(
         headers=p.headers,
         json={"email": email_, "password": {"value": password}},
     )
+
+
+async def verified(
+    client: httpx.AsyncClient, p: Prog, kind: str = "corporates", base: str = "/multi", **over: Any
+) -> Identity:
+    """A signed-up identity approved through the simulator, logged in."""
+    ident = await sign_up(client, p, kind, base, **over)
+    r = await client.post(
+        f"/simulate/api/{kind}/{ident.id}/verify", headers={"programme-key": p.api_key}
+    )
+    assert r.status_code == 204, r.text
+    return ident
+
+
+async def open_account(
+    client: httpx.AsyncClient,
+    ident: Identity,
+    currency: str = "EUR",
+    base: str = "/multi",
+    **over: Any,
+) -> dict[str, Any]:
+    profile = "corporateManagedAccount" if ident.kind == "corporates" else "consumerManagedAccount"
+    body = {"profileId": ident.p.profiles[profile], "friendlyName": "Main", "currency": currency}
+    body.update(over)
+    r = await client.post(f"{base}/managed_accounts", headers=ident.headers, json=body)
+    assert r.status_code == 200, r.text
+    result: dict[str, Any] = r.json()
+    return result
+
+
+async def deposit(client: httpx.AsyncClient, p: Prog, account_id: str, amount: int,
+                  currency: str = "EUR") -> str:
+    r = await client.post(
+        f"/simulate/api/accounts/{account_id}/deposit",
+        headers={"programme-key": p.api_key},
+        json={"depositAmount": {"currency": currency, "amount": amount}},
+    )
+    assert r.status_code == 200, r.text
+    code: str = r.json()["code"]
+    return code

@@ -30,6 +30,8 @@ db_app = typer.Typer(help="Database schema.")
 programme_app = typer.Typer(help="Programmes (tenants) and their API keys.")
 app.add_typer(db_app, name="db")
 app.add_typer(programme_app, name="programme")
+ledger_app = typer.Typer(help="The double-entry ledger.")
+app.add_typer(ledger_app, name="ledger")
 
 DEFAULT_PROGRAMME = "default"
 
@@ -215,6 +217,33 @@ def _print_description(description: ProgrammeDescription, as_json: bool) -> None
         typer.echo(f"  profile {kind}: {pid}")
     typer.echo(f"  currencies: {', '.join(data['currencies'])}")
     typer.echo(f"  fee types: {', '.join(data['feeTypes'])}")
+
+
+@ledger_app.command("verify")
+def ledger_verify(
+    programme: Annotated[str | None, typer.Option(help="Only this programme (name).")] = None,
+) -> None:
+    """Check the D5 invariants: every currency of every programme sums to zero, and every
+    account's balance equals its postings. Exits 1 on any violation."""
+    from multibank.ledger.verify import verify
+
+    async def work(db: Database) -> list[str]:
+        async with db.transaction() as session:
+            pid = None
+            if programme is not None:
+                pid = (await service.require_programme_by_name(session, programme)).id
+            return [f"{v.what}: {v.detail}" for v in await verify(session, pid)]
+
+    try:
+        problems = _run(work)
+    except NotFound as exc:
+        _fail(exc.message)
+        return
+    for line in problems:
+        typer.echo(line, err=True)
+    if problems:
+        _fail(f"ledger verify: {len(problems)} violation(s)")
+    typer.echo("ledger verify: ok")
 
 
 def main() -> None:

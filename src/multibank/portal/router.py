@@ -8,14 +8,19 @@ from __future__ import annotations
 import secrets
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, FastAPI, Path
+from fastapi import APIRouter, Body, Depends, FastAPI, Path, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from multibank.accounts import repository as accounts_repo
+from multibank.accounts import service as accounts
+from multibank.accounts.models import ManagedAccount
 from multibank.api.deps import AppContainer, Db
 from multibank.api.errors import install_error_handlers
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.kernel.errors import NotFound, Unauthorized
+from multibank.ledger.verify import verify
 from multibank.programmes import repository, service
+from multibank.programmes.context import Ctx
 from multibank.programmes.models import Programme
 from multibank.programmes.schemas import (
     ApiKeyCreate,
@@ -169,6 +174,53 @@ async def replace_fee_type(
     name: Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,50}$")],
 ) -> FeeTypeRead:
     return await service.replace_fee_type(db, programme, name, body)
+
+
+def _ctx(db: Db, programme: ProgrammePath, container: AppContainer) -> Ctx:
+    return Ctx(db, programme, container.clock.now_ms(programme.clock_offset_ms))
+
+
+PortalCtx = Annotated[Ctx, Depends(_ctx)]
+
+
+async def _account(ctx: Ctx, account_id: str) -> ManagedAccount:
+    account = await accounts_repo.get_in_programme(
+        ctx.db, ctx.programme.id, _int_id(account_id, "Managed account"), for_update=True
+    )
+    if account is None:
+        raise NotFound("Managed account not found")
+    return account
+
+
+@router.post(
+    "/{programme_id}/managed_accounts/{account_id}/block",
+    operation_id="managedAccountSystemBlock",
+    status_code=204,
+    response_class=Response,
+)
+async def system_block(account_id: IdPath, ctx: PortalCtx) -> Response:
+    """Blocks an account with reason SYSTEM, which its users cannot lift."""
+    await accounts.block(ctx, await _account(ctx, account_id), "SYSTEM")
+    return Response(status_code=204)
+
+
+@router.post(
+    "/{programme_id}/managed_accounts/{account_id}/unblock",
+    operation_id="managedAccountSystemUnblock",
+    status_code=204,
+    response_class=Response,
+)
+async def system_unblock(account_id: IdPath, ctx: PortalCtx) -> Response:
+    """Lifts any block, the operator's own SYSTEM blocks included."""
+    await accounts.unblock(ctx, await _account(ctx, account_id), by_operator=True)
+    return Response(status_code=204)
+
+
+@router.get("/{programme_id}/ledger/verify", operation_id="ledgerVerify")
+async def ledger_verify(ctx: PortalCtx) -> dict[str, object]:
+    """The D5 invariants for this programme: `ok` and the violations found."""
+    violations = await verify(ctx.db, ctx.programme.id)
+    return {"ok": not violations, "violations": [v.__dict__ for v in violations]}
 
 
 ROUTERS: list[APIRouter] = [router]

@@ -1,0 +1,94 @@
+"""Every query on managed accounts; each starts from the owner's own rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from multibank.accounts.models import ManagedAccount
+from multibank.ledger.models import LedgerAccount
+
+Row = tuple[ManagedAccount, LedgerAccount]
+
+
+def of_owner(programme_id: int, identity_id: int) -> Select[ManagedAccount, LedgerAccount]:
+    return (
+        select(ManagedAccount, LedgerAccount)
+        .join(LedgerAccount, LedgerAccount.id == ManagedAccount.id)
+        .where(
+            ManagedAccount.programme_id == programme_id, ManagedAccount.identity_id == identity_id
+        )
+    )
+
+
+async def get(db: AsyncSession, programme_id: int, identity_id: int, account_id: int) -> Row | None:
+    stmt = of_owner(programme_id, identity_id).where(ManagedAccount.id == account_id)
+    row = (await db.execute(stmt.execution_options(populate_existing=True))).one_or_none()
+    return None if row is None else (row[0], row[1])
+
+
+async def get_in_programme(
+    db: AsyncSession, programme_id: int, account_id: int, for_update: bool = False
+) -> ManagedAccount | None:
+    stmt = select(ManagedAccount).where(
+        ManagedAccount.programme_id == programme_id, ManagedAccount.id == account_id
+    )
+    if for_update:
+        stmt = stmt.with_for_update()
+    return (await db.execute(stmt)).scalar_one_or_none()
+
+
+async def by_iban(db: AsyncSession, programme_id: int, iban: str) -> ManagedAccount | None:
+    stmt = select(ManagedAccount).where(
+        ManagedAccount.programme_id == programme_id, ManagedAccount.iban == iban
+    )
+    return (await db.execute(stmt)).scalar_one_or_none()
+
+
+@dataclass(frozen=True)
+class Filters:
+    profile_id: int | None = None
+    friendly_name: str | None = None
+    states: Sequence[str] = ()
+    blocked_reasons: Sequence[str] = ()
+    destroyed_reasons: Sequence[str] = ()
+    currency: str | None = None
+    created_from: int | None = None
+    created_to: int | None = None
+    tag: str | None = None
+
+
+async def page(
+    db: AsyncSession,
+    programme_id: int,
+    identity_id: int,
+    filters: Filters,
+    offset: int,
+    limit: int,
+) -> tuple[int, list[Row]]:
+    stmt = of_owner(programme_id, identity_id)
+    f = filters
+    if f.profile_id is not None:
+        stmt = stmt.where(ManagedAccount.profile_id == f.profile_id)
+    if f.friendly_name is not None:
+        stmt = stmt.where(ManagedAccount.friendly_name == f.friendly_name)
+    if f.states:
+        stmt = stmt.where(ManagedAccount.state.in_(list(f.states)))
+    if f.blocked_reasons:
+        stmt = stmt.where(ManagedAccount.blocked_reason.in_(list(f.blocked_reasons)))
+    if f.destroyed_reasons:
+        stmt = stmt.where(ManagedAccount.destroyed_reason.in_(list(f.destroyed_reasons)))
+    if f.currency is not None:
+        stmt = stmt.where(ManagedAccount.currency == f.currency)
+    if f.created_from is not None:
+        stmt = stmt.where(ManagedAccount.created_at >= f.created_from)
+    if f.created_to is not None:
+        stmt = stmt.where(ManagedAccount.created_at <= f.created_to)
+    if f.tag is not None:
+        stmt = stmt.where(ManagedAccount.tag == f.tag)
+    total = (await db.execute(select(func.count()).select_from(stmt.subquery()))).scalar_one()
+    rows = (await db.execute(stmt.order_by(ManagedAccount.id).offset(offset).limit(limit))).all()
+    return int(total), [(r[0], r[1]) for r in rows]

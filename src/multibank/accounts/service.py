@@ -1,0 +1,279 @@
+"""Managed accounts: creation for verified owners, state changes, IBAN upgrade, deposits.
+Flushes, never commits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import update
+
+from multibank.accounts import iban as ibans
+from multibank.accounts import repository as repo
+from multibank.accounts.models import ManagedAccount
+from multibank.accounts.schemas import ManagedAccountCreate
+from multibank.identities import repository as identities
+from multibank.identities.service import is_verified
+from multibank.kernel.errors import Conflict, NotFound
+from multibank.kernel.validation import parse_id
+from multibank.ledger import service as ledger
+from multibank.ledger.models import SETTLEMENT, LedgerAccount
+from multibank.programmes import repository as programmes
+from multibank.programmes.context import Ctx
+
+ACTIVE, BLOCKED, DESTROYED = "ACTIVE", "BLOCKED", "DESTROYED"
+MAX_PAGE = 100
+PROFILE_KIND = {"CORPORATE": "corporateManagedAccount", "CONSUMER": "consumerManagedAccount"}
+
+
+@dataclass(frozen=True)
+class Owner:
+    identity_id: int
+    identity_type: str
+
+
+async def _event(ctx: Ctx, account: ManagedAccount, type_: str) -> None:
+    """A zero-amount posting, so the statement shows what happened to the account; these are
+    the entries `showFundMovementsOnly` leaves out."""
+    await ledger.post(
+        ctx.db,
+        programme_id=ctx.programme.id,
+        type_=type_,
+        legs=[ledger.Leg(account.id, account.currency, 0, 0)],
+        now_ms=ctx.now,
+    )
+
+
+async def create(ctx: Ctx, owner: Owner, data: ManagedAccountCreate) -> ManagedAccount:
+    pid = parse_id(data.profileId)
+    profile = None if pid is None else await programmes.get_profile(ctx.db, ctx.programme.id, pid)
+    if profile is None or profile.kind != PROFILE_KIND[owner.identity_type]:
+        raise Conflict("PROFILE_NOT_FOUND")
+    if not profile.active:
+        raise Conflict("PROFILE_INACTIVE")
+    if data.currency not in profile.currencies:
+        raise Conflict("CURRENCY_NOT_SUPPORTED_BY_PROFILE")
+    identity = await identities.get(ctx.db, ctx.programme.id, owner.identity_id)
+    if identity is None or not is_verified(identity):
+        raise Conflict("OWNER_IDENTITY_NOT_VERIFIED")
+    ledger_account = await ledger.open_account(ctx.db, ctx.programme.id, data.currency, ctx.now)
+    account = ManagedAccount(
+        id=ledger_account.id,
+        programme_id=ctx.programme.id,
+        identity_id=owner.identity_id,
+        identity_type=owner.identity_type,
+        profile_id=profile.id,
+        friendly_name=data.friendlyName,
+        tag=data.tag,
+        currency=data.currency,
+        state=ACTIVE,
+        iban_state="UNALLOCATED",
+        created_at=ctx.now,
+    )
+    ctx.db.add(account)
+    await ctx.db.flush()
+    await _event(ctx, account, "INSTRUMENT_CREATE")
+    return account
+
+
+async def load(ctx: Ctx, owner: Owner, account_id: str) -> repo.Row:
+    """The owner's account; another identity's or an unknown one is 404 (D7)."""
+    aid = parse_id(account_id)
+    row = None if aid is None else await repo.get(ctx.db, ctx.programme.id, owner.identity_id, aid)
+    if row is None:
+        raise NotFound("Managed account not found")
+    await _settle_iban(ctx, row[0])
+    return row
+
+
+async def update_details(
+    ctx: Ctx,
+    owner: Owner,
+    account_id: str,
+    tag: str | None,
+    friendly_name: str | None,
+    sent: set[str],
+) -> repo.Row:
+    account, _ = await load(ctx, owner, account_id)
+    if "tag" in sent:
+        account.tag = tag
+    if "friendlyName" in sent and friendly_name is not None:
+        account.friendly_name = friendly_name
+    await ctx.db.flush()
+    return await load(ctx, owner, account_id)
+
+
+async def page(
+    ctx: Ctx, owner: Owner, filters: repo.Filters, offset: int, limit: int | None
+) -> tuple[int, list[repo.Row]]:
+    total, rows = await repo.page(
+        ctx.db,
+        ctx.programme.id,
+        owner.identity_id,
+        filters,
+        offset,
+        min(limit or MAX_PAGE, MAX_PAGE),
+    )
+    for account, _ in rows:
+        await _settle_iban(ctx, account)
+    return total, rows
+
+
+async def block(ctx: Ctx, account: ManagedAccount, reason: str) -> None:
+    if account.state == DESTROYED:
+        raise Conflict("INSTRUMENT_DESTROYED")
+    if account.state == BLOCKED:
+        raise Conflict("INSTRUMENT_ALREADY_BLOCKED")
+    account.state = BLOCKED
+    account.blocked_reason = reason
+    await ctx.db.flush()
+    await _event(ctx, account, "INSTRUMENT_BLOCK")
+
+
+async def unblock(ctx: Ctx, account: ManagedAccount, by_operator: bool) -> None:
+    """Users lift only their own (USER) blocks; a SYSTEM block is the operator's to lift."""
+    if account.state == DESTROYED:
+        raise Conflict("INSTRUMENT_DESTROYED")
+    if account.state != BLOCKED:
+        raise Conflict("INSTRUMENT_NOT_BLOCKED")
+    if account.blocked_reason != "USER" and not by_operator:
+        raise Conflict("INSTRUMENT_INACTIVE")
+    account.state = ACTIVE
+    account.blocked_reason = None
+    await ctx.db.flush()
+    await _event(ctx, account, "INSTRUMENT_UNBLOCK")
+
+
+async def remove(ctx: Ctx, owner: Owner, account_id: str) -> None:
+    """3.1.0: irreversible; only an empty account can be removed."""
+    account, balance = await load(ctx, owner, account_id)
+    if account.state == DESTROYED:
+        raise Conflict("INSTRUMENT_ALREADY_REMOVED")
+    if balance.available != 0 or balance.actual != 0:
+        raise Conflict("BALANCE_NOT_ZERO")
+    account.state = DESTROYED
+    account.blocked_reason = None
+    account.destroyed_reason = "USER"
+    await ctx.db.flush()
+    await _event(ctx, account, "INSTRUMENT_DELETE")
+
+
+# IBAN
+
+
+async def upgrade_iban(ctx: Ctx, owner: Owner, account_id: str) -> ManagedAccount:
+    account, _ = await load(ctx, owner, account_id)
+    if account.state != ACTIVE:
+        raise Conflict("INSTRUMENT_IS_NOT_ACTIVE")
+    if account.iban_state == "ALLOCATED":
+        raise Conflict("INSTRUMENT_ALREADY_UPGRADED_TO_IBAN")
+    if account.iban_state == "PENDING_ALLOCATION":
+        raise Conflict("IBAN_ALREADY_REQUESTED")
+    if not ibans.supported(account.currency):
+        raise Conflict("IBAN_NOT_SUPPORTED")
+    identity = await identities.get(ctx.db, ctx.programme.id, owner.identity_id)
+    if identity is None or not is_verified(identity):
+        raise Conflict("OWNER_NOT_VERIFIED")
+    account.iban_state = "PENDING_ALLOCATION"
+    account.iban_requested_at = ctx.now
+    await ctx.db.flush()
+    if ctx.programme.iban_allocation_delay_seconds == 0:
+        await allocate_iban(ctx, account)
+    return account
+
+
+async def _settle_iban(ctx: Ctx, account: ManagedAccount) -> None:
+    """Allocation is due `ibanAllocationDelaySeconds` after the request; whichever request sees
+    it due first allocates (no background worker, so it holds with any number of processes)."""
+    if account.iban_state != "PENDING_ALLOCATION" or account.iban_requested_at is None:
+        return
+    due = account.iban_requested_at + ctx.programme.iban_allocation_delay_seconds * 1000
+    if ctx.now >= due:
+        await allocate_iban(ctx, account)
+
+
+async def allocate_iban(ctx: Ctx, account: ManagedAccount) -> bool:
+    """Finishes a pending allocation; False when there was none (someone else finished it)."""
+    allocation = await ibans.allocate(ctx.db, account.currency)
+    stmt = (
+        update(ManagedAccount)
+        .where(
+            ManagedAccount.id == account.id,
+            ManagedAccount.programme_id == ctx.programme.id,
+            ManagedAccount.iban_state == "PENDING_ALLOCATION",
+        )
+        .values(
+            iban_state="ALLOCATED",
+            iban=allocation.iban,
+            bic=allocation.bic,
+            sort_code=allocation.sort_code,
+            account_number=allocation.account_number,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    done = (await ctx.db.execute(stmt)).rowcount == 1  # type: ignore[attr-defined]
+    await ctx.db.refresh(account)
+    return bool(done)
+
+
+def iban_body(account: ManagedAccount, beneficiary: str) -> dict[str, object]:
+    if account.iban_state != "ALLOCATED" or account.iban is None:
+        return {"state": account.iban_state, "bankAccountDetails": []}
+    return {
+        "state": "ALLOCATED",
+        "bankAccountDetails": [
+            {
+                "beneficiaryNameAndSurname": beneficiary,
+                "beneficiaryBank": ibans.BANK_NAME,
+                "beneficiaryBankAddress": ibans.BANK_ADDRESS,
+                "paymentReference": f"MB{account.id}",
+                "details": d,
+            }
+            for d in ibans.details(
+                account.currency,
+                account.iban,
+                account.bic or "",
+                account.sort_code or "",
+                account.account_number or "",
+            )
+        ],
+    }
+
+
+# Deposits (simulator)
+
+
+async def deposit(
+    ctx: Ctx,
+    account: ManagedAccount | None,
+    currency: str,
+    amount: int | None,
+    details: dict[str, str],
+) -> str:
+    """Money arriving from outside: settlement → account. Answers the simulator's `code`."""
+    if account is None:
+        return "DENIED_ACCOUNT_NOT_FOUND"
+    if amount is None or amount <= 0:
+        return "DENIED_AMOUNT_NOT_POSITIVE"
+    if currency != account.currency:
+        return "DENIED_CURRENCY_NOT_ACCOUNT_CURRENCY"
+    if account.state != ACTIVE:
+        return "DENIED_ACCOUNT_INACTIVE"
+    settlement = await ledger.system_account(
+        ctx.db, ctx.programme.id, SETTLEMENT, currency, ctx.now
+    )
+    await ledger.post(
+        ctx.db,
+        programme_id=ctx.programme.id,
+        type_="DEPOSIT",
+        legs=[
+            ledger.Leg(account.id, currency, amount, amount),
+            ledger.Leg(settlement, currency, -amount, -amount, guarded=False),
+        ],
+        now_ms=ctx.now,
+        details={k: v for k, v in details.items() if v},
+    )
+    return "COMPLETED"
+
+
+def balances_of(ledger_account: LedgerAccount) -> dict[str, int]:
+    return {"availableBalance": ledger_account.available, "actualBalance": ledger_account.actual}

@@ -1,0 +1,39 @@
+"""3.1.0 fee charges answer 204 with no fee transaction record."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from multibank.api.deps import CallerIdempotent, ConsumerSession, CorporateSession
+from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.v3_29.fees import CONFLICTS, ChargeFeeRequest, charge
+
+router = APIRouter(route_class=UnitOfWorkRoute)
+
+
+@router.post(
+    "/corporates/fees/charge",
+    operation_id="corporateChargeFee",
+    tags=["Corporates"],
+    status_code=204,
+    response_class=Response,
+    dependencies=[CallerIdempotent],
+    responses=CONFLICTS,
+)
+async def corporate_charge_fee(body: ChargeFeeRequest, session: CorporateSession) -> Response:
+    await charge(body, session)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/consumers/fees/charge",
+    operation_id="consumerChargeFee",
+    tags=["Consumers"],
+    status_code=204,
+    response_class=Response,
+    dependencies=[CallerIdempotent],
+    responses=CONFLICTS,
+)
+async def consumer_charge_fee(body: ChargeFeeRequest, session: ConsumerSession) -> Response:
+    await charge(body, session)
+    return Response(status_code=204)

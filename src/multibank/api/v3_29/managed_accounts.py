@@ -1,0 +1,215 @@
+"""Managed accounts tag (3.29.1): create, list, get, update, IBAN, block and unblock."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Response
+
+from multibank.accounts import repository, service
+from multibank.accounts.models import ManagedAccount
+from multibank.accounts.schemas import (
+    ManagedAccountCreate,
+    ManagedAccountIban,
+    ManagedAccountRead,
+    ManagedAccountsPage,
+    ManagedAccountUpdate,
+)
+from multibank.api.deps import CallerIdempotent, LoggedIn, Session, conflicts
+from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.schemas import Currency, Tag
+from multibank.identities import service as identities
+from multibank.ledger.models import LedgerAccount
+
+router = APIRouter(tags=["Managed Accounts"], route_class=UnitOfWorkRoute)
+AccountId = Annotated[str, Path(pattern=r"^[0-9]+$")]
+StateValue = Annotated[str, Query(pattern="^(ACTIVE|BLOCKED|DESTROYED)$")]
+CREATE_CONFLICTS = (
+    "PROFILE_NOT_FOUND",
+    "PROFILE_INACTIVE",
+    "CURRENCY_NOT_SUPPORTED_BY_PROFILE",
+    "OWNER_IDENTITY_NOT_VERIFIED",
+)
+
+
+def owner(session: Session) -> service.Owner:
+    return service.Owner(session.auth.identity_id, session.auth.identity_type)
+
+
+def account_body(account: ManagedAccount, ledger_account: LedgerAccount) -> dict[str, Any]:
+    state: dict[str, str] = {"state": account.state}
+    if account.blocked_reason:
+        state["blockedReason"] = account.blocked_reason
+    if account.destroyed_reason:
+        state["destroyedReason"] = account.destroyed_reason
+    return {
+        "id": str(account.id),
+        "profileId": str(account.profile_id),
+        "tag": account.tag,
+        "friendlyName": account.friendly_name,
+        "currency": account.currency,
+        "balances": service.balances_of(ledger_account),
+        "state": state,
+        "creationTimestamp": account.created_at,
+    }
+
+
+@router.get(
+    "/managed_accounts",
+    operation_id="managedAccountsGet",
+    response_model=ManagedAccountsPage,
+    response_model_exclude_none=True,
+)
+async def managed_accounts_get(
+    session: LoggedIn,
+    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    limit: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+    profileId: Annotated[str | None, Query(pattern=r"^[0-9]+$", max_length=19)] = None,
+    friendlyName: Annotated[str | None, Query(min_length=1, max_length=50)] = None,
+    state: Annotated[list[StateValue] | None, Query()] = None,
+    blocked_reason: Annotated[
+        list[str] | None, Query(alias="state.blockedReason", pattern="^(USER|SYSTEM|LOST)$")
+    ] = None,
+    destroyed_reason: Annotated[
+        list[str] | None,
+        Query(alias="state.destroyedReason", pattern="^(SYSTEM|USER|LOST|STOLEN|EXPIRED)$"),
+    ] = None,
+    currency: Annotated[Currency | None, Query()] = None,
+    createdFrom: Annotated[int | None, Query(ge=0)] = None,
+    createdTo: Annotated[int | None, Query(ge=0)] = None,
+    tag: Annotated[Tag | None, Query()] = None,
+) -> dict[str, Any]:
+    """The caller's identity's accounts, filtered; repeated keys for the array filters
+    (`?state=ACTIVE&state=BLOCKED`); pages of at most 100."""
+    filters = repository.Filters(
+        profile_id=int(profileId) if profileId and int(profileId) < 2**63 else None,
+        friendly_name=friendlyName,
+        states=state or (),
+        blocked_reasons=blocked_reason or (),
+        destroyed_reasons=destroyed_reason or (),
+        currency=currency,
+        created_from=createdFrom,
+        created_to=createdTo,
+        tag=tag,
+    )
+    if profileId and int(profileId) >= 2**63:
+        return {"accounts": [], "count": 0, "responseCount": 0}
+    total, rows = await service.page(session.ctx, owner(session), filters, offset, limit)
+    return {
+        "accounts": [account_body(a, la) for a, la in rows],
+        "count": total,
+        "responseCount": len(rows),
+    }
+
+
+@router.post(
+    "/managed_accounts",
+    operation_id="managedAccountCreate",
+    response_model=ManagedAccountRead,
+    response_model_exclude_none=True,
+    dependencies=[CallerIdempotent],
+    responses=conflicts(*CREATE_CONFLICTS),
+)
+async def managed_account_create(body: ManagedAccountCreate, session: LoggedIn) -> dict[str, Any]:
+    """Opens an account in a currency of the owner type's managed-account profile; the owner's
+    due diligence must be approved."""
+    account = await service.create(session.ctx, owner(session), body)
+    return account_body(*await service.load(session.ctx, owner(session), str(account.id)))
+
+
+@router.get(
+    "/managed_accounts/{id}",
+    operation_id="managedAccountGet",
+    response_model=ManagedAccountRead,
+    response_model_exclude_none=True,
+)
+async def managed_account_get(id: AccountId, session: LoggedIn) -> dict[str, Any]:
+    return account_body(*await service.load(session.ctx, owner(session), id))
+
+
+@router.patch(
+    "/managed_accounts/{id}",
+    operation_id="managedAccountUpdate",
+    response_model=ManagedAccountRead,
+    response_model_exclude_none=True,
+    dependencies=[CallerIdempotent],
+)
+async def managed_account_update(
+    id: AccountId, body: ManagedAccountUpdate, session: LoggedIn
+) -> dict[str, Any]:
+    """Changes only the fields sent."""
+    row = await service.update_details(
+        session.ctx, owner(session), id, body.tag, body.friendlyName, body.model_fields_set
+    )
+    return account_body(*row)
+
+
+async def _beneficiary(session: Session) -> str:
+    identity, root = await identities.load(
+        session.ctx, session.auth.identity_id, session.auth.identity_type
+    )
+    if identity.company:
+        return str(identity.company.get("name", ""))
+    return f"{root.name} {root.surname}"
+
+
+@router.get(
+    "/managed_accounts/{id}/iban",
+    operation_id="managedAccountIBANGet",
+    response_model=ManagedAccountIban,
+    response_model_exclude_none=True,
+)
+async def managed_account_iban_get(id: AccountId, session: LoggedIn) -> dict[str, Any]:
+    """UNALLOCATED until an upgrade; PENDING_ALLOCATION until the bank details are ready."""
+    account, _ = await service.load(session.ctx, owner(session), id)
+    return service.iban_body(account, await _beneficiary(session))
+
+
+@router.post(
+    "/managed_accounts/{id}/iban",
+    operation_id="managedAccountsIBANUpgrade",
+    response_model=ManagedAccountIban,
+    response_model_exclude_none=True,
+    dependencies=[CallerIdempotent],
+    responses=conflicts(
+        "INSTRUMENT_ALREADY_UPGRADED_TO_IBAN",
+        "INSTRUMENT_IS_NOT_ACTIVE",
+        "IBAN_NOT_SUPPORTED",
+        "IBAN_ALREADY_REQUESTED",
+        "OWNER_NOT_VERIFIED",
+    ),
+)
+async def managed_account_iban_upgrade(id: AccountId, session: LoggedIn) -> dict[str, Any]:
+    """Requests an IBAN; allocation completes after the programme's allocation delay."""
+    account = await service.upgrade_iban(session.ctx, owner(session), id)
+    return service.iban_body(account, await _beneficiary(session))
+
+
+@router.post(
+    "/managed_accounts/{id}/block",
+    operation_id="managedAccountBlock",
+    status_code=204,
+    response_class=Response,
+    dependencies=[CallerIdempotent],
+    responses=conflicts("INSTRUMENT_ALREADY_BLOCKED", "INSTRUMENT_DESTROYED"),
+)
+async def managed_account_block(id: AccountId, session: LoggedIn) -> Response:
+    """A temporary block by the user (reason USER), which the user can lift."""
+    account, _ = await service.load(session.ctx, owner(session), id)
+    await service.block(session.ctx, account, "USER")
+    return Response(status_code=204)
+
+
+@router.post(
+    "/managed_accounts/{id}/unblock",
+    operation_id="managedAccountUnblock",
+    status_code=204,
+    response_class=Response,
+    dependencies=[CallerIdempotent],
+    responses=conflicts("INSTRUMENT_INACTIVE", "INSTRUMENT_NOT_BLOCKED", "INSTRUMENT_DESTROYED"),
+)
+async def managed_account_unblock(id: AccountId, session: LoggedIn) -> Response:
+    """Lifts a USER block; a SYSTEM block answers INSTRUMENT_INACTIVE."""
+    account, _ = await service.load(session.ctx, owner(session), id)
+    await service.unblock(session.ctx, account, by_operator=False)
+    return Response(status_code=204)

@@ -1,0 +1,174 @@
+"""Double-entry postings (D5). Every movement is one transaction whose postings sum to zero per
+currency; balances change only here, through guarded UPDATEs in the caller's transaction, with
+the accounts locked in id order so two movements never deadlock."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from multibank.kernel.ids import new_id
+from multibank.ledger.models import (
+    MANAGED_ACCOUNT,
+    LedgerAccount,
+    LedgerTransaction,
+    Posting,
+)
+from multibank.observability import LEDGER_POSTINGS
+
+
+class InsufficientFunds(Exception):
+    """A guarded debit found less than it needs; the caller's transaction must roll back."""
+
+    def __init__(self, account_id: int) -> None:
+        super().__init__(account_id)
+        self.account_id = account_id
+
+
+class Unbalanced(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Leg:
+    """One side of a movement: signed amounts (credit positive) on one account."""
+
+    account_id: int
+    currency: str
+    available: int
+    actual: int
+    # Customer accounts may not go below zero; system accounts (settlement) may.
+    guarded: bool = True
+
+
+async def system_account(
+    db: AsyncSession, programme_id: int, kind: str, currency: str, now_ms: int
+) -> int:
+    """The programme's revenue or settlement account in `currency`, created on first use."""
+    key = f"{programme_id}:{kind}:{currency}"
+    stmt = select(LedgerAccount.id).where(LedgerAccount.system_key == key)
+    found = (await db.execute(stmt)).scalar_one_or_none()
+    if found is not None:
+        return int(found)
+    account = LedgerAccount(
+        id=new_id(),
+        programme_id=programme_id,
+        kind=kind,
+        currency=currency,
+        system_key=key,
+        available=0,
+        actual=0,
+        created_at=now_ms,
+    )
+    try:
+        async with db.begin_nested():
+            db.add(account)
+            await db.flush()
+    except IntegrityError:  # another request created it first; theirs is the one
+        return int((await db.execute(stmt)).scalar_one())
+    return account.id
+
+
+async def open_account(
+    db: AsyncSession, programme_id: int, currency: str, now_ms: int, account_id: int | None = None
+) -> LedgerAccount:
+    account = LedgerAccount(
+        id=account_id or new_id(),
+        programme_id=programme_id,
+        kind=MANAGED_ACCOUNT,
+        currency=currency,
+        available=0,
+        actual=0,
+        created_at=now_ms,
+    )
+    db.add(account)
+    await db.flush()
+    return account
+
+
+async def post(
+    db: AsyncSession,
+    *,
+    programme_id: int,
+    type_: str,
+    legs: Sequence[Leg],
+    now_ms: int,
+    state: str = "COMPLETED",
+    details: dict[str, Any] | None = None,
+) -> LedgerTransaction:
+    """Writes one transaction. Raises Unbalanced when the legs do not sum to zero per currency,
+    InsufficientFunds when a guarded debit would take a balance below zero."""
+    sums: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for leg in legs:
+        sums[leg.currency][0] += leg.available
+        sums[leg.currency][1] += leg.actual
+    if any(a or b for a, b in sums.values()):
+        raise Unbalanced(f"postings of {type_} do not sum to zero: {dict(sums)}")
+    tx = LedgerTransaction(
+        id=new_id(),
+        programme_id=programme_id,
+        type=type_,
+        state=state,
+        details=details or {},
+        created_at=now_ms,
+    )
+    db.add(tx)
+    await db.flush()
+    for leg in sorted(legs, key=lambda leg: leg.account_id):
+        available_after, actual_after = await _apply(db, programme_id, leg)
+        db.add(
+            Posting(
+                id=new_id(),
+                programme_id=programme_id,
+                transaction_id=tx.id,
+                account_id=leg.account_id,
+                currency=leg.currency,
+                available_amount=leg.available,
+                actual_amount=leg.actual,
+                available_after=available_after,
+                actual_after=actual_after,
+                created_at=now_ms,
+            )
+        )
+        LEDGER_POSTINGS.labels(leg.currency).inc()
+    await db.flush()
+    return tx
+
+
+async def _apply(db: AsyncSession, programme_id: int, leg: Leg) -> tuple[int, int]:
+    """One guarded UPDATE: the balance changes only if it stays non-negative where guarded."""
+    stmt = update(LedgerAccount).where(
+        LedgerAccount.id == leg.account_id,
+        LedgerAccount.programme_id == programme_id,
+        LedgerAccount.currency == leg.currency,
+    )
+    if leg.guarded and leg.available < 0:
+        stmt = stmt.where(LedgerAccount.available >= -leg.available)
+    if leg.guarded and leg.actual < 0:
+        stmt = stmt.where(LedgerAccount.actual >= -leg.actual)
+    stmt = (
+        stmt.values(
+            available=LedgerAccount.available + leg.available,
+            actual=LedgerAccount.actual + leg.actual,
+        )
+        .returning(LedgerAccount.available, LedgerAccount.actual)
+        .execution_options(synchronize_session=False)
+    )
+    row = (await db.execute(stmt)).one_or_none()
+    if row is None:
+        raise InsufficientFunds(leg.account_id)
+    return int(row[0]), int(row[1])
+
+
+async def balances(db: AsyncSession, account_id: int) -> tuple[int, int]:
+    stmt = select(LedgerAccount.available, LedgerAccount.actual).where(
+        LedgerAccount.id == account_id
+    )
+    row = (await db.execute(stmt)).one()
+    return int(row[0]), int(row[1])

@@ -1,0 +1,89 @@
+"""The ledger invariants of D5, checked in SQL: per programme and currency all balances sum to
+zero, and every account's balance equals the sum of its postings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
+
+
+@dataclass(frozen=True)
+class Violation:
+    what: str
+    detail: str
+
+
+async def verify(db: AsyncSession, programme_id: int | None = None) -> list[Violation]:
+    out: list[Violation] = []
+    totals = select(
+        LedgerAccount.programme_id,
+        LedgerAccount.currency,
+        func.sum(LedgerAccount.available),
+        func.sum(LedgerAccount.actual),
+    ).group_by(LedgerAccount.programme_id, LedgerAccount.currency)
+    if programme_id is not None:
+        totals = totals.where(LedgerAccount.programme_id == programme_id)
+    for pid, currency, available, actual in (await db.execute(totals)).all():
+        if int(available or 0) != 0 or int(actual or 0) != 0:
+            out.append(
+                Violation(
+                    "currency does not sum to zero",
+                    f"programme {pid} {currency}: available {available}, actual {actual}",
+                )
+            )
+    posted = (
+        select(
+            Posting.account_id,
+            func.sum(Posting.available_amount).label("available"),
+            func.sum(Posting.actual_amount).label("actual"),
+        )
+        .group_by(Posting.account_id)
+        .subquery()
+    )
+    mismatch = (
+        select(
+            LedgerAccount.id,
+            LedgerAccount.available,
+            LedgerAccount.actual,
+            posted.c.available,
+            posted.c.actual,
+        )
+        .outerjoin(posted, posted.c.account_id == LedgerAccount.id)
+        .where(
+            (LedgerAccount.available != func.coalesce(posted.c.available, 0))
+            | (LedgerAccount.actual != func.coalesce(posted.c.actual, 0))
+        )
+    )
+    if programme_id is not None:
+        mismatch = mismatch.where(LedgerAccount.programme_id == programme_id)
+    for account_id, available, actual, p_available, p_actual in (await db.execute(mismatch)).all():
+        out.append(
+            Violation(
+                "balance differs from its postings",
+                f"account {account_id}: balance {available}/{actual}, "
+                f"postings {p_available or 0}/{p_actual or 0}",
+            )
+        )
+    unbalanced = (
+        select(Posting.transaction_id, Posting.currency)
+        .join(LedgerTransaction, LedgerTransaction.id == Posting.transaction_id)
+        .group_by(Posting.transaction_id, Posting.currency)
+        .having((func.sum(Posting.available_amount) != 0) | (func.sum(Posting.actual_amount) != 0))
+    )
+    if programme_id is not None:
+        unbalanced = unbalanced.where(Posting.programme_id == programme_id)
+    for tx_id, currency in (await db.execute(unbalanced)).all():
+        out.append(Violation("transaction does not sum to zero", f"transaction {tx_id} {currency}"))
+    negative = select(LedgerAccount.id).where(
+        LedgerAccount.kind == "MANAGED_ACCOUNT",
+        (LedgerAccount.available < 0) | (LedgerAccount.actual < 0),
+    )
+    if programme_id is not None:
+        negative = negative.where(LedgerAccount.programme_id == programme_id)
+    for (account_id,) in (await db.execute(negative)).all():
+        out.append(Violation("customer balance below zero", f"account {account_id}"))
+    return out
