@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from multibank.access.passwords import complexity_error
-from multibank.kernel.errors import Conflict, Forbidden, Locked, NotFound
+from multibank.kernel import codes, notify
+from multibank.kernel.errors import Conflict, DomainError, Forbidden, Locked, NotFound
 from multibank.kernel.hashing import PasswordHasher
-from multibank.kernel.tokens import AuthSession, end_user_sessions, open_session
+from multibank.kernel.tokens import AuthSession, end_session, end_user_sessions, open_session
 from multibank.kernel.validation import parse_id
 from multibank.programmes.context import Ctx
 from multibank.users import repository as users
 from multibank.users.models import ROOT, User
 
+PASSWORD_UPDATE = "PASSWORD_UPDATE"
+LOST_PASSWORD = "LOST_PASSWORD"
+LOST_PASSWORD_TTL_MS = 60 * 60 * 1000
 HISTORY = 5  # the current password and the four before it may not be used again
 ROOT_LOCK_MS = 30 * 60 * 1000
 DAY_MS = 86_400_000
@@ -22,6 +27,20 @@ DAY_MS = 86_400_000
 class LoginResult:
     session: AuthSession
     user: User
+
+
+class PasswordExpired(DomainError):
+    """409 `{token}`: the login's temporary session, usable only for `POST /passwords/update`."""
+
+    status_code = 409
+
+    def __init__(self, session: AuthSession) -> None:
+        super().__init__("password expired")
+        self.session = session
+        self.token = ""  # signed by the HTTP layer, which holds the keys
+
+    def body(self) -> dict[str, Any]:
+        return {"token": self.token}
 
 
 def check_complexity(password: str) -> None:
@@ -100,4 +119,116 @@ async def login(ctx: Ctx, hasher: PasswordHasher, email: str, password: str) -> 
         raise Forbidden()
     user.failed_logins = 0
     user.locked_until = None
+    if user.password_expires_at and user.password_expires_at <= ctx.now:
+        # Interface: an expired password yields a token good only for updating the password.
+        temporary = await open_user_session(ctx, user, PASSWORD_UPDATE)
+        raise PasswordExpired(temporary).keeping_changes()
     return LoginResult(await open_user_session(ctx, user), user)
+
+
+async def update_password(
+    ctx: Ctx, hasher: PasswordHasher, caller: AuthSession, old: str, new: str
+) -> LoginResult:
+    """`POST /passwords/update`: the old password proves the caller; the session that asked
+    (possibly the temporary one of an expired password) is replaced by a fresh one."""
+    user = await users.get(ctx.db, ctx.programme.id, caller.user_id)
+    if user is None:  # pragma: no cover - a live session names an existing user
+        raise NotFound("User not found")
+    check_complexity(new)
+    if not await hasher.verify(user.password_hash, old):
+        raise Conflict("PASSWORD_INCORRECT")
+    await set_password(ctx, hasher, user, new)
+    await end_session(ctx.db, caller.id, ctx.now)
+    return LoginResult(await open_user_session(ctx, user), user)
+
+
+async def start_lost_password(ctx: Ctx, email: str) -> None:
+    """Sends an active user a link carrying a nonce. Unknown or inactive e-mails get the same
+    204, so the answer never tells whether an address has an account."""
+    user = await users.by_email(ctx.db, ctx.programme.id, email)
+    if user is None or not user.active:
+        return
+    issued = await codes.issue(
+        ctx.db,
+        programme_id=ctx.programme.id,
+        sandbox=ctx.sandbox,
+        subject=f"user:{user.id}",
+        purpose=LOST_PASSWORD,
+        now_ms=ctx.now,
+        ttl_ms=LOST_PASSWORD_TTL_MS,
+    )
+    await notify.record(
+        ctx.db,
+        programme_id=ctx.programme.id,
+        sandbox=ctx.sandbox,
+        channel="EMAIL",
+        recipient=user.email,
+        subject="Reset your password",
+        body=(
+            "Reset your password within an hour: "
+            f"/passwords/lost_password/resume?email={user.email}&nonce={issued.code}"
+        ),
+        now_ms=ctx.now,
+    )
+
+
+async def resume_lost_password(
+    ctx: Ctx, hasher: PasswordHasher, email: str, nonce: str, new: str
+) -> LoginResult:
+    """Sets the new password, ends every other session of the user and logs them in."""
+    user = await users.by_email(ctx.db, ctx.programme.id, email)
+    if user is None or not user.active:
+        raise Conflict("INVALID_NONCE_OR_EMAIL")
+    check_complexity(new)
+    try:
+        await codes.consume(
+            ctx.db,
+            programme_id=ctx.programme.id,
+            sandbox=ctx.sandbox,
+            subject=f"user:{user.id}",
+            purpose=LOST_PASSWORD,
+            code=nonce,
+            now_ms=ctx.now,
+            keep=True,
+        )
+    except codes.CodeInvalid:
+        raise Conflict("INVALID_NONCE_OR_EMAIL").keeping_changes() from None
+    await set_password(ctx, hasher, user, new)
+    await codes.consume(
+        ctx.db,
+        programme_id=ctx.programme.id,
+        sandbox=ctx.sandbox,
+        subject=f"user:{user.id}",
+        purpose=LOST_PASSWORD,
+        code=nonce,
+        now_ms=ctx.now,
+    )
+    user.locked_until = None
+    await end_user_sessions(ctx.db, ctx.programme.id, user.id, ctx.now)
+    return LoginResult(await open_user_session(ctx, user), user)
+
+
+async def identities_of(ctx: Ctx, caller: AuthSession) -> list[tuple[str, int, str]]:
+    """(type, id, name) of every identity the caller's login reaches: one, as e-mails are
+    unique per programme (docs/decisions/0004)."""
+    from multibank.identities import service as identities
+
+    identity, root = await identities.load(ctx, caller.identity_id, caller.identity_type)
+    name = (identity.company or {}).get("name") or f"{root.name} {root.surname}"
+    return [(identity.type, identity.id, str(name))]
+
+
+async def access_token(
+    ctx: Ctx, caller: AuthSession, identity_type: str, identity_id: str
+) -> LoginResult:
+    """Delegated access: a new ACCESS session bound to an identity the caller may act for."""
+    reachable = {(t, i) for t, i, _ in await identities_of(ctx, caller)}
+    iid = parse_id(identity_id)
+    if iid is None or (identity_type, iid) not in reachable:
+        raise Forbidden()
+    user = await users.get(ctx.db, ctx.programme.id, caller.user_id)
+    if user is None or not user.active:
+        raise Forbidden()
+    if user.locked_until is not None and user.locked_until > ctx.now:
+        raise Locked()
+    return LoginResult(await open_user_session(ctx, user, "ACCESS"), user)

@@ -1,4 +1,4 @@
-"""Access tag: login and logout (the rest of the tag arrives with step-up and identities)."""
+"""Access tag: login, logout, identities and delegated access (step-up is in `stepup`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from multibank.api.deps import (
     CurrentCaller,
     Db,
     Idempotent,
+    LoggedIn,
     Now,
 )
 from multibank.api.routing import UnitOfWorkRoute
@@ -47,7 +48,11 @@ def login_body(token: str, result: service.LoginResult) -> dict[str, Any]:
 
 
 async def do_login(body: LoginRequest, ctx: AnonCtx, container: AppContainer) -> dict[str, Any]:
-    result = await service.login(ctx, container.hasher, str(body.email), body.password.value)
+    try:
+        result = await service.login(ctx, container.hasher, str(body.email), body.password.value)
+    except service.PasswordExpired as expired:
+        expired.token = container.tokens().sign(expired.session.id, ctx.programme.id)
+        raise
     return login_body(container.tokens().sign(result.session.id, ctx.programme.id), result)
 
 
@@ -57,6 +62,14 @@ async def do_login(body: LoginRequest, ctx: AnonCtx, container: AppContainer) ->
     dependencies=[Idempotent],
     responses={
         403: {"description": "E-mail or password incorrect"},
+        409: {
+            "description": "Password expired: `{token}` usable only for POST /passwords/update",
+            "content": {
+                "application/json": {
+                    "schema": {"type": "object", "properties": {"token": {"type": "string"}}}
+                }
+            },
+        },
         423: {"description": "Locked"},
     },
 )
@@ -78,3 +91,50 @@ async def logout(caller: CurrentCaller, db: Db, clock: Now) -> Response:
     """Ends the session the bearer token names; the token answers 401 from now on."""
     await end_session(db, caller.session.id, clock.now_ms())
     return Response(status_code=204)
+
+
+class UserIdentity(BaseModel):
+    id: IdentityId
+    name: str
+
+
+class AccessTokenRequest(Wire):
+    identity: IdentityId
+
+
+class AccessTokenResponse(BaseModel):
+    token: str
+    identity: IdentityId
+    credentials: TypeId
+
+
+@router.get("/identities", operation_id="userIdentities")
+async def user_identities(session: LoggedIn) -> list[UserIdentity]:
+    """The identities the logged-in user can act for."""
+    found = await service.identities_of(session.ctx, session.auth)
+    return [UserIdentity(id=IdentityId(type=t, id=str(i)), name=n) for t, i, n in found]
+
+
+@router.post(
+    "/access_token",
+    operation_id="requestAccessToken",
+    dependencies=[CallerIdempotent],
+    responses={
+        403: {"description": "Not an identity of this user"},
+        423: {"description": "Locked"},
+    },
+)
+async def request_access_token(
+    body: AccessTokenRequest, session: LoggedIn, container: AppContainer
+) -> AccessTokenResponse:
+    """Delegated access: a token (tokenType ACCESS) bound to the identity asked for."""
+    result = await service.access_token(
+        session.ctx, session.auth, body.identity.type.value, body.identity.id
+    )
+    return AccessTokenResponse.model_validate(
+        {
+            "token": container.tokens().sign(result.session.id, session.ctx.programme.id),
+            "identity": {"type": result.user.identity_type, "id": str(result.user.identity_id)},
+            "credentials": {"type": result.user.role, "id": str(result.user.id)},
+        }
+    )

@@ -8,9 +8,25 @@ from fastapi import APIRouter, Path, Response
 from pydantic import BaseModel
 
 from multibank.access import service
-from multibank.api.deps import AnonCtx, AppContainer, CurrentProgramme, Idempotent, conflicts
+from multibank.api.deps import (
+    AnonCtx,
+    AppContainer,
+    CallerIdempotent,
+    CurrentProgramme,
+    Idempotent,
+    LoggedIn,
+    conflicts,
+)
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.api.schemas import IdentityId, PasswordValidateRequest
+from multibank.api.schemas import (
+    Email,
+    IdentityId,
+    Nonce,
+    PasswordValidateRequest,
+    SensitivePassword,
+    TokenResponse,
+    Wire,
+)
 from multibank.users.models import User
 
 router = APIRouter(tags=["Passwords"], route_class=UnitOfWorkRoute)
@@ -74,3 +90,68 @@ async def password_validate(body: PasswordValidateRequest, _: CurrentProgramme) 
     """Checks a password against the complexity rules without storing it."""
     service.check_complexity(body.password.value)
     return Response(status_code=204)
+
+
+class PasswordUpdateRequest(Wire):
+    oldPassword: SensitivePassword
+    newPassword: SensitivePassword
+
+
+class LostPasswordStart(Wire):
+    email: Email
+
+
+class LostPasswordResume(Wire):
+    nonce: Nonce
+    email: Email
+    newPassword: SensitivePassword
+
+
+@router.post(
+    "/passwords/update",
+    operation_id="passwordUpdate",
+    dependencies=[CallerIdempotent],
+    responses=conflicts("PASSWORD_INCORRECT", "PASSWORD_ALREADY_USED", *COMPLEXITY),
+)
+async def password_update(
+    body: PasswordUpdateRequest, session: LoggedIn, container: AppContainer
+) -> PasswordCreateResponse:
+    """Changes the logged-in user's password (also with the temporary token of an expired one);
+    answers a fresh token."""
+    result = await service.update_password(
+        session.ctx, container.hasher, session.auth, body.oldPassword.value, body.newPassword.value
+    )
+    token = container.tokens().sign(result.session.id, session.ctx.programme.id)
+    return PasswordCreateResponse.model_validate(
+        {"passwordInfo": password_info(result.user), "token": token}
+    )
+
+
+@router.post(
+    "/passwords/lost_password/start",
+    operation_id="lostPasswordInitiate",
+    status_code=204,
+    response_class=Response,
+    dependencies=[Idempotent],
+)
+async def lost_password_start(body: LostPasswordStart, ctx: AnonCtx) -> Response:
+    """E-mails an active user a link to reset the password (nonce `123456` in sandbox). The
+    answer is the same whether or not the address has an account."""
+    await service.start_lost_password(ctx, str(body.email))
+    return Response(status_code=204)
+
+
+@router.post(
+    "/passwords/lost_password/resume",
+    operation_id="lostPasswordResume",
+    dependencies=[Idempotent],
+    responses=conflicts("INVALID_NONCE_OR_EMAIL", "PASSWORD_ALREADY_USED", *COMPLEXITY),
+)
+async def lost_password_resume(
+    body: LostPasswordResume, ctx: AnonCtx, container: AppContainer
+) -> TokenResponse:
+    """Sets the new password, ends the user's other sessions and logs the user in."""
+    result = await service.resume_lost_password(
+        ctx, container.hasher, str(body.email), body.nonce, body.newPassword.value
+    )
+    return TokenResponse(token=container.tokens().sign(result.session.id, ctx.programme.id))
