@@ -65,8 +65,15 @@ def test_compose_removes_and_overrides_by_method_and_path():
         return {"v": "old"}
 
     routes = compose([base], [over], {"getB"}).routes
-    paths = [(r.path, r.endpoint.__name__) for r in routes]  # type: ignore[attr-defined]
+    paths = [
+        (r.path, r.endpoint.__name__)  # type: ignore[attr-defined]
+        for r in routes
+        if r.include_in_schema  # type: ignore[attr-defined]
+    ]
     assert paths == [("/a", "get_a_old")]
+    # The removed operation stays behind as a hidden 404 (D2), not as a 405 or a live route.
+    hidden = [r for r in routes if not r.include_in_schema]  # type: ignore[attr-defined]
+    assert [(r.path, r.endpoint.__name__) for r in hidden] == [("/b", "_absent")]  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="unknown"):
         compose([base], [], {"nope"})
 

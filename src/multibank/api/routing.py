@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.routing import BaseRoute
 
 from multibank.kernel.context import Container
-from multibank.kernel.errors import DomainError
+from multibank.kernel.errors import DomainError, NotFound
 from multibank.kernel.idempotency import IdempotencyRecord, IdempotencyStore
 
 
@@ -72,6 +72,10 @@ async def _commit_refusal(request: Request, session: AsyncSession) -> None:
     await session.commit()
 
 
+async def _absent() -> None:
+    raise NotFound("This operation does not exist in this version")
+
+
 def operation_key(route: BaseRoute) -> tuple[str, str]:
     assert isinstance(route, APIRoute)
     method = next(iter(sorted(route.methods or {"GET"})))
@@ -93,13 +97,26 @@ def compose(
     replaced = {operation_key(r) for r in override_routes}
     out = APIRouter(route_class=UnitOfWorkRoute)
     seen: set[str] = set()
+    gone: list[APIRoute] = []
     for router in base:
         for route in router.routes:
             assert isinstance(route, APIRoute)
+            if route.operation_id in removed_ids:
+                gone.append(route)
             if route.operation_id in removed_ids or operation_key(route) in replaced:
                 seen.add(route.operation_id or "")
                 continue
             out.routes.append(route)
+    for route in gone:
+        # A removed operation answers 404 (D2) even where its path looks like another route's
+        # (`POST /users/kyc` against `GET /users/{user_id}`), which would otherwise be a 405.
+        out.add_api_route(
+            route.path,
+            _absent,
+            methods=sorted(route.methods or ()),
+            include_in_schema=False,
+            operation_id=f"absent_{route.operation_id}",
+        )
     unknown = (
         removed_ids
         - seen
