@@ -96,7 +96,11 @@ async def current_caller(
         absolute_ms=container.settings.session_absolute_seconds * 1000,
     )
     session = await touch_session(db, session_id, programme.id, clock.now_ms(), limits)
-    if session is None or session.token_type == "PASSWORD_UPDATE":
+    if session is None:
+        raise Unauthorized()
+    route_path = str(getattr(request.scope.get("route"), "path", ""))
+    if session.token_type == "PASSWORD_UPDATE" and route_path != "/passwords/update":
+        # The temporary token of an expired password opens `POST /passwords/update` only.
         raise Unauthorized()
     request.state.caller = session
     return Caller(programme, session)
@@ -201,3 +205,52 @@ def conflicts(*codes: str) -> dict[int | str, dict[str, Any]]:
             },
         }
     }
+
+
+# Step-up (D7, contract §2): operations that demand a stepped-up session.
+
+STEP_UP_MESSAGE = (
+    "This operation needs a stepped-up session: issue a step-up challenge "
+    "(POST /stepup/challenges/otp/SMS or /stepup/challenges/push/{channel}) and verify it, "
+    "then call again with the same token."
+)
+
+
+def step_up_pending(session: Session) -> bool:
+    """Whether the caller's programme demands step-up and this session has not done it yet."""
+    return session.ctx.programme.step_up_required and not session.auth.stepped_up
+
+
+def require_step_up(session: Session) -> None:
+    """403 `{"errorCode": "STEP_UP_REQUIRED", "message": ...}` unless the session may go on."""
+    if step_up_pending(session):
+        raise Forbidden("STEP_UP_REQUIRED", STEP_UP_MESSAGE)
+
+
+def stepped_up_session(session: LoggedIn) -> Session:
+    require_step_up(session)
+    return session
+
+
+# A logged-in session that passed the step-up check: use it in place of `LoggedIn`, e.g.
+# `async def op(session: StepUpRequired) -> ...`. A step-up lasts for the rest of the session.
+StepUpRequired = Annotated[Session, Depends(stepped_up_session)]
+
+# OpenAPI `responses` entry of the operations that use it.
+STEP_UP_RESPONSES: dict[int | str, dict[str, Any]] = {
+    403: {
+        "description": "STEP_UP_REQUIRED: the programme demands a stepped-up session; other "
+        "403s (a token of another programme) have no body",
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "errorCode": {"type": "string", "enum": ["STEP_UP_REQUIRED"]},
+                        "message": {"type": "string"},
+                    },
+                }
+            }
+        },
+    }
+}

@@ -15,7 +15,14 @@ from multibank.accounts.schemas import (
     ManagedAccountsPage,
     ManagedAccountUpdate,
 )
-from multibank.api.deps import CallerIdempotent, LoggedIn, Session, conflicts
+from multibank.api.deps import (
+    STEP_UP_RESPONSES,
+    CallerIdempotent,
+    LoggedIn,
+    Session,
+    StepUpRequired,
+    conflicts,
+)
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.schemas import Currency, Tag
 from multibank.identities import service as identities
@@ -24,6 +31,9 @@ from multibank.ledger.models import LedgerAccount
 router = APIRouter(tags=["Managed Accounts"], route_class=UnitOfWorkRoute)
 AccountId = Annotated[str, Path(pattern=r"^[0-9]+$")]
 StateValue = Annotated[str, Query(pattern="^(ACTIVE|BLOCKED|DESTROYED)$")]
+# The pattern goes on the items: on the list itself it is a TypeError (500) at request time.
+BlockedReasonValue = Annotated[str, Query(pattern="^(USER|SYSTEM|LOST)$")]
+DestroyedReasonValue = Annotated[str, Query(pattern="^(SYSTEM|USER|LOST|STOLEN|EXPIRED)$")]
 CREATE_CONFLICTS = (
     "PROFILE_NOT_FOUND",
     "PROFILE_INACTIVE",
@@ -59,20 +69,20 @@ def account_body(account: ManagedAccount, ledger_account: LedgerAccount) -> dict
     operation_id="managedAccountsGet",
     response_model=ManagedAccountsPage,
     response_model_exclude_none=True,
+    responses=STEP_UP_RESPONSES,
 )
 async def managed_accounts_get(
-    session: LoggedIn,
+    session: StepUpRequired,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
     limit: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
     profileId: Annotated[str | None, Query(pattern=r"^[0-9]+$", max_length=19)] = None,
     friendlyName: Annotated[str | None, Query(min_length=1, max_length=50)] = None,
     state: Annotated[list[StateValue] | None, Query()] = None,
     blocked_reason: Annotated[
-        list[str] | None, Query(alias="state.blockedReason", pattern="^(USER|SYSTEM|LOST)$")
+        list[BlockedReasonValue] | None, Query(alias="state.blockedReason")
     ] = None,
     destroyed_reason: Annotated[
-        list[str] | None,
-        Query(alias="state.destroyedReason", pattern="^(SYSTEM|USER|LOST|STOLEN|EXPIRED)$"),
+        list[DestroyedReasonValue] | None, Query(alias="state.destroyedReason")
     ] = None,
     currency: Annotated[Currency | None, Query()] = None,
     createdFrom: Annotated[int | None, Query(ge=0)] = None,
@@ -108,9 +118,11 @@ async def managed_accounts_get(
     response_model=ManagedAccountRead,
     response_model_exclude_none=True,
     dependencies=[CallerIdempotent],
-    responses=conflicts(*CREATE_CONFLICTS),
+    responses={**conflicts(*CREATE_CONFLICTS), **STEP_UP_RESPONSES},
 )
-async def managed_account_create(body: ManagedAccountCreate, session: LoggedIn) -> dict[str, Any]:
+async def managed_account_create(
+    body: ManagedAccountCreate, session: StepUpRequired
+) -> dict[str, Any]:
     """Opens an account in a currency of the owner type's managed-account profile; the owner's
     due diligence must be approved."""
     account = await service.create(session.ctx, owner(session), body)
@@ -122,8 +134,9 @@ async def managed_account_create(body: ManagedAccountCreate, session: LoggedIn) 
     operation_id="managedAccountGet",
     response_model=ManagedAccountRead,
     response_model_exclude_none=True,
+    responses=STEP_UP_RESPONSES,
 )
-async def managed_account_get(id: AccountId, session: LoggedIn) -> dict[str, Any]:
+async def managed_account_get(id: AccountId, session: StepUpRequired) -> dict[str, Any]:
     return account_body(*await service.load(session.ctx, owner(session), id))
 
 
@@ -133,9 +146,10 @@ async def managed_account_get(id: AccountId, session: LoggedIn) -> dict[str, Any
     response_model=ManagedAccountRead,
     response_model_exclude_none=True,
     dependencies=[CallerIdempotent],
+    responses=STEP_UP_RESPONSES,
 )
 async def managed_account_update(
-    id: AccountId, body: ManagedAccountUpdate, session: LoggedIn
+    id: AccountId, body: ManagedAccountUpdate, session: StepUpRequired
 ) -> dict[str, Any]:
     """Changes only the fields sent."""
     row = await service.update_details(

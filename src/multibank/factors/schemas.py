@@ -1,0 +1,64 @@
+"""Wire shapes of additional factors and step-up (contract §5.1 stepup*, §5.3, §6 SCAFactor)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel
+
+from multibank.api.schemas import DigitsId, Nonce, Wire
+
+
+class SCAChallengeType(StrEnum):
+    OTP = "OTP"
+    PUSH = "PUSH"
+    BIOMETRIC = "BIOMETRIC"
+
+
+class SCAFactorStatus(StrEnum):
+    PENDING_VERIFICATION = "PENDING_VERIFICATION"
+    ACTIVE = "ACTIVE"
+    INACTIVE = "INACTIVE"
+
+
+class SCAChannel(StrEnum):
+    SMS = "SMS"
+    AUTHY = "AUTHY"
+    BIOMETRIC = "BIOMETRIC"
+
+
+class SCAOtpChannel(StrEnum):
+    SMS = "SMS"
+
+
+class SCAPushChannel(StrEnum):
+    """The interface's AUTHENTICATOR_APP travels as the product's name in capitals: AUTHY."""
+
+    AUTHY = "AUTHY"
+    BIOMETRIC = "BIOMETRIC"
+
+
+class SCAFactor(BaseModel):
+    type: SCAChallengeType
+    status: SCAFactorStatus
+    channel: SCAChannel
+
+
+class FactorsResponse(BaseModel):
+    factors: list[SCAFactor]
+
+
+class SCAVerifyRequest(Wire):
+    """`stepupSCAVerify_request`: the code is a Nonce here (interface and contract), not the
+    6-digit VerificationCode of e-mail verification, so a well-formed code of another length is
+    a wrong code (409), not a malformed request."""
+
+    verificationCode: Nonce
+
+
+class LinkingCodeResponse(BaseModel):
+    linkingCode: str
+
+
+class ChallengeIdResponse(BaseModel):
+    id: DigitsId
