@@ -91,6 +91,13 @@ def test_payload_hash_of_non_json_is_the_raw_hash() -> None:
     assert payload_hash(b"not json") != payload_hash(b"not  json")
 
 
+def test_payload_hash_depends_on_its_context() -> None:
+    body = b'{"a": 1}'
+    assert payload_hash(body, "3.29.1") == payload_hash(b'{ "a" : 1 }', "3.29.1")
+    assert payload_hash(body, "3.29.1") != payload_hash(body, "3.1.0")
+    assert payload_hash(body, "3.29.1") != payload_hash(body)
+
+
 # --- begin / complete / replay -------------------------------------------------------------------
 
 

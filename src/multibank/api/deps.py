@@ -118,12 +118,16 @@ async def begin_idempotent(
     route = request.scope.get("route")
     path_params = ",".join(f"{k}={v}" for k, v in sorted(request.path_params.items()))
     operation = f"{request.method} {getattr(route, 'path', request.url.path)} {path_params}"
+    # The same ref on another interface version is the same operation (one effect, whatever the
+    # base URL), but it must not replay the other version's answer shape (a 3.29.1 fee charge is
+    # 200 with a body, a 3.1.0 one 204): the version is part of the payload, so it is refused.
+    version = getattr(request.scope.get("app"), "version", "")
     outcome = await IdempotencyStore(db).begin(
         programme_id=programme.id,
         caller=caller,
         operation=operation[:200],
         ref=ref,
-        body_hash=payload_hash(await request.body()),
+        body_hash=payload_hash(await request.body(), version),
         now_ms=now_ms,
     )
     if isinstance(outcome, IdempotencyRecord):

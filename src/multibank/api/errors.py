@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from multibank.kernel.errors import DomainError
@@ -78,7 +80,50 @@ def _describe(kind: str, params: list[str], msg: str) -> str:
     return msg
 
 
-def validation_body(errors: Sequence[Any]) -> dict[str, Any]:
+def _unwrap(annotation: Any) -> tuple[Any, list[Any]]:
+    """The core type under Optional/Annotated, with the Annotated metadata met on the way."""
+    metadata: list[Any] = []
+    while True:
+        if get_origin(annotation) is Annotated:
+            metadata.extend(annotation.__metadata__)
+            annotation = get_args(annotation)[0]
+            continue
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if get_origin(annotation) in (Union, UnionType) and len(args) == 1:
+            annotation = args[0]
+            continue
+        return annotation, metadata
+
+
+def _length_bounds(request: Request | None, loc: Sequence[Any]) -> tuple[int, int | None] | None:
+    """A body field's declared (min, max) length, found by walking the route's body model along
+    the error's location, so a SIZE error can name both bounds as the reference does."""
+    if request is None or not loc or loc[0] != "body":
+        return None
+    body_field = getattr(request.scope.get("route"), "body_field", None)
+    annotation: Any = getattr(getattr(body_field, "field_info", None), "annotation", None)
+    metadata: list[Any] = []
+    for part in loc[1:]:
+        annotation, _ = _unwrap(annotation)
+        if isinstance(part, int) and get_origin(annotation) is list:
+            annotation, metadata = get_args(annotation)[0], []
+            continue
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        field = annotation.model_fields.get(str(part))
+        if field is None:
+            return None
+        annotation, metadata = field.annotation, list(field.metadata)
+    _, more = _unwrap(annotation)
+    low: int | None = None
+    high: int | None = None
+    for item in [*metadata, *more]:
+        low = getattr(item, "min_length", None) if getattr(item, "min_length", None) else low
+        high = getattr(item, "max_length", None) if getattr(item, "max_length", None) else high
+    return (low or 0, high) if low is not None or high is not None else None
+
+
+def validation_body(errors: Sequence[Any], request: Request | None = None) -> dict[str, Any]:
     fields: list[dict[str, Any]] = []
     messages: list[str] = []
     for err in errors:
@@ -87,6 +132,10 @@ def validation_body(errors: Sequence[Any]) -> dict[str, Any]:
         kind = _ERROR_KIND.get(err["type"], "REGEX")
         name = _field_name(err.get("loc", ()))
         params = _params(err)
+        if kind == "SIZE":
+            bounds = _length_bounds(request, err.get("loc", ()))
+            if bounds is not None:
+                params = [str(bounds[0]), "" if bounds[1] is None else str(bounds[1])]
         fields.append({"fieldName": name, "error": kind, "params": params})
         messages.append(f"request.{name}: {_describe(kind, params, err.get('msg', 'invalid'))}")
     return {
@@ -106,9 +155,9 @@ async def _domain(_: Request, exc: Exception) -> Response:
     return _json(exc.status_code, exc.body(), exc.headers())
 
 
-async def _validation(_: Request, exc: Exception) -> Response:
+async def _validation(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    return JSONResponse(validation_body(exc.errors()), status_code=400)
+    return JSONResponse(validation_body(exc.errors(), request), status_code=400)
 
 
 async def _http(_: Request, exc: Exception) -> Response:

@@ -239,10 +239,14 @@ async def _update_root_contact(
     if "email" in new:
         if await users.email_taken(ctx.db, ctx.programme.id, new["email"], root.id):
             raise Conflict("EMAIL_NOT_UNIQUE")
+        if users.email_key(new["email"]) != root.email_key:
+            # A code sent to the old address must not prove the new one.
+            root.email_verified = False
+            await codes.revoke(ctx.db, ctx.programme.id, f"user:{root.id}", EMAIL_VERIFY, ctx.now)
         root.email_key = users.email_key(new["email"])
-        root.email_verified = False
     if "mobile_number" in new:
         root.mobile_verified = False
+        await codes.revoke(ctx.db, ctx.programme.id, f"user:{root.id}", MOBILE_VERIFY, ctx.now)
     for column, value in new.items():
         setattr(root, column, value)
 

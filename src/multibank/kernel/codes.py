@@ -67,6 +67,22 @@ async def latest(
     return (await db.execute(stmt)).scalar_one_or_none()
 
 
+async def revoke(
+    db: AsyncSession, programme_id: int, subject: str, purpose: str, now_ms: int
+) -> None:
+    """Kills every unused code of (subject, purpose), e.g. when the address it went to changes."""
+    await db.execute(
+        update(OneTimeCode)
+        .where(
+            OneTimeCode.programme_id == programme_id,
+            OneTimeCode.subject == subject,
+            OneTimeCode.purpose == purpose,
+            OneTimeCode.used_at.is_(None),
+        )
+        .values(used_at=now_ms)
+    )
+
+
 async def issue(
     db: AsyncSession,
     *,
@@ -78,16 +94,7 @@ async def issue(
     ttl_ms: int = DEFAULT_TTL_MS,
 ) -> Issued:
     """A new code for (subject, purpose); earlier unused ones die with it."""
-    await db.execute(
-        update(OneTimeCode)
-        .where(
-            OneTimeCode.programme_id == programme_id,
-            OneTimeCode.subject == subject,
-            OneTimeCode.purpose == purpose,
-            OneTimeCode.used_at.is_(None),
-        )
-        .values(used_at=now_ms)
-    )
+    await revoke(db, programme_id, subject, purpose, now_ms)
     code = SANDBOX_CODE if sandbox else f"{secrets.randbelow(10**6):06d}"
     db.add(
         OneTimeCode(

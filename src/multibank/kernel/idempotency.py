@@ -48,12 +48,15 @@ class StoredResponse:
     body: bytes
 
 
-def payload_hash(body: bytes) -> str:
-    """Hash of the request body, insensitive to JSON key order and white space."""
+def payload_hash(body: bytes, context: str = "") -> str:
+    """Hash of the request body, insensitive to JSON key order and white space; `context`
+    (the interface version) is part of what must match."""
     try:
         canonical = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode()
     except ValueError:
         canonical = body
+    if context:
+        canonical = context.encode() + b"\0" + canonical
     return hashlib.sha256(canonical).hexdigest()
 
 

@@ -117,9 +117,13 @@ async def update(ctx: Ctx, caller: AuthSession, user_id: str, data: BaseModel) -
     if "email" in sent and email is not None and str(email) != user.email:
         if await repo.email_taken(ctx.db, ctx.programme.id, email, user.id):
             raise Conflict("EMAIL_NOT_UNIQUE")
+        if repo.email_key(email) != user.email_key:
+            user.email_verified = False
+            await codes.revoke(
+                ctx.db, ctx.programme.id, f"user:{user.id}", identities.EMAIL_VERIFY, ctx.now
+            )
         user.email = str(email)
         user.email_key = repo.email_key(email)
-        user.email_verified = False
     mobile = getattr(data, "mobile", None)
     if "mobile" in sent and mobile is not None:
         await _check_mobile(ctx, user.identity_id, mobile.countryCode, mobile.number, user.id)

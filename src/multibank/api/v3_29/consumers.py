@@ -13,6 +13,7 @@ from multibank.api.deps import (
     Idempotent,
     conflicts,
 )
+from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.schemas import EmailRequest, EmailVerifyRequest
 from multibank.api.v3_29.corporates import mobile
@@ -27,6 +28,7 @@ from multibank.identities.schemas import (
     KycStartRequest,
     MobileKycRead,
 )
+from multibank.kernel.errors import Conflict
 from multibank.users.models import User
 
 router = APIRouter(tags=["Consumers"], route_class=UnitOfWorkRoute)
@@ -50,6 +52,19 @@ UPDATE_CONFLICTS = (
     "CURRENCY_UNSUPPORTED",
 )
 KYC_CONFLICTS = ("KYC_ALREADY_APPROVED", "KYC_PENDING_REVIEW", "KYC_REJECTED", "EMAIL_UNVERIFIED")
+# Contract row 45: the mobile operation names a permanent rejection KYC_ALREADY_REJECTED.
+MOBILE_KYC_CONFLICTS = (
+    "KYC_ALREADY_APPROVED",
+    "KYC_PENDING_REVIEW",
+    "KYC_ALREADY_REJECTED",
+    "EMAIL_UNVERIFIED",
+)
+
+
+def _kyc_level(body: KycStartRequest | None) -> str:
+    """Interface 3.29.1: KYC_LEVEL_2 when omitted (so an omitted level never resumes a level-1
+    session as if it had been asked for)."""
+    return body.kycLevel.value if body and body.kycLevel else "KYC_LEVEL_2"
 
 
 def consumer_body(identity: Identity, root: User) -> dict[str, Any]:
@@ -124,7 +139,7 @@ async def consumer_update(body: ConsumerUpdate, session: ConsumerSession) -> dic
     operation_id="consumerRootUserEmailVerificationCodeSend",
     status_code=204,
     response_class=Response,
-    dependencies=[Idempotent],
+    dependencies=[CodeSendLimited, Idempotent],
     responses=conflicts("EMAIL_NOT_FOUND"),
 )
 async def consumer_email_send(body: EmailRequest, ctx: AnonCtx) -> Response:
@@ -137,7 +152,7 @@ async def consumer_email_send(body: EmailRequest, ctx: AnonCtx) -> Response:
     operation_id="consumerRootUserEmailVerify",
     status_code=204,
     response_class=Response,
-    dependencies=[Idempotent],
+    dependencies=[CodeVerifyLimited, Idempotent],
     responses=conflicts("VERIFICATION_CODE_INVALID"),
 )
 async def consumer_email_verify(body: EmailVerifyRequest, ctx: AnonCtx) -> Response:
@@ -155,7 +170,7 @@ async def consumer_kyc_start(
     session: ConsumerSession, body: KycStartRequest | None = Body(default=None)
 ) -> KycStartRead:
     """Starts KYC at `kycLevel` (KYC_LEVEL_2 when omitted); the reference opens the provider UI."""
-    level = body.kycLevel.value if body and body.kycLevel else None
+    level = _kyc_level(body)
     reference = await service.start_due_diligence(session.ctx, session.identity_id, CONSUMER, level)
     identity, _ = await service.load(session.ctx, session.identity_id, CONSUMER)
     return KycStartRead.model_validate({"reference": reference, "kycLevel": identity.dd_level})
@@ -177,14 +192,21 @@ async def consumer_kyc_get(session: ConsumerSession) -> KycRead:
     "/consumers/kyc_mobile_sumsub",
     operation_id="consumerKycStartSumsubMobile",
     dependencies=[CallerIdempotent],
-    responses=conflicts(*KYC_CONFLICTS),
+    responses=conflicts(*MOBILE_KYC_CONFLICTS),
 )
 async def consumer_kyc_mobile(
     session: ConsumerSession, body: KycStartRequest | None = Body(default=None)
 ) -> MobileKycRead:
     """Starts KYC for a provider's mobile SDK; in sandbox the token is the page reference."""
-    level = body.kycLevel.value if body and body.kycLevel else None
-    reference = await service.start_due_diligence(session.ctx, session.identity_id, CONSUMER, level)
+    level = _kyc_level(body)
+    try:
+        reference = await service.start_due_diligence(
+            session.ctx, session.identity_id, CONSUMER, level
+        )
+    except Conflict as exc:
+        if exc.error_code == "KYC_REJECTED":
+            raise Conflict("KYC_ALREADY_REJECTED") from None
+        raise
     identity, _ = await service.load(session.ctx, session.identity_id, CONSUMER)
     return MobileKycRead.model_validate(
         {
