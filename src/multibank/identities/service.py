@@ -234,7 +234,12 @@ async def _update_root_contact(
     if "address" in sent and address is not None and _dump(address) != root.address:
         _check_countries(address.country)
         new["address"] = _dump(address)
-    if new and identity.dd_status == KyiStatus.APPROVED:
+    # Interface: after approval a corporate's root user keeps name, surname, e-mail and mobile;
+    # a consumer also keeps date of birth and address.
+    locked = {"name", "surname", "email", "mobile_country_code", "mobile_number"}
+    if identity.type == CONSUMER:
+        locked |= {"date_of_birth", "address"}
+    if locked & set(new) and identity.dd_status == KyiStatus.APPROVED:
         raise Conflict(locked_code)
     if "email" in new:
         if await users.email_taken(ctx.db, ctx.programme.id, new["email"], root.id):
