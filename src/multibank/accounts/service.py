@@ -22,6 +22,7 @@ from multibank.programmes.context import Ctx
 
 ACTIVE, BLOCKED, DESTROYED = "ACTIVE", "BLOCKED", "DESTROYED"
 MAX_PAGE = 100
+INT64_MAX = 2**63 - 1
 PROFILE_KIND = {"CORPORATE": "corporateManagedAccount", "CONSUMER": "consumerManagedAccount"}
 
 
@@ -261,6 +262,14 @@ async def deposit(
     settlement = await ledger.system_account(
         ctx.db, ctx.programme.id, SETTLEMENT, currency, ctx.now
     )
+    # Balances are int64: a deposit that would overflow the account or the programme's
+    # settlement account is refused, rather than failing in the database (a 500 for this and
+    # every later deposit in the currency).
+    if (
+        max(await ledger.balances(ctx.db, account.id)) > INT64_MAX - amount
+        or min(await ledger.balances(ctx.db, settlement)) < amount - INT64_MAX
+    ):
+        return "DENIED_OTHER"
     await ledger.post(
         ctx.db,
         programme_id=ctx.programme.id,

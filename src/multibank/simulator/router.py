@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, FastAPI, Path, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints
 
+from multibank.accounts import repository as accounts_repo
+from multibank.accounts import service as accounts
 from multibank.api.deps import AppContainer, Db
 from multibank.api.errors import install_error_handlers
 from multibank.api.routing import UnitOfWorkRoute
+from multibank.factors import service as factors
 from multibank.identities import service as identities
 from multibank.identities.models import CONSUMER, CORPORATE
-from multibank.kernel.errors import NotFound
+from multibank.kernel.errors import Conflict, NotFound
 from multibank.kernel.validation import parse_id
 from multibank.programmes.context import Ctx
 from multibank.programmes.service import advance_clock
@@ -119,6 +122,183 @@ async def consumer_reject(
     number = await _identity_id(ctx, consumer_id, CONSUMER)
     await identities.simulate_reject(ctx, number, CONSUMER, bool(body and body.permanent))
     return Response(status_code=204)
+
+
+class CurrencyAmount(BaseModel):
+    currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]*$", min_length=3, max_length=3)]
+    amount: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)  # int64 minor units
+
+
+class DepositByAccountId(BaseModel):
+    depositAmount: CurrencyAmount
+    senderName: str | None = None
+    reference: str | None = None
+    receiverName: str | None = None
+    senderIban: str | None = None
+
+
+class IbanDetails(BaseModel):
+    iban: Annotated[str, StringConstraints(pattern=r"^[A-Z0-9]*$", max_length=34)]
+
+
+class DepositByIban(BaseModel):
+    depositAmount: CurrencyAmount
+    iban: str | None = Field(default=None, description="Deprecated: use destinationIbanDetails")
+    destinationIbanDetails: IbanDetails | None = None
+    paymentReference: str | None = None
+    senderName: str | None = None
+    reference: str | None = None
+    receiverName: str | None = None
+
+
+class Code(BaseModel):
+    code: str
+
+
+def _details(body: DepositByAccountId | DepositByIban) -> dict[str, str]:
+    return {
+        "sender": body.senderName or "",
+        "reference": body.reference or "",
+        "receiverName": body.receiverName or "",
+    }
+
+
+@router.post(
+    "/accounts/{account_id}/deposit",
+    operation_id="simulateDepositByAccountId",
+    dependencies=[SimulatorIdempotent],
+)
+async def deposit_by_id(
+    account_id: Annotated[str, Path(pattern=r"^[0-9]+$")], body: DepositByAccountId, ctx: SimCtx
+) -> Code:
+    """Credits a managed account as an incoming payment would (settlement → account)."""
+    number = parse_id(account_id)
+    account = (
+        None
+        if number is None
+        else await accounts_repo.get_in_programme(ctx.db, ctx.programme.id, number, for_update=True)
+    )
+    code = await accounts.deposit(
+        ctx, account, body.depositAmount.currency, body.depositAmount.amount, _details(body)
+    )
+    return Code(code=code)
+
+
+@router.post(
+    "/accounts/deposit", operation_id="simulateDepositByIban", dependencies=[SimulatorIdempotent]
+)
+async def deposit_by_iban(body: DepositByIban, ctx: SimCtx) -> Code:
+    """An incoming wire transfer to an IBAN-upgraded account."""
+    target = body.destinationIbanDetails.iban if body.destinationIbanDetails else body.iban
+    account = None
+    if target:
+        account = await accounts_repo.by_iban(ctx.db, ctx.programme.id, target.replace(" ", ""))
+    code = await accounts.deposit(
+        ctx, account, body.depositAmount.currency, body.depositAmount.amount, _details(body)
+    )
+    return Code(code=code)
+
+
+@router.post(
+    "/managed_accounts/{account_id}/iban/allocate",
+    operation_id="simulateIbanAllocate",
+    status_code=204,
+    response_class=Response,
+    dependencies=[SimulatorIdempotent],
+)
+async def iban_allocate(
+    account_id: Annotated[str, Path(pattern=r"^[0-9]+$")], ctx: SimCtx
+) -> Response:
+    """Finishes a pending IBAN allocation now instead of after the programme's delay."""
+    number = parse_id(account_id)
+    account = (
+        None
+        if number is None
+        else await accounts_repo.get_in_programme(ctx.db, ctx.programme.id, number)
+    )
+    if account is None:
+        raise NotFound("Managed account not found")
+    if account.iban_state != "PENDING_ALLOCATION":
+        raise Conflict("IBAN_NOT_PENDING")
+    await accounts.allocate_iban(ctx, account)
+    return Response(status_code=204)
+
+
+# Push step-up challenges (contract §8): the device's answer, which a sandbox has no device for.
+
+
+class ChallengeCode(BaseModel):
+    code: str
+
+
+ChallengePath = Annotated[str, Path(pattern=r"^[0-9]+$")]
+CHALLENGE_CONFLICTS: dict[int | str, dict[str, Any]] = {
+    404: {"description": "No such challenge of that user in this programme"},
+    409: {
+        "description": "The challenge is no longer pending: CHALLENGE_ALREADY_SETTLED, or "
+        "CHALLENGE_EXPIRED once its 5 minutes are up",
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "errorCode": {
+                            "type": "string",
+                            "enum": ["CHALLENGE_ALREADY_SETTLED", "CHALLENGE_EXPIRED"],
+                        }
+                    },
+                }
+            }
+        },
+    },
+}
+
+
+async def _settle(ctx: Ctx, credentials_id: str, challenge_id: str, outcome: str) -> ChallengeCode:
+    user_id, number = parse_id(credentials_id), parse_id(challenge_id)
+    if user_id is None or number is None:
+        raise NotFound("Challenge not found")
+    return ChallengeCode(code=await factors.settle_challenge(ctx, user_id, number, outcome))
+
+
+@router.post(
+    "/factors/{credentials_id}/challenges/{challenge_id}/verify_success",
+    operation_id="simulateChallengeVerifySuccess",
+    dependencies=[SimulatorIdempotent],
+    responses=CHALLENGE_CONFLICTS,
+)
+async def challenge_verify_success(
+    credentials_id: ChallengePath, challenge_id: ChallengePath, ctx: SimCtx
+) -> ChallengeCode:
+    """The device approves: `COMPLETED`, and the session the challenge was issued in is stepped
+    up. `credentials_id` is the user's id (login `credentials.id`)."""
+    return await _settle(ctx, credentials_id, challenge_id, factors.COMPLETED)
+
+
+@router.post(
+    "/factors/{credentials_id}/challenges/{challenge_id}/verify_invalid",
+    operation_id="simulateChallengeVerifyInvalid",
+    dependencies=[SimulatorIdempotent],
+    responses=CHALLENGE_CONFLICTS,
+)
+async def challenge_verify_invalid(
+    credentials_id: ChallengePath, challenge_id: ChallengePath, ctx: SimCtx
+) -> ChallengeCode:
+    """The device rejects: `DENIED`; the session still needs a step-up."""
+    return await _settle(ctx, credentials_id, challenge_id, factors.DENIED)
+
+
+@router.post(
+    "/factors/{credentials_id}/challenges/{challenge_id}/verify_expired",
+    operation_id="simulateChallengeVerifyExpired",
+    dependencies=[SimulatorIdempotent],
+    responses=CHALLENGE_CONFLICTS,
+)
+async def challenge_verify_expired(
+    credentials_id: ChallengePath, challenge_id: ChallengePath, ctx: SimCtx
+) -> ChallengeCode:
+    """The device never answers: `EXPIRED`; a new challenge may be issued."""
+    return await _settle(ctx, credentials_id, challenge_id, factors.EXPIRED)
 
 
 ROUTERS: list[APIRouter] = [router]

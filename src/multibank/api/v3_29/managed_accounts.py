@@ -85,8 +85,8 @@ async def managed_accounts_get(
         list[DestroyedReasonValue] | None, Query(alias="state.destroyedReason")
     ] = None,
     currency: Annotated[Currency | None, Query()] = None,
-    createdFrom: Annotated[int | None, Query(ge=0)] = None,
-    createdTo: Annotated[int | None, Query(ge=0)] = None,
+    createdFrom: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
+    createdTo: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     tag: Annotated[Tag | None, Query()] = None,
 ) -> dict[str, Any]:
     """The caller's identity's accounts, filtered; repeated keys for the array filters
