@@ -128,16 +128,28 @@ def _ms(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-def wrk(name: str, url: str, headers: dict[str, str], seconds: int, connections: int) -> Figures:
+def wrk(
+    name: str,
+    url: str,
+    headers: dict[str, str],
+    seconds: int,
+    connections: int,
+    script: str | Path | None = None,
+) -> Figures:
+    """`script`: a wrk Lua script (`-s`), e.g. one that builds each request itself."""
     if shutil.which("wrk") is None:
         sys.exit("wrk is needed on PATH (Debian: apt-get install wrk)")
-    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", url]
+    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    if script is not None:
+        cmd += ["-s", str(script)]
+    cmd.append(url)
     for k, v in headers.items():
         cmd += ["-H", f"{k}: {v}"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    p50 = _ms(re.search(r"50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
-    p99 = _ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    # Anchored: a "+/- Stdev" figure such as "81.50%" must not pass for the 50% percentile.
+    p50 = _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     return Figures(name, rps, p50, p99, int(bad.group(1)) if bad else 0)
 

@@ -42,7 +42,10 @@ async def charge(
         raise Conflict("UNRESOLVED_INSTRUMENT")
     if account.identity_id != identity.id:
         raise Conflict("IDENTITY_NOT_OWNER_OF_INSTRUMENT")
-    amounts = fee.amounts.get(identity.fee_group) or fee.amounts.get("DEFAULT") or {}
+    # The identity's group when the fee type names it (even with no amounts), else DEFAULT.
+    amounts = fee.amounts.get(identity.fee_group)
+    if amounts is None:
+        amounts = fee.amounts.get("DEFAULT", {})
     amount = amounts.get(account.currency)
     if amount is None:
         raise Conflict("UNRESOLVED_CURRENCY")
