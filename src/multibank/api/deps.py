@@ -3,7 +3,7 @@ the programme's clock, and the idempotency-ref handling of D6."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -26,11 +26,11 @@ api_key_scheme = APIKeyHeader(name="api-key", scheme_name="api_key", auto_error=
 bearer_scheme = HTTPBearer(scheme_name="auth_token", bearerFormat="JWT", auto_error=False)
 
 
-def get_container(request: Request) -> Container:
+async def get_container(request: Request) -> Container:
     return container_of(request)
 
 
-def get_db(request: Request) -> AsyncSession:
+async def get_db(request: Request) -> AsyncSession:
     session: AsyncSession = request.state.db
     return session
 
@@ -58,7 +58,7 @@ async def current_programme(
 CurrentProgramme = Annotated[Programme, Depends(current_programme)]
 
 
-def programme_clock(container: AppContainer, programme: CurrentProgramme) -> ProgrammeClock:
+async def programme_clock(container: AppContainer, programme: CurrentProgramme) -> ProgrammeClock:
     return ProgrammeClock(container.clock, programme.clock_offset_ms)
 
 
@@ -153,7 +153,7 @@ Idempotent = Depends(idempotency)
 CallerIdempotent = Depends(caller_idempotency)
 
 
-def anonymous_ctx(db: Db, programme: CurrentProgramme, clock: Now) -> Ctx:
+async def anonymous_ctx(db: Db, programme: CurrentProgramme, clock: Now) -> Ctx:
     """Operations that need only the `api-key` (sign-up, e-mail codes, login, invites)."""
     return Ctx(db, programme, clock.now_ms())
 
@@ -173,15 +173,15 @@ class Session:
         return self.auth.identity_id
 
 
-def caller_ctx(db: Db, caller: CurrentCaller, clock: Now) -> Session:
+async def caller_ctx(db: Db, caller: CurrentCaller, clock: Now) -> Session:
     return Session(Ctx(db, caller.programme, clock.now_ms()), caller.session)
 
 
 LoggedIn = Annotated[Session, Depends(caller_ctx)]
 
 
-def _of_type(kind: str) -> Callable[[Session], Session]:
-    def check(session: LoggedIn) -> Session:
+def _of_type(kind: str) -> Callable[[Session], Awaitable[Session]]:
+    async def check(session: LoggedIn) -> Session:
         # A consumer's token on a corporate operation (or the reverse) is refused outright.
         if session.auth.identity_type != kind:
             raise Forbidden()
@@ -231,7 +231,7 @@ def require_step_up(session: Session) -> None:
         raise Forbidden("STEP_UP_REQUIRED", STEP_UP_MESSAGE)
 
 
-def stepped_up_session(session: LoggedIn) -> Session:
+async def stepped_up_session(session: LoggedIn) -> Session:
     require_step_up(session)
     return session
 

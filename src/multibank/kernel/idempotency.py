@@ -13,7 +13,8 @@ import json
 from dataclasses import dataclass
 
 from sqlalchemy import Integer, LargeBinary, String, UniqueConstraint, delete, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -97,27 +98,31 @@ class IdempotencyStore:
     ) -> StoredResponse | IdempotencyRecord:
         """Returns the stored response to replay, or the new placeholder this request now owns."""
         check_ref(ref)
+        values = {
+            "id": new_id(),
+            "programme_id": programme_id,
+            "caller": caller,
+            "operation": operation,
+            "ref": ref,
+            "payload_hash": body_hash,
+            "created_at": now_ms,
+        }
+        # One statement claims the ref; a concurrent holder makes it wait on the unique index
+        # (PostgreSQL) or the write lock (SQLite) and then insert nothing.
+        dialect = self.session.get_bind().dialect.name
+        insert_ = pg_insert if dialect == "postgresql" else sqlite_insert
+        stmt = (
+            insert_(IdempotencyRecord)
+            .values(**values)
+            .on_conflict_do_nothing()
+            .returning(IdempotencyRecord)
+        )
+        record = (await self.session.scalars(stmt)).one_or_none()
+        if record is not None:
+            return record
         existing = await self._find(programme_id, caller, operation, ref)
-        if existing is None:
-            record = IdempotencyRecord(
-                id=new_id(),
-                programme_id=programme_id,
-                caller=caller,
-                operation=operation,
-                ref=ref,
-                payload_hash=body_hash,
-                created_at=now_ms,
-            )
-            try:
-                async with self.session.begin_nested():
-                    self.session.add(record)
-                    await self.session.flush()
-                return record
-            except IntegrityError:
-                # Another request with the same ref committed while we waited on the index.
-                existing = await self._find(programme_id, caller, operation, ref)
-                if existing is None:  # pragma: no cover - the winner's row must be visible now
-                    raise
+        if existing is None:  # pragma: no cover - the winner's row must be visible now
+            raise RuntimeError("idempotency-ref conflict without a visible row")
         if existing.payload_hash != body_hash:
             raise BadRequest(PAYLOAD_MISMATCH)
         if existing.status_code is None:  # pragma: no cover - only visible inside its own txn

@@ -176,7 +176,7 @@ async def replace_fee_type(
     return await service.replace_fee_type(db, programme, name, body)
 
 
-def _ctx(db: Db, programme: ProgrammePath, container: AppContainer) -> Ctx:
+async def _ctx(db: Db, programme: ProgrammePath, container: AppContainer) -> Ctx:
     return Ctx(db, programme, container.clock.now_ms(programme.clock_offset_ms))
 
 

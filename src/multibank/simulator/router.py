@@ -48,7 +48,7 @@ class Reject(BaseModel):
     permanent: bool = False
 
 
-def _simulator_ctx(db: Db, programme: SimulatorProgramme, container: AppContainer) -> Ctx:
+async def _simulator_ctx(db: Db, programme: SimulatorProgramme, container: AppContainer) -> Ctx:
     return Ctx(db, programme, container.clock.now_ms(programme.clock_offset_ms))
 
 
