@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from multibank.api.v3_1 import access, consumers, corporates, users
+from multibank.api.v3_1 import (
+    access,
+    consumers,
+    corporates,
+    fees,
+    managed_accounts,
+    statements,
+    users,
+)
 
 # Operation ids of 3.29.1 that 3.1.0 does not have (D2).
 REMOVED: set[str] = {
@@ -12,6 +20,26 @@ REMOVED: set[str] = {
     "authorisedUserEmailVerify",
     "userKyc",
     "consumerKycStartSumsubMobile",
+    # Multi-identity login (3.29): identities and delegated access.
+    "userIdentities",
+    "requestAccessToken",
+    # Additional factors and step-up arrived after 3.1.0.
+    "authFactorsGet",
+    "enrolDeviceUsingOtpStepOne",
+    "enrolDeviceUsingOtpStepTwo",
+    "enrolDeviceUsingPush",
+    "unlinkDeviceUsingPush",
+    "stepupSCAChallenge",
+    "stepupSCAVerify",
+    "stepupSCAChallengePush",
 }
 # Routers whose routes replace the 3.29.1 route of the same method and path, or add 3.1.0-only ones.
-OVERRIDES: list[APIRouter] = [access.router, corporates.router, consumers.router, users.router]
+OVERRIDES: list[APIRouter] = [
+    access.router,
+    corporates.router,
+    consumers.router,
+    users.router,
+    managed_accounts.router,
+    statements.router,
+    fees.router,
+]

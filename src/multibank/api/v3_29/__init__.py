@@ -4,12 +4,28 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from multibank.api.v3_29 import access, consumers, corporates, passwords, users
+from multibank.api.v3_29 import (
+    access,
+    consumers,
+    corporates,
+    factors,
+    fees,
+    managed_accounts,
+    passwords,
+    statements,
+    stepup,
+    users,
+)
 
 ROUTERS: list[APIRouter] = [
     access.router,
+    stepup.router,
     passwords.router,
+    factors.router,
     corporates.router,
     consumers.router,
     users.router,
+    managed_accounts.router,
+    statements.router,
+    fees.router,
 ]

@@ -1,0 +1,200 @@
+"""The statement as a PDF (`accept: application/pdf`): a title, the account, the period, a table
+of the page's entries (date in UTC, type, description, amount, balance after) and page numbers.
+
+Text uses the PDF core font Helvetica, which covers Latin-1 only: other characters (in a friendly
+name or a sender's name) are shown as `?` rather than failing the statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from fpdf import FPDF
+from fpdf.enums import XPos, YPos
+
+from multibank.kernel.money import Money
+from multibank.ledger.statements import Entry
+
+_TYPES = {
+    "INSTRUMENT_CREATE": "Account opened",
+    "INSTRUMENT_BLOCK": "Account blocked",
+    "INSTRUMENT_UNBLOCK": "Account unblocked",
+    "INSTRUMENT_DELETE": "Account removed",
+    "DEPOSIT": "Deposit",
+    "CHARGE_FEE": "Fee",
+}
+COLUMNS = ("Date (UTC)", "Type", "Description", "Amount", "Balance after")
+_WIDTHS = (30, 36, 64, 30, 30)  # mm, 190 in all: A4 less 10 mm margins
+_ALIGN = ("L", "L", "L", "R", "R")
+_ROW = 5.5  # mm
+
+
+@dataclass(frozen=True)
+class StatementHeading:
+    account_id: int
+    friendly_name: str
+    currency: str
+    from_ms: int | None
+    to_ms: int | None
+    generated_ms: int
+    available: int
+    actual: int
+    count: int
+    offset: int
+    ascending: bool
+
+
+def utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def period(from_ms: int | None, to_ms: int | None) -> str:
+    if from_ms is None and to_ms is None:
+        return "all"
+    start = "the beginning" if from_ms is None else f"{utc(from_ms)} UTC"
+    end = "now" if to_ms is None else f"{utc(to_ms)} UTC"
+    return f"{start} to {end}"
+
+
+def describe(entry: Entry) -> str:
+    """A line a person reads: what happened, with the details that say from whom or why."""
+    d = {k: str(v) for k, v in entry.details.items() if v not in (None, "")}
+    if entry.type == "DEPOSIT":
+        parts = ["Deposit"]
+        if "sender" in d:
+            parts.append(f"from {d['sender']}")
+        text = " ".join(parts)
+        return f"{text}: {d['reference']}" if "reference" in d else text
+    if entry.type == "CHARGE_FEE":
+        return f"Fee {d['chargeFeeType']}" if "chargeFeeType" in d else "Fee"
+    return _TYPES.get(entry.type, entry.type.replace("_", " ").capitalize())
+
+
+_PUNCTUATION = str.maketrans(
+    {
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u2026": "...",
+    }
+)
+
+
+def _latin1(text: str) -> str:
+    return text.translate(_PUNCTUATION).encode("latin-1", "replace").decode("latin-1")
+
+
+class _Document(FPDF):
+    """A4 portrait; every page ends with the title and "Page i of n"; once the table has
+    started, every new page begins with its heading row."""
+
+    def __init__(self, title: str) -> None:
+        super().__init__(orientation="P", unit="mm", format="A4")
+        self.statement_title = title
+        self.in_table = False
+        self.set_margins(10, 12, 10)
+        self.set_auto_page_break(auto=True, margin=16)
+        self.alias_nb_pages()
+
+    def header(self) -> None:
+        if self.in_table:
+            self.table_heading()
+
+    def table_heading(self) -> None:
+        self.set_font("Helvetica", "B", 8)
+        self.set_fill_color(225, 230, 240)
+        for title, width, align in zip(COLUMNS, _WIDTHS, _ALIGN, strict=True):
+            self.cell(width, _ROW, title, align=align, fill=True)
+        self.ln(_ROW)
+        self.set_font("Helvetica", size=8)
+
+    def row(self, values: Sequence[str]) -> None:
+        """One line per entry (cells are single-line, much cheaper than wrapped table cells);
+        a text too wide for its column is cut with "..."."""
+        if self.get_y() + _ROW > self.page_break_trigger:
+            self.add_page()
+        for value, width, align in zip(values, _WIDTHS, _ALIGN, strict=True):
+            self.cell(
+                width, _ROW, self.fit(value, width - 2 * self.c_margin), align=align, border="B"
+            )
+        self.ln(_ROW)
+
+    def fit(self, text: str, width: float) -> str:
+        if self.get_string_width(text) <= width:
+            return text
+        lo, hi = 0, len(text)  # the longest prefix that fits with "..." (binary search)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.get_string_width(text[:mid] + "...") <= width:
+                lo = mid
+            else:
+                hi = mid - 1
+        return text[:lo].rstrip() + "..."
+
+    def footer(self) -> None:
+        self.set_y(-12)
+        self.set_font("Helvetica", size=8)
+        self.set_text_color(110)
+        self.cell(0, 6, _latin1(self.statement_title), align="L")
+        self.set_x(self.l_margin)
+        self.cell(0, 6, f"Page {self.page_no()} of {{nb}}", align="R")
+        self.set_text_color(0)
+
+
+def render(heading: StatementHeading, entries: Sequence[Entry]) -> bytes:
+    h = heading
+    doc = _Document(f"Statement of account {h.account_id}")
+    doc.set_title(f"Statement of account {h.account_id}")
+    doc.set_author("multibank")
+    doc.add_page()
+    doc.set_font("Helvetica", "B", 16)
+    doc.cell(0, 9, "Account statement", new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+    doc.ln(1)
+    doc.set_font("Helvetica", size=10)
+    first = h.offset + 1 if entries else 0
+    lines = (
+        ("Account", str(h.account_id)),
+        ("Name", h.friendly_name),
+        ("Currency", h.currency),
+        ("Period", period(h.from_ms, h.to_ms)),
+        (
+            "Balance now",
+            f"{Money(h.actual, h.currency).format()} actual, "
+            f"{Money(h.available, h.currency).format()} available",
+        ),
+        (
+            "Entries",
+            f"{first}-{h.offset + len(entries)} of {h.count}, "
+            f"{'oldest' if h.ascending else 'newest'} first",
+        ),
+        ("Generated", f"{utc(h.generated_ms)} UTC"),
+    )
+    for label, value in lines:
+        doc.set_font("Helvetica", "B", 10)
+        doc.cell(30, 6, label)
+        doc.set_font("Helvetica", size=10)
+        doc.cell(0, 6, _latin1(value), new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+    doc.ln(4)
+    if not entries:
+        doc.set_font("Helvetica", "I", 10)
+        doc.cell(0, 6, "No entries in this period.", new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+        return bytes(doc.output())
+    doc.set_draw_color(200)
+    doc.table_heading()
+    doc.in_table = True
+    for e in entries:
+        doc.row(
+            (
+                utc(e.timestamp),
+                e.type,
+                _latin1(describe(e)),
+                Money(e.amount, e.currency).format(),
+                Money(e.actual_after, e.currency).format(),
+            )
+        )
+    return bytes(doc.output())

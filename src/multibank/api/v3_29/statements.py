@@ -1,0 +1,316 @@
+"""Managed-account statement (3.29.1): `GET /managed_accounts/{id}/statement` as JSON, CSV or PDF
+by the `accept` header (contract §1, §5.7, §5.8; D5, D11; docs/decisions/0009).
+
+The 3.1.0 override (`api/v3_1/statements.py`) reuses everything here but the entry shape.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Query, Response
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from multibank.accounts import service as accounts
+from multibank.accounts import statement_pdf
+from multibank.api.deps import STEP_UP_RESPONSES, Session, StepUpRequired
+from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.v3_29.fees import CurrencyAmount, TransactionId
+from multibank.api.v3_29.managed_accounts import AccountId, owner
+from multibank.ledger import statements
+from multibank.ledger.statements import Entry, StatementQuery
+
+router = APIRouter(tags=["Managed Accounts"], route_class=UnitOfWorkRoute)
+
+JSON, CSV, PDF = "application/json", "text/csv", "application/pdf"
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+# Wire shapes (contract §6 `Statement`, `StatementEntry`)
+
+
+class StatementEntry(BaseModel):
+    """3.29.1 entry. No currency conversion happens on this server, so `originalAmount`,
+    `forexRate` and `sourceAmount` (which describe one) are left out; the fees charged on top of a
+    movement (`transactionFee`, `cardholderFee`) are zero in the account's currency, because a fee
+    is an entry of its own (CHARGE_FEE)."""
+
+    transactionId: TransactionId
+    entryState: Literal["PENDING", "COMPLETED"]
+    transactionAmount: CurrencyAmount
+    availableBalanceAdjustment: CurrencyAmount
+    actualBalanceAdjustment: CurrencyAmount
+    balanceAfter: CurrencyAmount
+    availableBalanceAfter: CurrencyAmount
+    actualBalanceAfter: CurrencyAmount
+    transactionFee: CurrencyAmount
+    cardholderFee: CurrencyAmount
+    processedTimestamp: int
+    additionalFields: dict[str, str]
+
+
+class Statement(BaseModel):
+    entry: list[StatementEntry]
+    count: int
+    responseCount: int
+
+
+def money(amount: int, currency: str) -> dict[str, Any]:
+    return {"currency": currency, "amount": amount}
+
+
+def additional_fields(entry: Entry) -> dict[str, str]:
+    """The transaction's details as the string→string map of the contract (chargeFeeType,
+    sender, reference, ...); empty values are left out."""
+    return {k: str(v) for k, v in entry.details.items() if v is not None and v != ""}
+
+
+def entry_body(e: Entry) -> dict[str, Any]:
+    c = e.currency
+    return {
+        "transactionId": {"type": e.type, "id": str(e.transaction_id)},
+        "entryState": "PENDING" if e.state == "PENDING" else "COMPLETED",
+        "transactionAmount": money(e.amount, c),
+        "availableBalanceAdjustment": money(e.available_amount, c),
+        "actualBalanceAdjustment": money(e.actual_amount, c),
+        "balanceAfter": money(e.actual_after, c),
+        "availableBalanceAfter": money(e.available_after, c),
+        "actualBalanceAfter": money(e.actual_after, c),
+        "transactionFee": money(0, c),
+        "cardholderFee": money(0, c),
+        "processedTimestamp": e.timestamp,
+        "additionalFields": additional_fields(e),
+    }
+
+
+# CSV: one column per leaf of the entry, nested names joined with dots; additionalFields keys
+# become `additionalFields.<key>` columns (the union over the page's entries, sorted).
+CSV_COLUMNS = (
+    "transactionId.type",
+    "transactionId.id",
+    "entryState",
+    "transactionAmount.currency",
+    "transactionAmount.amount",
+    "availableBalanceAdjustment.currency",
+    "availableBalanceAdjustment.amount",
+    "actualBalanceAdjustment.currency",
+    "actualBalanceAdjustment.amount",
+    "balanceAfter.currency",
+    "balanceAfter.amount",
+    "availableBalanceAfter.currency",
+    "availableBalanceAfter.amount",
+    "actualBalanceAfter.currency",
+    "actualBalanceAfter.amount",
+    "transactionFee.currency",
+    "transactionFee.amount",
+    "cardholderFee.currency",
+    "cardholderFee.amount",
+    "processedTimestamp",
+)
+
+
+def flatten(body: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in body.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = str(value)
+    return out
+
+
+def to_csv(bodies: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    rows = [flatten(b) for b in bodies]
+    extra = sorted({k for r in rows for k in r if k.startswith("additionalFields.")})
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=[*columns, *extra], extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+# The `accept` header
+
+
+def negotiate(accept: str | None) -> str:
+    """JSON, CSV or PDF: the supported type the header prefers (q-values honoured, the earlier
+    one on a tie); JSON when the header is missing, names nothing supported, or is malformed."""
+    best: tuple[float, int, str] | None = None
+    for index, item in enumerate((accept or "").split(",")):
+        media, *params = (part.strip() for part in item.split(";"))
+        media = media.lower()
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value.strip())
+                except ValueError:
+                    q = 0.0
+        if q <= 0:
+            continue
+        kind = {
+            JSON: JSON,
+            CSV: CSV,
+            PDF: PDF,
+            "*/*": JSON,
+            "application/*": JSON,
+            "text/*": CSV,
+        }.get(media)
+        if kind is not None and (best is None or (q, -index) > (best[0], best[1])):
+            best = (q, -index, kind)
+    return JSON if best is None else best[2]
+
+
+# Query parameters, shared by both versions
+
+
+@dataclass(frozen=True)
+class StatementParams:
+    offset: int
+    limit: int
+    ascending: bool
+    from_ms: int | None
+    to_ms: int | None
+    fund_movements_only: bool
+
+    def query(self, account_id: int) -> StatementQuery:
+        return StatementQuery(
+            account_id=account_id,
+            from_ms=self.from_ms,
+            to_ms=self.to_ms,
+            fund_movements_only=self.fund_movements_only,
+            ascending=self.ascending,
+            offset=self.offset,
+            limit=self.limit,
+        )
+
+
+def statement_params(
+    offset: Annotated[int, Query(ge=0, le=INT32_MAX)] = 0,
+    limit: Annotated[
+        int, Query(ge=1, le=INT32_MAX, description="Page size; values above 100 are capped at 100")
+    ] = statements.MAX_PAGE,
+    orderByTimestamp: Annotated[
+        Literal["ASC", "DESC"], Query(description="Default DESC: newest first")
+    ] = "DESC",
+    fromTimestamp: Annotated[
+        int | None,
+        Query(ge=0, le=INT64_MAX, description="Epoch ms; entries at or after it (inclusive)"),
+    ] = None,
+    toTimestamp: Annotated[
+        int | None,
+        Query(ge=0, le=INT64_MAX, description="Epoch ms; entries at or before it (inclusive)"),
+    ] = None,
+    showFundMovementsOnly: Annotated[
+        bool, Query(description="Leave out the zero-amount account events")
+    ] = False,
+) -> StatementParams:
+    return StatementParams(
+        offset=offset,
+        limit=limit,
+        ascending=orderByTimestamp == "ASC",
+        from_ms=fromTimestamp,
+        to_ms=toTimestamp,
+        fund_movements_only=showFundMovementsOnly,
+    )
+
+
+Params = Annotated[StatementParams, Depends(statement_params)]
+Accept = Annotated[
+    str | None,
+    Header(
+        alias="accept",
+        description="application/json (default, and for any other value), text/csv or "
+        "application/pdf",
+    ),
+]
+
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    **STEP_UP_RESPONSES,
+    200: {
+        "content": {
+            CSV: {"schema": {"type": "string"}},
+            PDF: {"schema": {"type": "string", "format": "binary"}},
+        },
+        "description": "The statement page as JSON, CSV (one row per entry) or PDF",
+    },
+}
+
+
+async def statement_response(
+    session: Session,
+    account_id: str,
+    params: StatementParams,
+    accept: str | None,
+    shape: Callable[[Entry], dict[str, Any]],
+    csv_columns: Sequence[str],
+) -> dict[str, Any] | Response:
+    account, ledger_account = await accounts.load(session.ctx, owner(session), account_id)
+    page = await statements.statement(session.ctx.db, params.query(account.id))
+    kind = negotiate(accept)
+    vary = {"vary": "accept"}
+    if kind == PDF:
+        heading = statement_pdf.StatementHeading(
+            account_id=account.id,
+            friendly_name=account.friendly_name,
+            currency=account.currency,
+            from_ms=params.from_ms,
+            to_ms=params.to_ms,
+            generated_ms=session.ctx.now,
+            available=ledger_account.available,
+            actual=ledger_account.actual,
+            count=page.count,
+            offset=params.offset,
+            ascending=params.ascending,
+        )
+        pdf = await run_in_threadpool(statement_pdf.render, heading, page.entries)
+        return Response(
+            pdf,
+            media_type=PDF,
+            headers={
+                **vary,
+                "content-disposition": f'attachment; filename="statement-{account.id}.pdf"',
+            },
+        )
+    bodies = [shape(e) for e in page.entries]
+    if kind == CSV:
+        return Response(
+            to_csv(bodies, csv_columns),
+            media_type="text/csv; charset=utf-8",
+            headers={
+                **vary,
+                "content-disposition": f'attachment; filename="statement-{account.id}.csv"',
+            },
+        )
+    return {"entry": bodies, "count": page.count, "responseCount": len(bodies)}
+
+
+@router.get(
+    "/managed_accounts/{id}/statement",
+    operation_id="managedAccountStatement",
+    response_model=Statement,
+    response_model_exclude_none=True,
+    responses=RESPONSES,
+)
+async def managed_account_statement(
+    id: AccountId,
+    session: StepUpRequired,
+    params: Params,
+    response: Response,
+    accept: Accept = None,
+) -> Any:
+    """The account's entries, one per ledger posting: newest first unless
+    `orderByTimestamp=ASC`; debits negative; each with the balances after it. Time bounds are
+    inclusive; `showFundMovementsOnly` leaves out account events (opened, blocked, ...). Pages of
+    at most 100; `count` is the number of entries matching the filters. Demands a stepped-up
+    session when the programme's `stepUpRequired` is on."""
+    response.headers["vary"] = "accept"
+    return await statement_response(session, id, params, accept, entry_body, CSV_COLUMNS)

@@ -1,0 +1,156 @@
+"""Statement entries of one account, read from its postings (D5): one entry per posting, joined to
+its transaction for the type, state and details.
+
+Filters and paging, all done by the database on `ix_postings_account_time
+(account_id, created_at, id)`:
+
+- `from_ms` / `to_ms` are **inclusive** bounds on the posting time (`created_at`, epoch ms, the
+  programme's clock when the transaction was written): `from_ms <= created_at <= to_ms`.
+  A range with `from_ms > to_ms` matches nothing.
+- `fund_movements_only` keeps postings with a non-zero available or actual amount, leaving out
+  the zero-amount account events (create, block, unblock, remove).
+- Order is by `(created_at, id)`, newest first unless `ascending`; entries written at the same
+  millisecond are ordered by posting id in the same direction, so pages never overlap or skip.
+- The page is found first on the index alone (a deferred join: only the page's ids are selected
+  with OFFSET/LIMIT), then just those rows are read with their transactions, so a deep offset
+  costs an index walk rather than a row read per skipped entry.
+- `count` is the number of entries matching the filters (all pages); it is taken from the page
+  itself when the page proves it (a short page), otherwise by a COUNT on the same index range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from multibank.ledger.models import LedgerTransaction, Posting
+
+MAX_PAGE = 100
+
+
+@dataclass(frozen=True)
+class StatementQuery:
+    account_id: int
+    from_ms: int | None = None
+    to_ms: int | None = None
+    fund_movements_only: bool = False
+    ascending: bool = False
+    offset: int = 0
+    limit: int = MAX_PAGE
+
+    @property
+    def page_size(self) -> int:
+        """Limits above 100 are capped at 100, as on every list of the interface."""
+        return max(1, min(self.limit, MAX_PAGE))
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One posting on the account, with its transaction."""
+
+    posting_id: int
+    transaction_id: int
+    type: str  # TransactionId.type: DEPOSIT, CHARGE_FEE, INSTRUMENT_CREATE, ...
+    state: str  # the transaction's state
+    currency: str
+    available_amount: int  # signed: credits positive, debits negative
+    actual_amount: int
+    available_after: int
+    actual_after: int
+    timestamp: int  # epoch ms
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def amount(self) -> int:
+        """The movement the entry stands for: the actual amount, or the available one for a
+        movement that has not reached the actual balance yet."""
+        return self.actual_amount or self.available_amount
+
+
+@dataclass(frozen=True)
+class StatementPage:
+    entries: list[Entry]
+    count: int
+
+
+def _conditions(q: StatementQuery) -> list[ColumnElement[bool]]:
+    out: list[ColumnElement[bool]] = [Posting.account_id == q.account_id]
+    if q.from_ms is not None:
+        out.append(Posting.created_at >= q.from_ms)
+    if q.to_ms is not None:
+        out.append(Posting.created_at <= q.to_ms)
+    if q.fund_movements_only:
+        out.append(or_(Posting.available_amount != 0, Posting.actual_amount != 0))
+    return out
+
+
+def page_ids(q: StatementQuery) -> Select[int]:
+    """The ids of the page's postings, in statement order, from the index."""
+    order = (
+        (Posting.created_at.asc(), Posting.id.asc())
+        if q.ascending
+        else (Posting.created_at.desc(), Posting.id.desc())
+    )
+    return (
+        select(Posting.id)
+        .where(*_conditions(q))
+        .order_by(*order)
+        .offset(q.offset)
+        .limit(q.page_size)
+    )
+
+
+async def statement(db: AsyncSession, q: StatementQuery) -> StatementPage:
+    ids = page_ids(q).subquery("page")
+    order = (
+        (Posting.created_at.asc(), Posting.id.asc())
+        if q.ascending
+        else (Posting.created_at.desc(), Posting.id.desc())
+    )
+    stmt = (
+        select(
+            Posting.id,
+            Posting.transaction_id,
+            LedgerTransaction.type,
+            LedgerTransaction.state,
+            Posting.currency,
+            Posting.available_amount,
+            Posting.actual_amount,
+            Posting.available_after,
+            Posting.actual_after,
+            Posting.created_at,
+            LedgerTransaction.details,
+        )
+        .join(ids, ids.c.id == Posting.id)
+        .join(LedgerTransaction, LedgerTransaction.id == Posting.transaction_id)
+        .order_by(*order)
+    )
+    entries = [
+        Entry(
+            posting_id=int(r[0]),
+            transaction_id=int(r[1]),
+            type=str(r[2]),
+            state=str(r[3]),
+            currency=str(r[4]),
+            available_amount=int(r[5]),
+            actual_amount=int(r[6]),
+            available_after=int(r[7]),
+            actual_after=int(r[8]),
+            timestamp=int(r[9]),
+            details=dict(r[10] or {}),
+        )
+        for r in (await db.execute(stmt)).all()
+    ]
+    return StatementPage(entries, await _count(db, q, len(entries)))
+
+
+async def _count(db: AsyncSession, q: StatementQuery, on_page: int) -> int:
+    if on_page and on_page < q.page_size:  # a short page is the last one
+        return q.offset + on_page
+    if not on_page and q.offset == 0:
+        return 0
+    stmt = select(func.count()).select_from(Posting).where(*_conditions(q))
+    return int((await db.execute(stmt)).scalar_one())
