@@ -172,7 +172,10 @@ FIX_BALANCES = (
     "available = (SELECT coalesce(sum(available_amount), 0) FROM postings "
     "WHERE account_id = ledger_accounts.id), "
     "actual = (SELECT coalesce(sum(actual_amount), 0) FROM postings "
-    "WHERE account_id = ledger_accounts.id) "
+    "WHERE account_id = ledger_accounts.id), "
+    "posting_count = (SELECT count(*) FROM postings WHERE account_id = ledger_accounts.id), "
+    "movement_count = (SELECT count(*) FROM postings WHERE account_id = ledger_accounts.id "
+    "AND (available_amount <> 0 OR actual_amount <> 0)) "
     "WHERE id IN ({ids})"
 )
 SYSTEM_IDS = "SELECT id FROM ledger_accounts WHERE system_key = {p}"

@@ -160,8 +160,9 @@ async def open_account(
     return result
 
 
-async def deposit(client: httpx.AsyncClient, p: Prog, account_id: str, amount: int,
-                  currency: str = "EUR") -> str:
+async def deposit(
+    client: httpx.AsyncClient, p: Prog, account_id: str, amount: int, currency: str = "EUR"
+) -> str:
     r = await client.post(
         f"/simulate/api/accounts/{account_id}/deposit",
         headers={"programme-key": p.api_key},

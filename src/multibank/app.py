@@ -16,6 +16,8 @@ from multibank.kernel import secrets as server_secrets
 from multibank.kernel.context import Container
 from multibank.kernel.db import Database
 from multibank.kernel.hashing import PasswordHasher
+from multibank.kernel.notify import build_notifier
+from multibank.kernel.outbox import DeliveryPolicy, OutboxWorker
 from multibank.kernel.ratelimit import RateLimiter
 from multibank.kernel.tokens import TokenKeyring
 from multibank.kyc.page import router as kyc_pages
@@ -31,7 +33,8 @@ def build_container(settings: Settings) -> Container:
     return Container(
         settings=settings,
         db=Database(settings.database_url, settings.database_echo),
-        limiter=RateLimiter(settings.redis_url),
+        limiter=RateLimiter(settings.redis_url, namespace=settings.rate_limit_namespace),
+        notifier=build_notifier(settings),
         hasher=PasswordHasher(
             settings.argon2_memory_kib, settings.argon2_time_cost, settings.argon2_parallelism
         ),
@@ -52,6 +55,21 @@ async def startup(container: Container) -> bool:
     return created
 
 
+def outbox_worker(container: Container) -> OutboxWorker | None:
+    """The background delivery loop of this process, or None when `outbox_poll_seconds` is 0."""
+    s = container.settings
+    if s.outbox_poll_seconds <= 0:
+        return None
+    return OutboxWorker(
+        container.db,
+        container.notifier,
+        container.clock,
+        interval=s.outbox_poll_seconds,
+        batch=s.outbox_batch_size,
+        policy=DeliveryPolicy(max_attempts=s.outbox_max_attempts),
+    )
+
+
 def create_app(settings: Settings | None = None, container: Container | None = None) -> FastAPI:
     settings = settings or (container.settings if container else get_settings())
     container = container or build_container(settings)
@@ -60,8 +78,15 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if container.keyring is None:
             await startup(container)
-        yield
-        await container.db.dispose()
+        worker = outbox_worker(container)
+        if worker is not None:
+            worker.start()
+        try:
+            yield
+        finally:
+            if worker is not None:
+                await worker.stop()
+            await container.db.dispose()
 
     app = FastAPI(
         title="multibank", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan

@@ -32,10 +32,37 @@ class Settings(BaseSettings):
     argon2_time_cost: int = Field(default=2, ge=1)
     argon2_parallelism: int = Field(default=1, ge=1)
 
-    # limits-library strings; several windows may be joined with ';'.
+    # Rate limits (D7, docs/decisions/0008): limits-library strings, several windows joined with
+    # ';'. Login, code sending and code verifying are counted apart. The three operation limits
+    # apply per e-mail (or per invited user); `rate_limit_ip` and `rate_limit_api_key` apply per
+    # client IP and per API key to each of the three. The IP and key limits are generous on
+    # purpose: users behind one NAT (or every client, behind a proxy whose X-Forwarded-For is not
+    # trusted) share an IP, and a programme's whole user base logs in through its key.
     rate_limit_login: str = "20/minute;200/hour"
     rate_limit_code_send: str = "10/minute;50/hour"
     rate_limit_code_verify: str = "20/minute;200/hour"
+    rate_limit_ip: str = "1000/minute;20000/hour"
+    rate_limit_api_key: str = "2000/minute;50000/hour"
+    # Key prefix in Redis, so several deployments (or test runs) can share one Redis.
+    rate_limit_namespace: str = "multibank"
+    # Take the client IP from the last X-Forwarded-For entry (the one our own proxy added).
+    # Only behind a proxy that sets it: otherwise any client could pick its own IP.
+    trust_forwarded_for: bool = False
+
+    # Delivery of live messages (D1, docs/decisions/0008). E-mail goes through SMTP when
+    # smtp_host is set, else to the log; SMS always goes to the log.
+    smtp_host: str | None = None
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    smtp_username: str | None = None
+    smtp_password: str | None = None
+    smtp_from: str | None = None
+    smtp_starttls: bool = True
+    smtp_ssl: bool = False  # implicit TLS (usually port 465); smtp_starttls is then ignored
+    smtp_timeout_seconds: float = Field(default=10.0, gt=0)
+    # Seconds between polls of the outbox by each server process; 0 disables delivery here.
+    outbox_poll_seconds: float = Field(default=1.0, ge=0)
+    outbox_batch_size: int = Field(default=20, ge=1, le=1000)
+    outbox_max_attempts: int = Field(default=8, ge=1)
 
     log_level: str = "INFO"
     log_json: bool = True
@@ -47,6 +74,12 @@ class Settings(BaseSettings):
             if missing:
                 names = ", ".join(f"MULTIBANK_{n.upper()}" for n in missing)
                 raise ValueError(f"live mode refuses to start without {names}")
+        return self
+
+    @model_validator(mode="after")
+    def _smtp_needs_a_sender(self) -> Settings:
+        if self.smtp_host and not self.smtp_from:
+            raise ValueError("MULTIBANK_SMTP_HOST needs MULTIBANK_SMTP_FROM")
         return self
 
     @property

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from multibank.kernel.clock import Clock
 from multibank.kernel.db import Database
 from multibank.kernel.hashing import PasswordHasher
+from multibank.kernel.notify import LogNotifier, Notifier
 from multibank.kernel.ratelimit import RateLimiter
 from multibank.kernel.tokens import TokenKeyring
 from multibank.settings import Settings
@@ -18,6 +19,7 @@ class Container:
     db: Database
     clock: Clock = field(default_factory=Clock)
     limiter: RateLimiter = field(default_factory=RateLimiter)
+    notifier: Notifier = field(default_factory=LogNotifier)
     keyring: TokenKeyring | None = None  # loaded at start-up (sandbox keys live in the database)
     admin_token: str | None = None
     hasher: PasswordHasher = field(default_factory=lambda: PasswordHasher(19 * 1024, 2, 1))

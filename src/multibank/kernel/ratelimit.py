@@ -43,14 +43,20 @@ class RateLimiter:
         hit can still fail when concurrent calls took the last slots after the test; the call is
         then refused too, or concurrent bursts would all pass.
         """
-        items = self._items(limits)
-        identities = [(dim, value) for dim, value in keys if value]
-        for item in items:
-            for dim, value in identities:
+        await self.hit_each(name, [(limits, dim, value) for dim, value in keys])
+
+    async def hit_each(self, name: str, checks: Iterable[tuple[str, str, str]]) -> None:
+        """`hit` with limits of their own per key: (limits, dimension, value) triples, e.g. a
+        tight per-e-mail limit beside a generous per-IP one. Empty values are not counted."""
+        planned = [
+            (self._items(limits), dim, value) for limits, dim, value in checks if value and limits
+        ]
+        for items, dim, value in planned:
+            for item in items:
                 if not await self.strategy.test(item, name, dim, value):
                     raise await self._refusal(items, item, name, dim, value)
-        for item in items:
-            for dim, value in identities:
+        for items, dim, value in planned:
+            for item in items:
                 if not await self.strategy.hit(item, name, dim, value):
                     raise await self._refusal(items, item, name, dim, value)
 

@@ -37,6 +37,10 @@ class LedgerAccount(Base):
     system_key: Mapped[str | None] = mapped_column(String(60), nullable=True, unique=True)
     available: Mapped[int] = mapped_column(default=0)
     actual: Mapped[int] = mapped_column(default=0)
+    # Kept by the same guarded UPDATE as the balances, so a statement's `count` is O(1):
+    # every posting, and those that move money (non-zero amounts).
+    posting_count: Mapped[int] = mapped_column(default=0, server_default="0")
+    movement_count: Mapped[int] = mapped_column(default=0, server_default="0")
     created_at: Mapped[int]
 
 

@@ -156,6 +156,8 @@ async def _apply(db: AsyncSession, programme_id: int, leg: Leg) -> tuple[int, in
         stmt.values(
             available=LedgerAccount.available + leg.available,
             actual=LedgerAccount.actual + leg.actual,
+            posting_count=LedgerAccount.posting_count + 1,
+            movement_count=LedgerAccount.movement_count + (1 if leg.available or leg.actual else 0),
         )
         .returning(LedgerAccount.available, LedgerAccount.actual)
         .execution_options(synchronize_session=False)

@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from multibank.ledger.models import LedgerTransaction, Posting
+from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
 
 MAX_PAGE = 100
 
@@ -152,5 +152,12 @@ async def _count(db: AsyncSession, q: StatementQuery, on_page: int) -> int:
         return q.offset + on_page
     if not on_page and q.offset == 0:
         return 0
+    if q.from_ms is None and q.to_ms is None:
+        # Without time bounds the answer is a counter the ledger keeps on the account row.
+        column = (
+            LedgerAccount.movement_count if q.fund_movements_only else LedgerAccount.posting_count
+        )
+        counted = select(column).where(LedgerAccount.id == q.account_id)
+        return int((await db.execute(counted)).scalar_one())
     stmt = select(func.count()).select_from(Posting).where(*_conditions(q))
     return int((await db.execute(stmt)).scalar_one())

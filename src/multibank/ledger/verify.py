@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
@@ -68,6 +68,28 @@ async def verify(db: AsyncSession, programme_id: int | None = None) -> list[Viol
                 f"postings {p_available or 0}/{p_actual or 0}",
             )
         )
+    moved = case(((Posting.available_amount != 0) | (Posting.actual_amount != 0), 1), else_=0)
+    counted = (
+        select(
+            Posting.account_id,
+            func.count().label("postings"),
+            func.sum(moved).label("movements"),
+        )
+        .group_by(Posting.account_id)
+        .subquery()
+    )
+    miscounted = (
+        select(LedgerAccount.id)
+        .outerjoin(counted, counted.c.account_id == LedgerAccount.id)
+        .where(
+            (LedgerAccount.posting_count != func.coalesce(counted.c.postings, 0))
+            | (LedgerAccount.movement_count != func.coalesce(counted.c.movements, 0))
+        )
+    )
+    if programme_id is not None:
+        miscounted = miscounted.where(LedgerAccount.programme_id == programme_id)
+    for (account_id,) in (await db.execute(miscounted)).all():
+        out.append(Violation("posting counters differ from its postings", f"account {account_id}"))
     unbalanced = (
         select(Posting.transaction_id, Posting.currency)
         .join(LedgerTransaction, LedgerTransaction.id == Posting.transaction_id)

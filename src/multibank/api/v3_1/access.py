@@ -6,6 +6,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from multibank.api.deps import AnonCtx, AppContainer, Idempotent
+from multibank.api.limits import LoginLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.schemas import IdentityId, TypeId
 from multibank.api.v3_29.access import LoginRequest, do_login
@@ -23,7 +24,7 @@ class LoginResponse(BaseModel):
 @router.post(
     "/login_with_password",
     operation_id="loginWithPassword",
-    dependencies=[Idempotent],
+    dependencies=[LoginLimited, Idempotent],
     responses={403: {"description": "E-mail or password incorrect"}},
     description=latest.__doc__,
 )

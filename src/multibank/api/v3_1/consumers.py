@@ -9,6 +9,7 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
 from multibank.api.deps import CallerIdempotent, ConsumerSession, conflicts
+from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.schemas import (
     AddressWithNoRequiredFields,
@@ -86,7 +87,7 @@ async def consumer_kyc_get(session: ConsumerSession) -> Kyc310:
 @router.post(
     "/consumers/verification/mobile/send",
     operation_id="consumerRootUserMobileVerificationCodeSend",
-    dependencies=[CallerIdempotent],
+    dependencies=[CodeSendLimited, CallerIdempotent],
     responses=conflicts("FREQUENCY_EXCEEDED", "ALREADY_VERIFIED"),
 )
 async def consumer_mobile_send(session: ConsumerSession) -> MobileSend:
@@ -99,7 +100,7 @@ async def consumer_mobile_send(session: ConsumerSession) -> MobileSend:
     operation_id="consumerRootUserMobileVerify",
     status_code=204,
     response_class=Response,
-    dependencies=[CallerIdempotent],
+    dependencies=[CodeVerifyLimited, CallerIdempotent],
     responses=conflicts("VERIFICATION_CODE_INVALID"),
 )
 async def consumer_mobile_verify(

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
 from multibank.api.deps import AnonCtx, CallerIdempotent, CorporateSession, Idempotent, conflicts
+from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.schemas import (
     Address,
@@ -105,7 +106,7 @@ async def corporate_kyb_get(session: CorporateSession) -> Kyb310:
 @router.post(
     "/corporates/verification/mobile/send",
     operation_id="corporateRootUserMobileVerificationCodeSend",
-    dependencies=[CallerIdempotent],
+    dependencies=[CodeSendLimited, CallerIdempotent],
     responses=conflicts("FREQUENCY_EXCEEDED", "ALREADY_VERIFIED"),
 )
 async def corporate_mobile_send(session: CorporateSession) -> MobileSend:
@@ -119,7 +120,7 @@ async def corporate_mobile_send(session: CorporateSession) -> MobileSend:
     operation_id="corporateRootUserMobileVerify",
     status_code=204,
     response_class=Response,
-    dependencies=[CallerIdempotent],
+    dependencies=[CodeVerifyLimited, CallerIdempotent],
     responses=conflicts("VERIFICATION_CODE_INVALID"),
 )
 async def corporate_mobile_verify(

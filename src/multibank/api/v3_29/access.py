@@ -18,6 +18,7 @@ from multibank.api.deps import (
     LoggedIn,
     Now,
 )
+from multibank.api.limits import LoginLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.schemas import Email, IdentityId, SensitivePassword, TypeId, Wire
 from multibank.kernel.tokens import end_session
@@ -59,7 +60,7 @@ async def do_login(body: LoginRequest, ctx: AnonCtx, container: AppContainer) ->
 @router.post(
     "/login_with_password",
     operation_id="loginWithPassword",
-    dependencies=[Idempotent],
+    dependencies=[LoginLimited, Idempotent],
     responses={
         403: {"description": "E-mail or password incorrect"},
         409: {

@@ -13,6 +13,7 @@ from multibank.api.deps import (
     Idempotent,
     conflicts,
 )
+from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.schemas import EmailRequest, EmailVerifyRequest, ReferenceResponse
 from multibank.identities import service
@@ -136,7 +137,7 @@ async def corporate_update(body: CorporateUpdate, session: CorporateSession) -> 
     operation_id="corporateRootUserEmailVerificationCodeSend",
     status_code=204,
     response_class=Response,
-    dependencies=[Idempotent],
+    dependencies=[CodeSendLimited, Idempotent],
     responses=conflicts("EMAIL_NOT_FOUND"),
 )
 async def corporate_email_send(body: EmailRequest, ctx: AnonCtx) -> Response:
@@ -150,7 +151,7 @@ async def corporate_email_send(body: EmailRequest, ctx: AnonCtx) -> Response:
     operation_id="corporateRootUserEmailVerify",
     status_code=204,
     response_class=Response,
-    dependencies=[Idempotent],
+    dependencies=[CodeVerifyLimited, Idempotent],
     responses=conflicts("VERIFICATION_CODE_INVALID"),
 )
 async def corporate_email_verify(body: EmailVerifyRequest, ctx: AnonCtx) -> Response:

@@ -16,6 +16,7 @@ from multibank.api.deps import (
     require_step_up,
     step_up_pending,
 )
+from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.factors import service
 from multibank.factors.schemas import (
@@ -58,7 +59,7 @@ async def auth_factors_get(session: LoggedIn) -> FactorsResponse:
     operation_id="enrolDeviceUsingOtpStepOne",
     status_code=204,
     response_class=Response,
-    dependencies=[CallerIdempotent],
+    dependencies=[CodeSendLimited, CallerIdempotent],
     responses=conflicts(
         "CHANNEL_ALREADY_REGISTERED", "MOBILE_NUMBER_NOT_AVAILABLE", "RETRY_IN_15SEC"
     ),
@@ -75,7 +76,7 @@ async def enrol_otp_start(channel: SCAOtpChannel, session: LoggedIn) -> Response
     operation_id="enrolDeviceUsingOtpStepTwo",
     status_code=204,
     response_class=Response,
-    dependencies=[CallerIdempotent],
+    dependencies=[CodeVerifyLimited, CallerIdempotent],
     responses=conflicts(
         "CHANNEL_ALREADY_REGISTERED", "VERIFICATION_CODE_EXPIRED", "VERIFICATION_CODE_INVALID"
     ),
@@ -91,7 +92,7 @@ async def enrol_otp_verify(
 @router.post(
     "/authentication_factors/push/{channel}",
     operation_id="enrolDeviceUsingPush",
-    dependencies=[CallerIdempotent],
+    dependencies=[CodeSendLimited, CallerIdempotent],
     responses={**conflicts("CHANNEL_ALREADY_REGISTERED"), **STEP_UP_RESPONSES},
 )
 async def enrol_push(channel: SCAPushChannel, session: PushSession) -> LinkingCodeResponse:

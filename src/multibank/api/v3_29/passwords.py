@@ -17,6 +17,7 @@ from multibank.api.deps import (
     LoggedIn,
     conflicts,
 )
+from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.schemas import (
     Email,
@@ -110,7 +111,7 @@ class LostPasswordResume(Wire):
 @router.post(
     "/passwords/update",
     operation_id="passwordUpdate",
-    dependencies=[CallerIdempotent],
+    dependencies=[CodeVerifyLimited, CallerIdempotent],
     responses=conflicts("PASSWORD_INCORRECT", "PASSWORD_ALREADY_USED", *COMPLEXITY),
 )
 async def password_update(
@@ -132,7 +133,7 @@ async def password_update(
     operation_id="lostPasswordInitiate",
     status_code=204,
     response_class=Response,
-    dependencies=[Idempotent],
+    dependencies=[CodeSendLimited, Idempotent],
 )
 async def lost_password_start(body: LostPasswordStart, ctx: AnonCtx) -> Response:
     """E-mails an active user a link to reset the password (nonce `123456` in sandbox). The
@@ -144,7 +145,7 @@ async def lost_password_start(body: LostPasswordStart, ctx: AnonCtx) -> Response
 @router.post(
     "/passwords/lost_password/resume",
     operation_id="lostPasswordResume",
-    dependencies=[Idempotent],
+    dependencies=[CodeVerifyLimited, Idempotent],
     responses=conflicts("INVALID_NONCE_OR_EMAIL", "PASSWORD_ALREADY_USED", *COMPLEXITY),
 )
 async def lost_password_resume(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from multibank.api.deps import CallerIdempotent, LoggedIn, conflicts
+from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.factors import service
 from multibank.factors.schemas import (
@@ -23,7 +24,7 @@ router = APIRouter(tags=["Access"], route_class=UnitOfWorkRoute)
     operation_id="stepupSCAChallenge",
     status_code=204,
     response_class=Response,
-    dependencies=[CallerIdempotent],
+    dependencies=[CodeSendLimited, CallerIdempotent],
     responses=conflicts("CHANNEL_NOT_REGISTERED", "RETRY_IN_15SEC"),
 )
 async def stepup_otp_issue(channel: SCAOtpChannel, session: LoggedIn) -> Response:
@@ -38,7 +39,7 @@ async def stepup_otp_issue(channel: SCAOtpChannel, session: LoggedIn) -> Respons
     operation_id="stepupSCAVerify",
     status_code=204,
     response_class=Response,
-    dependencies=[CallerIdempotent],
+    dependencies=[CodeVerifyLimited, CallerIdempotent],
     responses=conflicts(
         "STATE_INVALID",
         "VERIFICATION_CODE_EXPIRED",
@@ -57,7 +58,7 @@ async def stepup_otp_verify(
 @router.post(
     "/stepup/challenges/push/{channel}",
     operation_id="stepupSCAChallengePush",
-    dependencies=[CallerIdempotent],
+    dependencies=[CodeSendLimited, CallerIdempotent],
     responses=conflicts("CHANNEL_NOT_REGISTERED", "CHALLENGE_LIMIT_EXCEEDED"),
 )
 async def stepup_push_issue(channel: SCAPushChannel, session: LoggedIn) -> ChallengeIdResponse:

@@ -14,6 +14,7 @@ from multibank.api.deps import (
     LoggedIn,
     conflicts,
 )
+from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.schemas import (
     Email,
@@ -146,7 +147,7 @@ async def user_deactivate(user_id: UserId, session: LoggedIn) -> Response:
     operation_id="userInviteSend",
     status_code=204,
     response_class=Response,
-    dependencies=[CallerIdempotent],
+    dependencies=[CodeSendLimited, CallerIdempotent],
     responses=conflicts("INVITE_ALREADY_CONSUMED"),
 )
 async def user_invite_send(user_id: UserId, session: LoggedIn) -> Response:
@@ -160,7 +161,7 @@ async def user_invite_send(user_id: UserId, session: LoggedIn) -> Response:
     operation_id="userInviteValidate",
     status_code=204,
     response_class=Response,
-    dependencies=[Idempotent],
+    dependencies=[CodeVerifyLimited, Idempotent],
     responses=conflicts("INVITE_OR_INVITE_CODE_INVALID"),
 )
 async def user_invite_validate(user_id: UserId, body: InviteValidate, ctx: AnonCtx) -> Response:
@@ -171,7 +172,7 @@ async def user_invite_validate(user_id: UserId, body: InviteValidate, ctx: AnonC
 @router.post(
     "/users/{user_id}/invite/consume",
     operation_id="userInviteConsume",
-    dependencies=[Idempotent],
+    dependencies=[CodeVerifyLimited, Idempotent],
     responses=conflicts("INVITE_OR_INVITE_CODE_INVALID", *PASSWORD_CONFLICTS),
 )
 async def user_invite_consume(
@@ -189,7 +190,7 @@ async def user_invite_consume(
     operation_id="authorisedUserEmailVerificationCodeSend",
     status_code=204,
     response_class=Response,
-    dependencies=[Idempotent],
+    dependencies=[CodeSendLimited, Idempotent],
     responses=conflicts("EMAIL_NOT_FOUND"),
 )
 async def user_email_send(body: EmailRequest, ctx: AnonCtx) -> Response:
@@ -202,7 +203,7 @@ async def user_email_send(body: EmailRequest, ctx: AnonCtx) -> Response:
     operation_id="authorisedUserEmailVerify",
     status_code=204,
     response_class=Response,
-    dependencies=[Idempotent],
+    dependencies=[CodeVerifyLimited, Idempotent],
     responses=conflicts("VERIFICATION_CODE_INVALID"),
 )
 async def user_email_verify(body: EmailVerifyRequest, ctx: AnonCtx) -> Response:

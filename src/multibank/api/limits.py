@@ -1,0 +1,123 @@
+"""Rate-limit dependencies of D7 for login, code sending and code verifying.
+
+Each operation class is counted on its own, against three kinds of key at once:
+
+- the API key (a hash of it, never the key itself), with `rate_limit_api_key`;
+- the client IP, with `rate_limit_ip` (`X-Forwarded-For` only when `trust_forwarded_for`);
+- whose account the call is about, with the operation's own limit (`rate_limit_login`,
+  `rate_limit_code_send`, `rate_limit_code_verify`): the e-mail the body names, else the user the
+  path names (invites), else the session of the bearer token (logged-in sends and verifies:
+  mobile, step-up, enrolment). This is the tight one: it stops guessing one user's password or
+  code however many IPs and keys the guesser has.
+
+A refused call answers 429 with no body and the `x-ratelimit-*` headers, before the operation
+does anything: it changes nothing, and a refused login is not a failed login. When the counters'
+store (Redis) cannot be reached, calls are let through and the failure is logged (fail open).
+
+The dependency resolves the programme first, so a missing or unknown `api-key` still answers
+400 / 401 and the per-account counts belong to one programme (one tenant cannot throttle another
+tenant's users).
+
+Use: `dependencies=[LoginLimited, Idempotent]` (the limit first, so a refused call never reaches
+the idempotency store).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import Depends, Request
+
+from multibank.api.deps import AppContainer, CurrentProgramme
+from multibank.kernel.context import Container
+from multibank.kernel.errors import TooManyRequests
+from multibank.programmes.models import Programme
+
+log = logging.getLogger("multibank.ratelimit")
+
+LOGIN = "login"
+CODE_SEND = "code-send"
+CODE_VERIFY = "code-verify"
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()[:32]
+
+
+def client_ip(request: Request, trust_forwarded_for: bool) -> str:
+    """The caller's IP: the last `X-Forwarded-For` entry (the one our own proxy appended; those
+    before it are whatever the client claimed) when trusted, else the socket's peer."""
+    if trust_forwarded_for:
+        forwarded = request.headers.get("x-forwarded-for", "")
+        hops = [h.strip() for h in forwarded.split(",") if h.strip()]
+        if hops:
+            return hops[-1][:64]
+    return request.client.host if request.client else ""
+
+
+async def body_email(request: Request) -> str:
+    """The `email` of a JSON object body, normalised; "" when there is none. Never raises: a
+    malformed body is the body validation's to answer (400), not ours."""
+    try:
+        raw = await request.body()
+        data: Any = json.loads(raw) if raw else None
+    except (ValueError, RecursionError):
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    email = data.get("email")
+    if not isinstance(email, str):
+        return ""
+    return email.strip().lower()[:320]
+
+
+def _limited(name: str, setting: str) -> Callable[..., Awaitable[None]]:
+    async def limit(request: Request, container: AppContainer, programme: CurrentProgramme) -> None:
+        s = container.settings
+        subject = await _subject(request, container, programme)
+        api_key = request.headers.get("api-key", "").strip()
+        checks = [
+            (getattr(s, setting), "subject", subject),
+            (s.rate_limit_api_key, "key", _digest(api_key) if api_key else ""),
+            (s.rate_limit_ip, "ip", client_ip(request, s.trust_forwarded_for)),
+        ]
+        try:
+            await container.limiter.hit_each(name, checks)
+        except TooManyRequests:
+            raise
+        except Exception:
+            # The counters' store (Redis) is unreachable. Fail open: refusing every login and
+            # code while it is away would be an outage, and the per-user defences (lockout after
+            # failed logins, codes dead after 5 wrong tries) do not depend on it.
+            log.exception("rate-limit storage unavailable; %s call let through uncounted", name)
+
+    limit.__name__ = f"rate_limit_{name.replace('-', '_')}"
+    return limit
+
+
+async def _subject(request: Request, container: Container, programme: Programme) -> str:
+    """Whose account the call is about, within the programme; "" when nothing names it (the IP
+    and key limits still apply)."""
+    email = await body_email(request)
+    if email:
+        return f"{programme.id}:email:{_digest(email)}"
+    user_id = request.path_params.get("user_id")
+    if user_id is not None:
+        return f"{programme.id}:user:{str(user_id)[:32]}"
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and token.strip() and container.keyring is not None:
+        # Only the signature is checked here (no database): the operation's own dependencies
+        # still answer 401 for an ended session, after this count.
+        decoded = container.keyring.verify(token.strip())
+        if decoded is not None and decoded[1] == programme.id:
+            return f"{programme.id}:session:{decoded[0]}"
+    return ""
+
+
+LoginLimited = Depends(_limited(LOGIN, "rate_limit_login"))
+CodeSendLimited = Depends(_limited(CODE_SEND, "rate_limit_code_send"))
+CodeVerifyLimited = Depends(_limited(CODE_VERIFY, "rate_limit_code_verify"))
