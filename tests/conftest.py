@@ -82,7 +82,13 @@ async def container(settings: Settings) -> AsyncIterator[Container]:
     await upgrade(c.db)
     await startup(c)
     yield c
+    # Issue 5: the ledger invariants hold after the whole suite, whatever it did.
+    from multibank.ledger.verify import verify
+
+    async with c.db.transaction() as session:
+        violations = await verify(session)
     await c.db.dispose()
+    assert violations == [], f"ledger invariants broken after the test session: {violations}"
 
 
 @pytest.fixture(scope="session")

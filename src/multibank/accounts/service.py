@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
 
 from multibank.accounts import iban as ibans
 from multibank.accounts import repository as repo
@@ -249,16 +250,28 @@ async def deposit(
     currency: str,
     amount: int | None,
     details: dict[str, str],
+    tx_id: int | None = None,
+    needs_iban: bool = False,
 ) -> str:
-    """Money arriving from outside: settlement → account. Answers the simulator's `code`."""
+    """Money arriving from outside: settlement → account. Answers the simulator's `code`.
+
+    `tx_id` is the sender's own id for the payment: each is credited once (a repeat, or an id
+    that is not positive, is DENIED_INVALID_TX_ID). `needs_iban`: the payment came over a bank
+    network, which can only reach an IBAN-upgraded account."""
     if account is None:
         return "DENIED_ACCOUNT_NOT_FOUND"
+    if tx_id is not None and (
+        tx_id <= 0 or await ledger.external_id_used(ctx.db, ctx.programme.id, tx_id)
+    ):
+        return "DENIED_INVALID_TX_ID"
     if amount is None or amount <= 0:
         return "DENIED_AMOUNT_NOT_POSITIVE"
     if currency != account.currency:
         return "DENIED_CURRENCY_NOT_ACCOUNT_CURRENCY"
     if account.state != ACTIVE:
         return "DENIED_ACCOUNT_INACTIVE"
+    if needs_iban and account.iban_state != "ALLOCATED":
+        return "DENIED_ACCOUNT_NOT_UPGRADED_TO_IBAN"
     settlement = await ledger.system_account(
         ctx.db, ctx.programme.id, SETTLEMENT, currency, ctx.now
     )
@@ -270,17 +283,23 @@ async def deposit(
         or min(await ledger.balances(ctx.db, settlement)) < amount - INT64_MAX
     ):
         return "DENIED_OTHER"
-    await ledger.post(
-        ctx.db,
-        programme_id=ctx.programme.id,
-        type_="DEPOSIT",
-        legs=[
-            ledger.Leg(account.id, currency, amount, amount),
-            ledger.Leg(settlement, currency, -amount, -amount, guarded=False),
-        ],
-        now_ms=ctx.now,
-        details={k: v for k, v in details.items() if v},
-    )
+    try:
+        # A savepoint, so a txId another request took at the same moment answers a code.
+        async with ctx.db.begin_nested():
+            await ledger.post(
+                ctx.db,
+                programme_id=ctx.programme.id,
+                type_="DEPOSIT",
+                legs=[
+                    ledger.Leg(account.id, currency, amount, amount),
+                    ledger.Leg(settlement, currency, -amount, -amount, guarded=False),
+                ],
+                now_ms=ctx.now,
+                details={k: v for k, v in details.items() if v},
+                external_id=tx_id,
+            )
+    except IntegrityError:
+        return "DENIED_INVALID_TX_ID"
     return "COMPLETED"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, String
+from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from multibank.kernel.db import Base
@@ -46,12 +46,15 @@ class LedgerAccount(Base):
 
 class LedgerTransaction(Base):
     __tablename__ = "ledger_transactions"
+    # A caller's own id for a movement (the simulator's deposit `txId`): one movement per id.
+    __table_args__ = (UniqueConstraint("programme_id", "external_id"),)
 
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"), index=True)
     type: Mapped[str] = mapped_column(String(30))  # TransactionId.type: DEPOSIT, CHARGE_FEE, ...
     state: Mapped[str] = mapped_column(String(15))
     details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    external_id: Mapped[int | None] = mapped_column(nullable=True)
     created_at: Mapped[int]
 
 

@@ -101,6 +101,7 @@ async def post(
     now_ms: int,
     state: str = "COMPLETED",
     details: dict[str, Any] | None = None,
+    external_id: int | None = None,
 ) -> LedgerTransaction:
     """Writes one transaction. Raises Unbalanced when the legs do not sum to zero per currency,
     InsufficientFunds when a guarded debit would take a balance below zero."""
@@ -116,6 +117,7 @@ async def post(
         type=type_,
         state=state,
         details=details or {},
+        external_id=external_id,
         created_at=now_ms,
     )
     db.add(tx)
@@ -174,3 +176,11 @@ async def balances(db: AsyncSession, account_id: int) -> tuple[int, int]:
     )
     row = (await db.execute(stmt)).one()
     return int(row[0]), int(row[1])
+
+
+async def external_id_used(db: AsyncSession, programme_id: int, external_id: int) -> bool:
+    stmt = select(LedgerTransaction.id).where(
+        LedgerTransaction.programme_id == programme_id,
+        LedgerTransaction.external_id == external_id,
+    )
+    return (await db.execute(stmt.limit(1))).first() is not None

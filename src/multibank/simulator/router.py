@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, FastAPI, Path, Response
 from pydantic import BaseModel, Field, StringConstraints
@@ -129,12 +129,30 @@ class CurrencyAmount(BaseModel):
     amount: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)  # int64 minor units
 
 
+PaymentNetwork = Literal["SEPA", "FASTER_PAYMENTS", "SWIFT", "BACS", "CHAPS", "RIX"]
+TxId = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+
+
+class SepaDetails(BaseModel):
+    iban: Annotated[str, StringConstraints(pattern=r"^[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}$")]
+    bankIdentifierCode: Annotated[str, StringConstraints(min_length=8, max_length=11)] | None = None
+
+
+class FasterPaymentsDetails(BaseModel):
+    accountNumber: Annotated[str, StringConstraints(pattern=r"^[0-9]{8}$")]
+    sortCode: Annotated[str, StringConstraints(pattern=r"^[0-9]{6}$")]
+
+
 class DepositByAccountId(BaseModel):
     depositAmount: CurrencyAmount
     senderName: str | None = None
     reference: str | None = None
     receiverName: str | None = None
     senderIban: str | None = None
+    txId: TxId | None = None
+    sepa: SepaDetails | None = None
+    fasterPayments: FasterPaymentsDetails | None = None
+    paymentNetwork: PaymentNetwork | None = None
 
 
 class IbanDetails(BaseModel):
@@ -149,6 +167,7 @@ class DepositByIban(BaseModel):
     senderName: str | None = None
     reference: str | None = None
     receiverName: str | None = None
+    txId: TxId | None = None
 
 
 class Code(BaseModel):
@@ -178,8 +197,16 @@ async def deposit_by_id(
         if number is None
         else await accounts_repo.get_in_programme(ctx.db, ctx.programme.id, number, for_update=True)
     )
+    # Over a bank network (anything but an internal credit) the account needs an IBAN.
+    over_network = bool(body.paymentNetwork or body.sepa or body.fasterPayments)
     code = await accounts.deposit(
-        ctx, account, body.depositAmount.currency, body.depositAmount.amount, _details(body)
+        ctx,
+        account,
+        body.depositAmount.currency,
+        body.depositAmount.amount,
+        _details(body),
+        tx_id=body.txId,
+        needs_iban=over_network,
     )
     return Code(code=code)
 
@@ -194,7 +221,12 @@ async def deposit_by_iban(body: DepositByIban, ctx: SimCtx) -> Code:
     if target:
         account = await accounts_repo.by_iban(ctx.db, ctx.programme.id, target.replace(" ", ""))
     code = await accounts.deposit(
-        ctx, account, body.depositAmount.currency, body.depositAmount.amount, _details(body)
+        ctx,
+        account,
+        body.depositAmount.currency,
+        body.depositAmount.amount,
+        _details(body),
+        tx_id=body.txId,
     )
     return Code(code=code)
 
