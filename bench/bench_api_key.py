@@ -2,6 +2,7 @@
 both served by uvicorn (one worker) on loopback and driven by wrk in the same run.
 
 Usage: .venv/bin/python bench/bench_api_key.py [--seconds 10] [--connections 16]
+       [--database-url postgresql://postgres@127.0.0.1:5432/DB]
 """
 
 from __future__ import annotations
@@ -48,10 +49,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--database-url", default=None, help="PostgreSQL URL (default: SQLite file)")
     args = ap.parse_args()
+    env = {"MULTIBANK_DATABASE_URL": args.database_url} if args.database_url else None
     with bare_server() as bare:
         baseline = wrk("bare FastAPI GET /ping", f"{bare}/ping", {}, args.seconds, args.connections)
-    with multibank_server() as server:
+    with multibank_server(env) as server:
         token = corporate_token(server)
         headers = {"api-key": server.api_key, "Authorization": f"Bearer {token}"}
         health = wrk(
