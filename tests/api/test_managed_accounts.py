@@ -1025,16 +1025,16 @@ async def test_refusals_of_every_operation(client, programme, admin_headers, bas
     assert await listed_ids(client, owner, base, []) == {acc["id"], blocked["id"]}
     assert await listed_ids(client, intruder, base, []) == {mine["id"]}
 
-    # An empty id segment (`/managed_accounts//block`) matches no route: 404 with an Error body
-    # (the reference sandbox was seen answering 405; either way never a 500 or an account).
+    # An empty id segment (`/managed_accounts//block`) answers 405 with an Error body, as the
+    # reference sandbox was seen to (contract section 2); never a 500 or an account.
     for method, suffix, body in operations(base):
         if not suffix:
             continue
         r = await client.request(
             method, f"{base}/managed_accounts/{suffix}", headers=owner.headers, json=body
         )
-        assert r.status_code == 404, (method, suffix, r.status_code, r.text)
-        assert r.json()["code"] == "NOT_FOUND", r.text
+        assert r.status_code == 405, (method, suffix, r.status_code, r.text)
+        assert r.json()["code"] == "METHOD_NOT_ALLOWED", r.text
     assert await get_account(client, owner, acc["id"], base) == acc
     assert await get_account(client, owner, blocked["id"], base) == blocked
     await ledger_ok(client, admin_headers, p)

@@ -160,13 +160,17 @@ async def _validation(request: Request, exc: Exception) -> Response:
     return JSONResponse(validation_body(exc.errors(), request), status_code=400)
 
 
-async def _http(_: Request, exc: Exception) -> Response:
+async def _http(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 401: "UNAUTHORIZED", 400: "BAD_REQUEST"}
     if exc.status_code in (401, 403, 423, 429):
         return Response(status_code=exc.status_code, headers=exc.headers)
-    body = {"code": codes.get(exc.status_code, str(exc.status_code)), "message": str(exc.detail)}
-    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+    status, detail = exc.status_code, str(exc.detail)
+    if status == 404 and "//" in request.url.path:
+        # The reference answers 405 when an id segment is empty (`/managed_accounts//block`).
+        status, detail = 405, "Method Not Allowed"
+    body = {"code": codes.get(status, str(status)), "message": detail}
+    return JSONResponse(body, status_code=status, headers=exc.headers)
 
 
 async def _replay(_: Request, exc: Exception) -> Response:
