@@ -116,8 +116,13 @@ def serve(
     if workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         # /metrics must add up every worker's counters, whichever worker answers it.
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="multibank-metrics-")
+    from multibank.observability import configure_logging
+
+    # uvicorn's own lines (start-up, shutdown, errors) go through the same JSON formatter.
+    configure_logging(settings.log_level, settings.log_json)
     uvicorn.run(
         "multibank.app:app_factory",
+        log_config=None,
         factory=True,
         host=host,
         port=port,

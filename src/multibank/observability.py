@@ -32,7 +32,12 @@ LEDGER_POSTINGS = Counter(
     "multibank_ledger_postings_total", "Ledger postings written", ["currency"]
 )
 
-_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+# Record attributes that are not our fields (uvicorn adds an ANSI-coloured copy of its message).
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "color_message",
+}
 
 
 class JsonFormatter(logging.Formatter):
