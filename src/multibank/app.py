@@ -16,6 +16,7 @@ from multibank.kernel import secrets as server_secrets
 from multibank.kernel.context import Container
 from multibank.kernel.db import Database
 from multibank.kernel.hashing import PasswordHasher
+from multibank.kernel.housekeeping import Housekeeper
 from multibank.kernel.notify import build_notifier
 from multibank.kernel.outbox import DeliveryPolicy, OutboxWorker
 from multibank.kernel.ratelimit import RateLimiter
@@ -81,9 +82,20 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         worker = outbox_worker(container)
         if worker is not None:
             worker.start()
+        keeper = None
+        if container.settings.housekeeping_interval_seconds > 0:
+            keeper = Housekeeper(
+                container.db,
+                container.clock,
+                container.settings.housekeeping_interval_seconds,
+                container.settings.idempotency_retention_hours,
+            )
+            keeper.start()
         try:
             yield
         finally:
+            if keeper is not None:
+                await keeper.stop()
             if worker is not None:
                 await worker.stop()
             await container.db.dispose()

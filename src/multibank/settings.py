@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     session_idle_seconds: int = Field(default=300, ge=1)
     session_absolute_seconds: int = Field(default=12 * 3600, ge=1)
     idempotency_retention_hours: int = Field(default=24, ge=24)
+    # How often each process purges idempotency records and codes past retention (0: never).
+    housekeeping_interval_seconds: float = Field(default=3600, ge=0)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
 
     argon2_memory_kib: int = Field(default=19 * 1024, ge=8)
