@@ -90,6 +90,38 @@ def _new_root(ctx: Ctx, identity: Identity, **fields: Any) -> User:
     )
 
 
+async def _add_identity(
+    ctx: Ctx,
+    kind: str,
+    profile_id: int,
+    data: CorporateCreate | ConsumerCreate,
+    fee_group: str,
+    **extra: Any,
+) -> Identity:
+    """The identity row both sign-ups share; `extra` holds the corporate-only columns."""
+    identity = Identity(
+        id=new_id(),
+        programme_id=ctx.programme.id,
+        type=kind,
+        profile_id=profile_id,
+        tag=data.tag,
+        ip_address=data.ipAddress,
+        accepted_terms=True,
+        base_currency=data.baseCurrency,
+        fee_group=fee_group,
+        source_of_funds=data.sourceOfFunds,
+        source_of_funds_other=data.sourceOfFundsOther,
+        dd_status=KyiStatus.NOT_STARTED,
+        dd_ongoing_status=KyiStatus.NOT_STARTED,
+        dd_permanently_rejected=False,
+        created_at=ctx.now,
+        **extra,
+    )
+    ctx.db.add(identity)
+    await ctx.db.flush()
+    return identity
+
+
 async def create_corporate(ctx: Ctx, data: CorporateCreate) -> tuple[Identity, User]:
     profile_id = await _check_profile(ctx, data.profileId, "corporate")
     if not data.acceptedTerms:
@@ -105,19 +137,13 @@ async def create_corporate(ctx: Ctx, data: CorporateCreate) -> tuple[Identity, U
     _check_mobile(data.rootUser.mobile.countryCode)
     if await users.email_taken(ctx.db, ctx.programme.id, data.rootUser.email):
         raise Conflict("ROOT_EMAIL_NOT_UNIQUE")
-    identity = Identity(
-        id=new_id(),
-        programme_id=ctx.programme.id,
-        type=CORPORATE,
-        profile_id=profile_id,
-        tag=data.tag,
-        ip_address=data.ipAddress,
-        accepted_terms=True,
-        base_currency=data.baseCurrency,
-        fee_group=fee_group,
+    identity = await _add_identity(
+        ctx,
+        CORPORATE,
+        profile_id,
+        data,
+        fee_group,
         industry=data.industry,
-        source_of_funds=data.sourceOfFunds,
-        source_of_funds_other=data.sourceOfFundsOther,
         company={
             "name": company.name,
             "type": company.type.value,
@@ -126,13 +152,7 @@ async def create_corporate(ctx: Ctx, data: CorporateCreate) -> tuple[Identity, U
             "countryOfRegistration": company.registrationCountry,
             "incorporatedOn": _dump(company.incorporatedOn),
         },
-        dd_status=KyiStatus.NOT_STARTED,
-        dd_ongoing_status=KyiStatus.NOT_STARTED,
-        dd_permanently_rejected=False,
-        created_at=ctx.now,
     )
-    ctx.db.add(identity)
-    await ctx.db.flush()
     root = _new_root(
         ctx,
         identity,
@@ -163,25 +183,7 @@ async def create_consumer(ctx: Ctx, data: ConsumerCreate) -> tuple[Identity, Use
     _check_mobile(ru.mobile.countryCode)
     if await users.email_taken(ctx.db, ctx.programme.id, ru.email):
         raise Conflict("ROOT_EMAIL_NOT_UNIQUE")
-    identity = Identity(
-        id=new_id(),
-        programme_id=ctx.programme.id,
-        type=CONSUMER,
-        profile_id=profile_id,
-        tag=data.tag,
-        ip_address=data.ipAddress,
-        accepted_terms=True,
-        base_currency=data.baseCurrency,
-        fee_group=fee_group,
-        source_of_funds=data.sourceOfFunds,
-        source_of_funds_other=data.sourceOfFundsOther,
-        dd_status=KyiStatus.NOT_STARTED,
-        dd_ongoing_status=KyiStatus.NOT_STARTED,
-        dd_permanently_rejected=False,
-        created_at=ctx.now,
-    )
-    ctx.db.add(identity)
-    await ctx.db.flush()
+    identity = await _add_identity(ctx, CONSUMER, profile_id, data, fee_group)
     root = _new_root(
         ctx,
         identity,
