@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from multibank.access.passwords import complexity_error
-from multibank.kernel import codes, notify
+from multibank.kernel import notify
 from multibank.kernel.errors import Conflict, DomainError, Forbidden, Locked, NotFound
 from multibank.kernel.hashing import PasswordHasher
 from multibank.kernel.tokens import AuthSession, end_session, end_user_sessions, open_session
@@ -148,15 +148,7 @@ async def start_lost_password(ctx: Ctx, email: str) -> None:
     user = await users.by_email(ctx.db, ctx.programme.id, email)
     if user is None or not user.active:
         return
-    issued = await codes.issue(
-        ctx.db,
-        programme_id=ctx.programme.id,
-        sandbox=ctx.sandbox,
-        subject=f"user:{user.id}",
-        purpose=LOST_PASSWORD,
-        now_ms=ctx.now,
-        ttl_ms=LOST_PASSWORD_TTL_MS,
-    )
+    issued = await ctx.issue_code(f"user:{user.id}", LOST_PASSWORD, LOST_PASSWORD_TTL_MS)
     await notify.record(
         ctx.db,
         programme_id=ctx.programme.id,
@@ -180,29 +172,9 @@ async def resume_lost_password(
     if user is None or not user.active:
         raise Conflict("INVALID_NONCE_OR_EMAIL")
     check_complexity(new)
-    try:
-        await codes.consume(
-            ctx.db,
-            programme_id=ctx.programme.id,
-            sandbox=ctx.sandbox,
-            subject=f"user:{user.id}",
-            purpose=LOST_PASSWORD,
-            code=nonce,
-            now_ms=ctx.now,
-            keep=True,
-        )
-    except codes.CodeInvalid:
-        raise Conflict("INVALID_NONCE_OR_EMAIL").keeping_changes() from None
+    # Used up here; a refused new password rolls the request back, so the nonce survives it.
+    await ctx.check_code(f"user:{user.id}", LOST_PASSWORD, nonce, "INVALID_NONCE_OR_EMAIL")
     await set_password(ctx, hasher, user, new)
-    await codes.consume(
-        ctx.db,
-        programme_id=ctx.programme.id,
-        sandbox=ctx.sandbox,
-        subject=f"user:{user.id}",
-        purpose=LOST_PASSWORD,
-        code=nonce,
-        now_ms=ctx.now,
-    )
     user.locked_until = None
     await end_user_sessions(ctx.db, ctx.programme.id, user.id, ctx.now)
     return LoginResult(await open_user_session(ctx, user), user)

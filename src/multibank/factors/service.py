@@ -105,14 +105,7 @@ async def _check_resend(ctx: Ctx, subject: str, purpose: str) -> None:
 
 
 async def _send_sms_code(ctx: Ctx, subject: str, purpose: str, recipient: str, what: str) -> None:
-    issued = await codes.issue(
-        ctx.db,
-        programme_id=ctx.programme.id,
-        sandbox=ctx.sandbox,
-        subject=subject,
-        purpose=purpose,
-        now_ms=ctx.now,
-    )
+    issued = await ctx.issue_code(subject, purpose)
     await notify.record(
         ctx.db,
         programme_id=ctx.programme.id,
@@ -126,21 +119,13 @@ async def _send_sms_code(ctx: Ctx, subject: str, purpose: str, recipient: str, w
 
 
 async def _consume(ctx: Ctx, subject: str, purpose: str, code: str) -> None:
-    try:
-        await codes.consume(
-            ctx.db,
-            programme_id=ctx.programme.id,
-            sandbox=ctx.sandbox,
-            subject=subject,
-            purpose=purpose,
-            code=code,
-            now_ms=ctx.now,
-        )
-    except codes.CodeExpired:
-        raise Conflict("VERIFICATION_CODE_EXPIRED") from None
-    except codes.CodeInvalid:
-        # A live code's wrong try is counted although the answer is a refusal (decision 2).
-        raise Conflict("VERIFICATION_CODE_INVALID").keeping_changes() from None
+    await ctx.check_code(
+        subject,
+        purpose,
+        code,
+        "VERIFICATION_CODE_INVALID",
+        expired="VERIFICATION_CODE_EXPIRED",
+    )
 
 
 def _enrol_subject(user: User, mobile: str) -> str:
@@ -204,14 +189,7 @@ async def enrol_push(ctx: Ctx, auth: AuthSession, channel: str) -> str:
     if factor is not None and factor.status == ACTIVE:
         raise Conflict("CHANNEL_ALREADY_REGISTERED")
     # Kept hashed like every one-time code (10 minutes, 5 tries); `123456` in sandbox (D1).
-    issued = await codes.issue(
-        ctx.db,
-        programme_id=ctx.programme.id,
-        sandbox=ctx.sandbox,
-        subject=f"user:{user.id}",
-        purpose=LINK_PUSH + channel,
-        now_ms=ctx.now,
-    )
+    issued = await ctx.issue_code(f"user:{user.id}", LINK_PUSH + channel)
     await _save_factor(ctx, user, factor, channel, ACTIVE if ctx.sandbox else PENDING_VERIFICATION)
     return issued.code
 

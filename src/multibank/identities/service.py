@@ -332,14 +332,7 @@ async def send_email_code(ctx: Ctx, email: str, kind: str) -> None:
 
 
 async def send_user_email_code(ctx: Ctx, user: User) -> None:
-    issued = await codes.issue(
-        ctx.db,
-        programme_id=ctx.programme.id,
-        sandbox=ctx.sandbox,
-        subject=f"user:{user.id}",
-        purpose=EMAIL_VERIFY,
-        now_ms=ctx.now,
-    )
+    issued = await ctx.issue_code(f"user:{user.id}", EMAIL_VERIFY)
     await notify.record(
         ctx.db,
         programme_id=ctx.programme.id,
@@ -362,18 +355,7 @@ async def verify_email(ctx: Ctx, email: str, code: str, kind: str | None) -> Non
 
 
 async def verify_user_email(ctx: Ctx, user: User, code: str) -> None:
-    try:
-        await codes.consume(
-            ctx.db,
-            programme_id=ctx.programme.id,
-            sandbox=ctx.sandbox,
-            subject=f"user:{user.id}",
-            purpose=EMAIL_VERIFY,
-            code=code,
-            now_ms=ctx.now,
-        )
-    except codes.CodeInvalid:
-        raise Conflict("VERIFICATION_CODE_INVALID").keeping_changes() from None
+    await ctx.check_code(f"user:{user.id}", EMAIL_VERIFY, code, "VERIFICATION_CODE_INVALID")
     user.email_verified = True
     await ctx.db.flush()
 
@@ -387,14 +369,7 @@ async def send_mobile_code(ctx: Ctx, identity_id: int, kind: str) -> tuple[int, 
     last = await codes.latest(ctx.db, ctx.programme.id, subject, MOBILE_VERIFY)
     if last is not None and ctx.now - last.created_at < MOBILE_RESEND_MS:
         raise Conflict("FREQUENCY_EXCEEDED")
-    issued = await codes.issue(
-        ctx.db,
-        programme_id=ctx.programme.id,
-        sandbox=ctx.sandbox,
-        subject=subject,
-        purpose=MOBILE_VERIFY,
-        now_ms=ctx.now,
-    )
+    issued = await ctx.issue_code(subject, MOBILE_VERIFY)
     await notify.record(
         ctx.db,
         programme_id=ctx.programme.id,
@@ -412,18 +387,7 @@ async def verify_mobile(ctx: Ctx, identity_id: int, kind: str, code: str) -> Non
     _, root = await load(ctx, identity_id, kind)
     if root.mobile_verified:
         raise Conflict("VERIFICATION_CODE_INVALID")
-    try:
-        await codes.consume(
-            ctx.db,
-            programme_id=ctx.programme.id,
-            sandbox=ctx.sandbox,
-            subject=f"user:{root.id}",
-            purpose=MOBILE_VERIFY,
-            code=code,
-            now_ms=ctx.now,
-        )
-    except codes.CodeInvalid:
-        raise Conflict("VERIFICATION_CODE_INVALID").keeping_changes() from None
+    await ctx.check_code(f"user:{root.id}", MOBILE_VERIFY, code, "VERIFICATION_CODE_INVALID")
     root.mobile_verified = True
     await ctx.db.flush()
 

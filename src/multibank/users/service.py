@@ -158,15 +158,7 @@ async def send_invite(ctx: Ctx, caller: AuthSession, user_id: str) -> None:
     user = await get(ctx, caller, user_id)
     if user.invite_state == "CONSUMED":
         raise Conflict("INVITE_ALREADY_CONSUMED")
-    issued = await codes.issue(
-        ctx.db,
-        programme_id=ctx.programme.id,
-        sandbox=ctx.sandbox,
-        subject=f"user:{user.id}",
-        purpose=INVITE,
-        now_ms=ctx.now,
-        ttl_ms=INVITE_TTL_MS,
-    )
+    issued = await ctx.issue_code(f"user:{user.id}", INVITE, INVITE_TTL_MS)
     user.invite_state = "SENT"
     await notify.record(
         ctx.db,
@@ -192,19 +184,9 @@ async def _invitee(ctx: Ctx, user_id: str) -> User:
 async def _check_invite(ctx: Ctx, user: User, code: str, keep: bool) -> None:
     if user.invite_state != "SENT":
         raise Conflict("INVITE_OR_INVITE_CODE_INVALID")
-    try:
-        await codes.consume(
-            ctx.db,
-            programme_id=ctx.programme.id,
-            sandbox=ctx.sandbox,
-            subject=f"user:{user.id}",
-            purpose=INVITE,
-            code=code,
-            now_ms=ctx.now,
-            keep=keep,
-        )
-    except codes.CodeInvalid:
-        raise Conflict("INVITE_OR_INVITE_CODE_INVALID").keeping_changes() from None
+    await ctx.check_code(
+        f"user:{user.id}", INVITE, code, "INVITE_OR_INVITE_CODE_INVALID", keep=keep
+    )
 
 
 async def validate_invite(ctx: Ctx, user_id: str, code: str) -> None:
