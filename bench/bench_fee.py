@@ -19,7 +19,7 @@ import secrets
 import tempfile
 from pathlib import Path
 
-from common import Figures, Server, bare_server, call, multibank_server, report, wrk
+from common import Figures, Server, bare_server, call, fund, multibank_server, report, wrk
 
 FEE = 100  # ADMIN_FEE for the DEFAULT fee group
 ADMIN_TOKEN = f"bench-admin-{secrets.token_hex(16)}"
@@ -96,12 +96,7 @@ def funded_corporate(server: Server, amount: int) -> tuple[dict[str, str], str]:
             "currency": "EUR",
         },
     )
-    call(
-        "POST",
-        f"{server.base}/simulate/api/accounts/{account['id']}/deposit",
-        {"programme-key": server.api_key},
-        {"depositAmount": {"currency": "EUR", "amount": amount}},
-    )
+    fund(server.base, server.api_key, headers, str(account["id"]), amount)
     return headers, str(account["id"])
 
 

@@ -34,7 +34,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from common import VENV_BIN, Figures, Server, bare_server, call, multibank_server, report, wrk
+from common import (
+    VENV_BIN,
+    Figures,
+    Server,
+    bare_server,
+    call,
+    fund,
+    multibank_server,
+    report,
+    wrk,
+)
 
 CHUNK = 50_000
 PASSWORD = "Bench-1234!"
@@ -96,8 +106,7 @@ def setup_account(server: Server) -> tuple[str, str, str]:
             "currency": "EUR",
         },
     )
-    deposit = {"depositAmount": {"currency": "EUR", "amount": 1000}}
-    call("POST", f"{server.base}/simulate/api/accounts/{account['id']}/deposit", sim, deposit)
+    fund(server.base, server.api_key, auth, str(account["id"]), 1000)
     fee = {"feeType": "ADMIN_FEE", "source": {"type": "managed_accounts", "id": account["id"]}}
     call("POST", f"{server.base}/multi/corporates/fees/charge", auth, fee)
     return str(account["id"]), str(token), email

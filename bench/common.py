@@ -109,6 +109,18 @@ def call(method: str, url: str, headers: dict[str, str], body: Any = None) -> An
         return json.loads(raw) if raw else None
 
 
+def fund(base: str, api_key: str, headers: dict[str, str], account_id: str, amount: int) -> None:
+    """Gives the account its IBAN (owner's upgrade, simulator allocation) and deposits `amount`:
+    money from outside reaches only an account with an allocated IBAN."""
+    iban = call("POST", f"{base}/multi/managed_accounts/{account_id}/iban", headers)
+    sim = {"programme-key": api_key}
+    if iban["state"] == "PENDING_ALLOCATION":
+        call("POST", f"{base}/simulate/api/managed_accounts/{account_id}/iban/allocate", sim)
+    body = {"depositAmount": {"currency": "EUR", "amount": amount}}
+    out = call("POST", f"{base}/simulate/api/accounts/{account_id}/deposit", sim, body)
+    assert out == {"code": "COMPLETED"}, out
+
+
 @dataclass
 class Figures:
     name: str

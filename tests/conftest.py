@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from multibank.kernel.migrate import upgrade
 from multibank.programmes import service
 from multibank.programmes.schemas import ProgrammeCreate
 from multibank.settings import Settings
+from tests.openapi_conformance import Recorder, documents, violations
 
 DB_KIND = os.environ.get("MULTIBANK_TEST_DB", "sqlite")
 PG_ADMIN_URL = os.environ.get(
@@ -92,8 +93,13 @@ async def container(settings: Settings) -> AsyncIterator[Container]:
 
 
 @pytest.fixture(scope="session")
-def app(container: Container) -> Any:
-    return create_app(container=container)
+def app(container: Container) -> Iterator[Any]:
+    """The server, with every answer it gives checked against its OpenAPI documents at the end
+    of the session (tests/openapi_conformance.py)."""
+    recorder = Recorder(create_app(container=container))
+    yield recorder
+    found = violations(recorder.answers, documents(recorder.app))
+    assert not found, "answers the OpenAPI documents do not declare:\n" + "\n".join(found)
 
 
 @pytest.fixture

@@ -149,20 +149,50 @@ async def open_account(
     ident: Identity,
     currency: str = "EUR",
     base: str = "/multi",
+    iban: bool = False,
     **over: Any,
 ) -> dict[str, Any]:
+    """Opens an account (with `iban`, also its IBAN). `deposit` gives it an IBAN when needed."""
     profile = "corporateManagedAccount" if ident.kind == "corporates" else "consumerManagedAccount"
     body = {"profileId": ident.p.profiles[profile], "friendlyName": "Main", "currency": currency}
     body.update(over)
     r = await client.post(f"{base}/managed_accounts", headers=ident.headers, json=body)
     assert r.status_code == 200, r.text
     result: dict[str, Any] = r.json()
+    _owners[result["id"]] = (ident, base)
+    if iban:
+        await upgrade_to_iban(client, ident, result["id"], base)
     return result
+
+
+# Who opened each account, so `deposit` can give it an IBAN first, as its owner would.
+_owners: dict[str, tuple[Identity, str]] = {}
+
+
+async def upgrade_to_iban(
+    client: httpx.AsyncClient, ident: Identity, account_id: str, base: str = "/multi"
+) -> dict[str, Any]:
+    """Gives an account its IBAN, as the owner and the simulator would: money from outside
+    (a simulator deposit) reaches only an account with an allocated IBAN (D11a)."""
+    url = f"{base}/managed_accounts/{account_id}/iban"
+    r = await client.post(url, headers=ident.headers)
+    assert r.status_code == 200, r.text
+    if r.json()["state"] == "PENDING_ALLOCATION":
+        r = await client.post(
+            f"/simulate/api/managed_accounts/{account_id}/iban/allocate",
+            headers={"programme-key": ident.p.api_key},
+        )
+        assert r.status_code == 204, r.text
+        r = await client.get(url, headers=ident.headers)
+    iban: dict[str, Any] = r.json()
+    assert iban["state"] == "ALLOCATED", iban
+    return iban
 
 
 async def deposit(
     client: httpx.AsyncClient, p: Prog, account_id: str, amount: int, currency: str = "EUR"
 ) -> str:
+    await _ensure_iban(client, account_id)
     r = await client.post(
         f"/simulate/api/accounts/{account_id}/deposit",
         headers={"programme-key": p.api_key},
@@ -171,3 +201,17 @@ async def deposit(
     assert r.status_code == 200, r.text
     code: str = r.json()["code"]
     return code
+
+
+async def _ensure_iban(client: httpx.AsyncClient, account_id: str) -> None:
+    """Money from outside reaches only an account with an allocated IBAN (D11a): an active
+    account opened through `open_account` is upgraded first (others get the simulator's code)."""
+    if account_id not in _owners:
+        return
+    ident, base = _owners[account_id]
+    url = f"{base}/managed_accounts/{account_id}"
+    account = await client.get(url, headers=ident.headers)
+    if account.status_code != 200 or account.json()["state"]["state"] != "ACTIVE":
+        return
+    if (await client.get(f"{url}/iban", headers=ident.headers)).json()["state"] != "ALLOCATED":
+        await upgrade_to_iban(client, ident, account_id, base)

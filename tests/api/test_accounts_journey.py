@@ -15,18 +15,19 @@ async def test_funded_account_lifecycle(client, programme, admin_headers, base):
     acc = await open_account(client, ident, "EUR", base, tag="ops")
     assert acc["balances"] == {"availableBalance": 0, "actualBalance": 0}
     assert acc["state"] == {"state": "ACTIVE"}
+
+    # Money from outside reaches an account once it has its IBAN (D11a).
+    r = await client.post(f"{base}/managed_accounts/{acc['id']}/iban", headers=ident.headers)
+    assert r.status_code == 200, r.text
+    iban = r.json()
+    assert iban["state"] == "ALLOCATED"
+    assert iban["bankAccountDetails"][0]["details"]["iban"].startswith("IE")
     assert await deposit(client, p, acc["id"], 1000) == "COMPLETED"
 
     r = await client.get(f"{base}/managed_accounts?tag=ops&state=ACTIVE", headers=ident.headers)
     assert r.status_code == 200, r.text
     assert r.json()["count"] == 1
     assert r.json()["accounts"][0]["balances"]["availableBalance"] == 1000
-
-    r = await client.post(f"{base}/managed_accounts/{acc['id']}/iban", headers=ident.headers)
-    assert r.status_code == 200, r.text
-    iban = r.json()
-    assert iban["state"] == "ALLOCATED"
-    assert iban["bankAccountDetails"][0]["details"]["iban"].startswith("IE")
 
     fee_path = f"{base}/corporates/fees/charge"
     body = {"feeType": "ADMIN_FEE", "source": {"type": "managed_accounts", "id": acc["id"]}}

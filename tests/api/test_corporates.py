@@ -385,11 +385,12 @@ async def test_create_unknown_or_foreign_profile_is_profile_not_found(client, pr
 
 
 @pytest.mark.parametrize("base", BOTH)
-async def test_create_with_consumer_profile_is_profile_mismatch(client, programme, base):
+async def test_create_with_another_kind_of_profile_is_profile_not_found(client, programme, base):
+    """D11a: the reference answers PROFILE_NOT_FOUND, as it does for a consumer."""
     p = await programme()
     for kind in ("consumer", "corporateManagedAccount"):
         r = await create(client, p, base, profileId=p.profiles[kind])
-        assert conflict(r) == "PROFILE_MISMATCH", kind
+        assert conflict(r) == "PROFILE_NOT_FOUND", kind
 
 
 @pytest.mark.parametrize("base", BOTH)

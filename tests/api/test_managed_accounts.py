@@ -867,16 +867,16 @@ async def test_deposit_by_account_id_codes(client, programme, admin_headers):
 async def test_deposit_beyond_int64_is_refused(client, programme, admin_headers):
     p = await programme()
     ident = await verified(client, p, "consumers", LATEST)
-    acc = await open_account(client, ident, "EUR", LATEST)
-    second = await open_account(client, ident, "EUR", LATEST)
-    gbp = await open_account(client, ident, "GBP", LATEST)
+    acc = await open_account(client, ident, "EUR", LATEST, iban=True)
+    second = await open_account(client, ident, "EUR", LATEST, iban=True)
+    gbp = await open_account(client, ident, "GBP", LATEST, iban=True)
     top = 2**63 - 1
     r = await client.post(
         f"{SIM}/accounts/{acc['id']}/deposit",
         headers=sim(p),
         json={"depositAmount": {"currency": "EUR", "amount": top + 1}},
     )
-    assert r.status_code == 400, r.text
+    assert r.json() == {"code": "DENIED_OTHER"}, r.text
     assert await deposit(client, p, acc["id"], top - 10) == "COMPLETED"
     # The account cannot hold more, nor can the programme's EUR settlement account give more.
     assert await deposit(client, p, acc["id"], 11) == "DENIED_OTHER"
@@ -1019,9 +1019,10 @@ async def test_refusals_of_every_operation(client, programme, admin_headers, bas
     assert acc["state"] == {"state": "ACTIVE"}
     assert acc["balances"] == {"availableBalance": 1000, "actualBalance": 1000}
     assert blocked["state"] == {"state": "BLOCKED", "blockedReason": "USER"}
-    for target in (acc, blocked):
-        iban = await get_iban(client, owner, target["id"], base)
-        assert iban == {"state": "UNALLOCATED", "bankAccountDetails": []}
+    # The funded account got its IBAN before its deposit; the blocked one never had one.
+    assert (await get_iban(client, owner, acc["id"], base))["state"] == "ALLOCATED"
+    iban = await get_iban(client, owner, blocked["id"], base)
+    assert iban == {"state": "UNALLOCATED", "bankAccountDetails": []}
     assert await listed_ids(client, owner, base, []) == {acc["id"], blocked["id"]}
     assert await listed_ids(client, intruder, base, []) == {mine["id"]}
 

@@ -89,13 +89,14 @@ async def test_lost_password(client, programme, base):
         f"{base}/passwords/lost_password/start", headers=p.headers, json={"email": ident.email}
     )
     assert r.status_code == 204
-    # Unknown addresses get the same answer.
+    # D11a: a sandbox programme says an address has no account, as the reference does.
     r = await client.post(
         f"{base}/passwords/lost_password/start",
         headers=p.headers,
         json={"email": "nobody@example.com"},
     )
-    assert r.status_code == 204
+    assert r.status_code == 409
+    assert r.json() == {"errorCode": "ACCOUNT_NOT_FOUND"}
     resume = f"{base}/passwords/lost_password/resume"
     bad = {"nonce": "654321", "email": ident.email, "newPassword": pw(NEW)}
     r = await client.post(resume, headers=p.headers, json=bad)
@@ -121,6 +122,21 @@ async def test_lost_password(client, programme, base):
     )
     assert r.json() == {"errorCode": "INVALID_NONCE_OR_EMAIL"}
     assert (await login(client, p, ident.email, NEW, base)).status_code == 200
+
+
+@pytest.mark.parametrize("base", ["/multi", "/3.1.0/multi"])
+async def test_lost_password_in_a_live_programme_never_tells_who_has_an_account(
+    client, programme, base
+):
+    p = await programme(mode="live")
+    ident = await sign_up(client, p, "consumers", base, verify_email=False)
+    answers = []
+    for email in (ident.email, "nobody@example.com"):
+        r = await client.post(
+            f"{base}/passwords/lost_password/start", headers=p.headers, json={"email": email}
+        )
+        answers.append((r.status_code, r.content))
+    assert answers == [(204, b""), (204, b"")]
 
 
 async def test_lost_password_nonce_expires(client, programme):

@@ -384,6 +384,31 @@ async def test_accept_header_picks_json_csv_or_pdf(client, programme, base):
             assert r.json()["count"] == 1
 
 
+@BOTH
+async def test_several_accept_lines_the_last_one_wins(client, programme, base):
+    """D11a: a client generated from the description sends its own `Accept: application/json`
+    and then the operation's `accept` parameter as a second line; the caller chose the last."""
+    p = await programme()
+    ident = await verified(client, p, "corporates", base)
+    acc = (await open_account(client, ident, "EUR", base))["id"]
+    url = f"{base}/managed_accounts/{acc}/statement"
+    for lines, expected in (
+        (["application/json", "text/csv"], "text/csv"),
+        (["application/json", "application/pdf"], "application/pdf"),
+        (["text/csv", "application/json"], "application/json"),
+        (["application/pdf", "text/csv;q=0.2, application/json;q=0.9"], "application/json"),
+    ):
+        headers = [*ident.headers.items(), *(("accept", line) for line in lines)]
+        r = await client.get(url, headers=headers)
+        assert r.status_code == 200, r.text
+        assert r.headers["content-type"].startswith(expected), (lines, r.headers)
+    csv = await client.get(
+        url,
+        headers=[*ident.headers.items(), ("accept", "application/json"), ("accept", "text/csv")],
+    )
+    assert csv.text.splitlines()[0].startswith("transactionId"), csv.text[:200]
+
+
 def invalid(r: httpx.Response) -> set[str]:
     assert r.status_code == 400, r.text
     return {f["fieldName"] for f in r.json()["syntaxErrors"]["invalidFields"]}

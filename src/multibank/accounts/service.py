@@ -251,17 +251,16 @@ async def deposit(
     amount: int | None,
     details: dict[str, str],
     tx_id: int | None = None,
-    needs_iban: bool = False,
 ) -> str:
     """Money arriving from outside: settlement → account. Answers the simulator's `code`.
 
     `tx_id` is the sender's own id for the payment: each is credited once (a repeat, or an id
-    that is not positive, is DENIED_INVALID_TX_ID). `needs_iban`: the payment came over a bank
-    network, which can only reach an IBAN-upgraded account."""
+    that is not a positive int64, is DENIED_INVALID_TX_ID). Money from outside reaches only an
+    account with an allocated IBAN (D11a), as on the reference."""
     if account is None:
         return "DENIED_ACCOUNT_NOT_FOUND"
     if tx_id is not None and (
-        tx_id <= 0 or await ledger.external_id_used(ctx.db, ctx.programme.id, tx_id)
+        not 0 < tx_id <= INT64_MAX or await ledger.external_id_used(ctx.db, ctx.programme.id, tx_id)
     ):
         return "DENIED_INVALID_TX_ID"
     if amount is None or amount <= 0:
@@ -270,7 +269,7 @@ async def deposit(
         return "DENIED_CURRENCY_NOT_ACCOUNT_CURRENCY"
     if account.state != ACTIVE:
         return "DENIED_ACCOUNT_INACTIVE"
-    if needs_iban and account.iban_state != "ALLOCATED":
+    if account.iban_state != "ALLOCATED":
         return "DENIED_ACCOUNT_NOT_UPGRADED_TO_IBAN"
     settlement = await ledger.system_account(
         ctx.db, ctx.programme.id, SETTLEMENT, currency, ctx.now

@@ -12,6 +12,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.api.errors import Replay
+from multibank.api.openapi import IDEMPOTENCY_REF, STEP_UP, STEP_UP_BODY, answers
 from multibank.api.routing import container_of
 from multibank.kernel.clock import ProgrammeClock
 from multibank.kernel.context import Container
@@ -39,6 +40,7 @@ Db = Annotated[AsyncSession, Depends(get_db)]
 AppContainer = Annotated[Container, Depends(get_container)]
 
 
+@answers(400, 401)
 async def current_programme(
     request: Request, db: Db, api_key: Annotated[str | None, Depends(api_key_scheme)]
 ) -> Programme:
@@ -71,6 +73,7 @@ class Caller:
     session: AuthSession
 
 
+@answers(401, 403)
 async def current_caller(
     request: Request,
     db: Db,
@@ -136,11 +139,13 @@ async def begin_idempotent(
     raise Replay(outcome)
 
 
+@answers(400, 413, IDEMPOTENCY_REF)
 async def idempotency(request: Request, db: Db, programme: CurrentProgramme, clock: Now) -> None:
     """D6 for operations without a logged-in caller (`api-key` only)."""
     await begin_idempotent(request, db, programme, clock.now_ms(), "anonymous")
 
 
+@answers(400, 413, IDEMPOTENCY_REF)
 async def caller_idempotency(request: Request, db: Db, caller: CurrentCaller, clock: Now) -> None:
     """D6 for logged-in operations: refs are scoped to the user who sent them."""
     await begin_idempotent(
@@ -181,6 +186,7 @@ LoggedIn = Annotated[Session, Depends(caller_ctx)]
 
 
 def _of_type(kind: str) -> Callable[[Session], Awaitable[Session]]:
+    @answers(403)
     async def check(session: LoggedIn) -> Session:
         # A consumer's token on a corporate operation (or the reverse) is refused outright.
         if session.auth.identity_type != kind:
@@ -213,11 +219,8 @@ def conflicts(*codes: str) -> dict[int | str, dict[str, Any]]:
 
 # Step-up (D7, contract §2): operations that demand a stepped-up session.
 
-STEP_UP_MESSAGE = (
-    "This operation needs a stepped-up session: issue a step-up challenge "
-    "(POST /stepup/challenges/otp/SMS or /stepup/challenges/push/{channel}) and verify it, "
-    "then call again with the same token."
-)
+# D11a: the official demo app routes to its step-up page only when `message` is exactly this.
+STEP_UP_MESSAGE = "STEP_UP_REQUIRED"
 
 
 def step_up_pending(session: Session) -> bool:
@@ -231,6 +234,7 @@ def require_step_up(session: Session) -> None:
         raise Forbidden("STEP_UP_REQUIRED", STEP_UP_MESSAGE)
 
 
+@answers(403, STEP_UP)
 async def stepped_up_session(session: LoggedIn) -> Session:
     require_step_up(session)
     return session
@@ -245,16 +249,6 @@ STEP_UP_RESPONSES: dict[int | str, dict[str, Any]] = {
     403: {
         "description": "STEP_UP_REQUIRED: the programme demands a stepped-up session; other "
         "403s (a token of another programme) have no body",
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "properties": {
-                        "errorCode": {"type": "string", "enum": ["STEP_UP_REQUIRED"]},
-                        "message": {"type": "string"},
-                    },
-                }
-            }
-        },
+        "content": {"application/json": {"schema": STEP_UP_BODY}},
     }
 }

@@ -10,9 +10,14 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import iter_route_contexts
 from pydantic import BaseModel
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
+from multibank.api.routing import ABSENT
 from multibank.kernel.errors import DomainError
 from multibank.kernel.idempotency import StoredResponse
 
@@ -157,6 +162,13 @@ async def _domain(_: Request, exc: Exception) -> Response:
 
 async def _validation(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
+    if any(err.get("loc", ("",))[0] == "path" for err in exc.errors()):
+        # `PATCH /users/kyc` reaches `PATCH /users/{user_id}` with the id "kyc"; but /users/kyc
+        # is a resource of its own (POST only), so the method is what is wrong there.
+        literal = _allowed_methods(request, literal_only=True)
+        if literal and request.method not in literal:
+            body = {"code": "METHOD_NOT_ALLOWED", "message": "Method Not Allowed"}
+            return JSONResponse(body, status_code=405, headers={"Allow": ", ".join(literal)})
     return JSONResponse(validation_body(exc.errors(), request), status_code=400)
 
 
@@ -165,12 +177,39 @@ async def _http(request: Request, exc: Exception) -> Response:
     codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 401: "UNAUTHORIZED", 400: "BAD_REQUEST"}
     if exc.status_code in (401, 403, 423, 429):
         return Response(status_code=exc.status_code, headers=exc.headers)
-    status, detail = exc.status_code, str(exc.detail)
-    if status == 404 and "//" in request.url.path:
+    status, detail, headers = exc.status_code, str(exc.detail), dict(exc.headers or {})
+    if status == 404 and "//" in str(request.scope.get("path", "")):
         # The reference answers 405 when an id segment is empty (`/managed_accounts//block`).
         status, detail = 405, "Method Not Allowed"
+    elif status == 405:
+        # The router names only the first route whose path matched; RFC 9110 wants every
+        # method the resource supports.
+        allowed = _allowed_methods(request)
+        if allowed:
+            headers["Allow"] = ", ".join(allowed)
+        else:  # only an operation this version lacks has this path
+            status, detail, headers = 404, ABSENT, {}
     body = {"code": codes.get(status, str(status)), "message": detail}
-    return JSONResponse(body, status_code=status, headers=exc.headers)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _allowed_methods(request: Request, literal_only: bool = False) -> list[str]:
+    """The methods served at the request's path. A path written out in full (`/users/kyc`)
+    is its own resource, whatever a template (`/users/{user_id}`) would also match."""
+    literal: set[str] = set()
+    templated: set[str] = set()
+    for context in iter_route_contexts(request.app.routes):
+        route = context.original_route
+        if str(getattr(route, "operation_id", "") or "").startswith("absent_"):
+            continue  # an operation this version lacks: it answers 404 whatever the method
+        match, _ = context.matches(request.scope)
+        if match != Match.NONE:
+            methods = set(getattr(context, "methods", None) or ())
+            path = str(getattr(context, "path", ""))
+            (templated if "{" in path else literal).update(methods)
+    if literal or literal_only:
+        return sorted(literal)
+    return sorted(templated)
 
 
 async def _replay(_: Request, exc: Exception) -> Response:
@@ -179,7 +218,36 @@ async def _replay(_: Request, exc: Exception) -> Response:
     return Response(content=s.body, status_code=s.status_code, media_type=s.content_type)
 
 
+def database_unavailable(exc: BaseException) -> bool:
+    """The database cannot be reached, refuses more connections, or no pooled connection came
+    free in time: the request may succeed later, so it is a 503, not a 500."""
+    if isinstance(exc, (SQLAlchemyTimeoutError, OSError, ConnectionError)):
+        return True
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        orig = exc.orig
+        name = type(orig).__name__ if orig is not None else ""
+        text = str(orig or exc).lower()
+        return isinstance(orig, (OSError, ConnectionError)) or any(
+            marker in name or marker in text
+            for marker in (
+                "TooManyConnections",
+                "CannotConnectNow",
+                "ConnectionDoesNotExist",
+                "too many clients",
+                "connection refused",
+                "database is locked",
+            )
+        )
+    return False
+
+
 async def _unexpected(request: Request, exc: Exception) -> Response:
+    if database_unavailable(exc):
+        log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+        body = {"code": "SERVICE_UNAVAILABLE", "message": "The database is unavailable; retry."}
+        return JSONResponse(body, status_code=503, headers={"Retry-After": "5"})
     # The client learns nothing of the failure but the request-ref that finds it in the logs.
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return JSONResponse({"code": "INTERNAL_ERROR", "message": "Internal error"}, status_code=500)

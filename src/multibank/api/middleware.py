@@ -15,6 +15,9 @@ from multibank.observability import REQUEST_LATENCY, REQUESTS, request_ref_var
 
 log = logging.getLogger("multibank.access")
 
+# The APIs whose answers are a customer's or an operator's: never cached (issue 10).
+PRIVATE_PREFIXES = ("/multi/", "/3.29.1/multi/", "/3.1.0/multi/", "/portal/", "/simulate/")
+
 
 def _route_template(scope: Scope) -> str:
     route = scope.get("route")
@@ -37,6 +40,7 @@ class EdgeMiddleware:
             await self.app(scope, receive, send)
             return
         scope["multibank"] = self.container
+        no_store = str(scope.get("path", "")).startswith(PRIVATE_PREFIXES)
         ref = uuid.uuid4().hex
         token = request_ref_var.set(ref)
         started = time.perf_counter()
@@ -48,12 +52,29 @@ class EdgeMiddleware:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
                 status["sent"] = True
-                headers = list(message.get("headers", []))
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"server"]
                 headers.append((b"request-ref", ref.encode()))
+                headers.append((b"x-content-type-options", b"nosniff"))
+                if no_store and not any(k.lower() == b"cache-control" for k, _ in headers):
+                    # Answers carry personal data and tokens: no cache keeps them.
+                    headers.append((b"cache-control", b"no-store"))
                 message = {**message, "headers": headers}
             await send(message)
 
         try:
+            if "\x00" in scope["path"] or b"%00" in scope.get("query_string", b""):
+                # PostgreSQL cannot store a NUL and SQLite would: refused alike, before anything.
+                await _send_json(
+                    send_wrapper,
+                    400,
+                    {
+                        "message": "The path or query must not contain a NUL character.",
+                        "syntaxErrors": {
+                            "invalidFields": [{"fieldName": "path", "error": "REGEX", "params": []}]
+                        },
+                    },
+                )
+                return
             declared = _content_length(scope)
             if declared is not None and declared > self.max_body:
                 await _send_json(send_wrapper, 413, {"message": "Request entity too large"})

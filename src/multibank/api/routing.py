@@ -72,8 +72,23 @@ async def _commit_refusal(request: Request, session: AsyncSession) -> None:
     await session.commit()
 
 
+ABSENT = "This operation does not exist in this version"
+
+
 async def _absent() -> None:
-    raise NotFound("This operation does not exist in this version")
+    raise NotFound(ABSENT)
+
+
+def _add_absent(out: APIRouter, route: APIRoute) -> None:
+    # An operation a version lacks answers 404 (D2), also where its path looks like another
+    # route's (`POST /users/kyc` against `GET /users/{user_id}`), which would otherwise be a 405.
+    out.add_api_route(
+        route.path,
+        _absent,
+        methods=sorted(route.methods or ()),
+        include_in_schema=False,
+        operation_id=f"absent_{route.operation_id}",
+    )
 
 
 def operation_key(route: BaseRoute) -> tuple[str, str]:
@@ -108,15 +123,7 @@ def compose(
                 continue
             out.routes.append(route)
     for route in gone:
-        # A removed operation answers 404 (D2) even where its path looks like another route's
-        # (`POST /users/kyc` against `GET /users/{user_id}`), which would otherwise be a 405.
-        out.add_api_route(
-            route.path,
-            _absent,
-            methods=sorted(route.methods or ()),
-            include_in_schema=False,
-            operation_id=f"absent_{route.operation_id}",
-        )
+        _add_absent(out, route)
     unknown = (
         removed_ids
         - seen
@@ -125,4 +132,18 @@ def compose(
     if unknown:
         raise ValueError(f"cannot remove unknown operations: {sorted(unknown)}")
     out.routes.extend(override_routes)
+    return out
+
+
+def absent(lacking: Iterable[APIRouter], having: Sequence[APIRouter]) -> APIRouter:
+    """404 routes, for the operations of `lacking` (another version's routers) that `having`
+    does not serve: `POST /multi/managed_accounts/{id}/remove` answers as every operation
+    3.29.1 lacks."""
+    served = {operation_key(r) for router in having for r in router.routes}
+    out = APIRouter(route_class=UnitOfWorkRoute)
+    for router in lacking:
+        for route in router.routes:
+            assert isinstance(route, APIRoute)
+            if operation_key(route) not in served:
+                _add_absent(out, route)
     return out

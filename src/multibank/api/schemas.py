@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, EmailStr, Field, StringConstraints
+
+from multibank.kernel.wire import StrictBody, WireEnum
 
 DigitsId = Annotated[str, StringConstraints(pattern=r"^[0-9]+$", max_length=19)]
 Tag = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]+$", max_length=50)]
@@ -33,10 +34,11 @@ Email = EmailStr
 IpAddress = Annotated[str, StringConstraints(min_length=5, max_length=45)]
 
 
-class Wire(BaseModel):
-    """Request bodies ignore unknown fields, as the reference service does."""
+class Wire(StrictBody):
+    """Request bodies ignore unknown fields, as the reference service does, and take JSON types
+    as declared: `"amount": false` or `"acceptedTerms": 1` is a 400, not a guess."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class SensitivePassword(Wire):
@@ -76,7 +78,7 @@ class AddressWithNoRequiredFields(Wire):
     country: Country | None = None
 
 
-class IdentityType(StrEnum):
+class IdentityType(WireEnum):
     CONSUMER = "CONSUMER"
     CORPORATE = "CORPORATE"
 
@@ -112,7 +114,7 @@ class ReferenceResponse(BaseModel):
     reference: DigitsId
 
 
-class Industry(StrEnum):
+class Industry(WireEnum):
     ACCOUNTING = "ACCOUNTING"
     AUDIT = "AUDIT"
     FINANCE = "FINANCE"
@@ -137,7 +139,7 @@ class Industry(StrEnum):
     FREELANCER = "FREELANCER"
 
 
-class Occupation(StrEnum):
+class Occupation(WireEnum):
     ACCOUNTING = "ACCOUNTING"
     AUDIT = "AUDIT"
     FINANCE = "FINANCE"
@@ -166,7 +168,7 @@ class Occupation(StrEnum):
     OTHER = "OTHER"
 
 
-class CorporateSourceOfFunds(StrEnum):
+class CorporateSourceOfFunds(WireEnum):
     LABOUR_CONTRACT = "LABOUR_CONTRACT"
     CIVIL_CONTRACT = "CIVIL_CONTRACT"
     RENT = "RENT"
@@ -183,7 +185,7 @@ class CorporateSourceOfFunds(StrEnum):
     OTHER = "OTHER"
 
 
-class ConsumerSourceOfFunds(StrEnum):
+class ConsumerSourceOfFunds(WireEnum):
     PERSONAL_SAVINGS = "PERSONAL_SAVINGS"
     FAMILY_SAVINGS = "FAMILY_SAVINGS"
     LABOUR_CONTRACT = "LABOUR_CONTRACT"
@@ -203,7 +205,7 @@ class ConsumerSourceOfFunds(StrEnum):
     INHERITANCE = "INHERITANCE"
 
 
-class CompanyType(StrEnum):
+class CompanyType(WireEnum):
     SOLE_TRADER = "SOLE_TRADER"
     LLC = "LLC"
     PUBLIC_LIMITED_COMPANY = "PUBLIC_LIMITED_COMPANY"
@@ -211,17 +213,17 @@ class CompanyType(StrEnum):
     NON_PROFIT_ORGANISATION = "NON_PROFIT_ORGANISATION"
 
 
-class CompanyPosition(StrEnum):
+class CompanyPosition(WireEnum):
     DIRECTOR = "DIRECTOR"
     AUTHORISED_REPRESENTATIVE = "AUTHORISED_REPRESENTATIVE"
 
 
-class KycLevel(StrEnum):
+class KycLevel(WireEnum):
     KYC_LEVEL_1 = "KYC_LEVEL_1"
     KYC_LEVEL_2 = "KYC_LEVEL_2"
 
 
-class KyiStatus(StrEnum):
+class KyiStatus(WireEnum):
     NOT_STARTED = "NOT_STARTED"
     INITIATED = "INITIATED"
     PENDING_REVIEW = "PENDING_REVIEW"

@@ -6,7 +6,8 @@ from fastapi import FastAPI
 
 from multibank.api import v3_1, v3_29
 from multibank.api.errors import install_error_handlers
-from multibank.api.routing import compose
+from multibank.api.openapi import DescribedApp
+from multibank.api.routing import absent, compose
 
 DESCRIPTION = (
     "Multi Product Banking Service interface {version}, served by multibank. Every operation "
@@ -15,7 +16,7 @@ DESCRIPTION = (
 
 
 def _version_app(version: str) -> FastAPI:
-    app = FastAPI(
+    app = DescribedApp(
         title="Multi Product Banking Service",
         version=version,
         description=DESCRIPTION.format(version=version),
@@ -30,6 +31,7 @@ def _version_app(version: str) -> FastAPI:
 def build_v3_29() -> FastAPI:
     app = _version_app("3.29.1")
     app.include_router(compose(v3_29.ROUTERS))
+    app.include_router(absent(v3_1.OVERRIDES, v3_29.ROUTERS))
     return app
 
 

@@ -2,36 +2,35 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from pydantic import BaseModel
 
 from multibank.api.schemas import DigitsId, Nonce, Wire
+from multibank.kernel.wire import WireEnum
 
 
-class SCAChallengeType(StrEnum):
+class SCAChallengeType(WireEnum):
     OTP = "OTP"
     PUSH = "PUSH"
     BIOMETRIC = "BIOMETRIC"
 
 
-class SCAFactorStatus(StrEnum):
+class SCAFactorStatus(WireEnum):
     PENDING_VERIFICATION = "PENDING_VERIFICATION"
     ACTIVE = "ACTIVE"
     INACTIVE = "INACTIVE"
 
 
-class SCAChannel(StrEnum):
+class SCAChannel(WireEnum):
     SMS = "SMS"
     AUTHY = "AUTHY"
     BIOMETRIC = "BIOMETRIC"
 
 
-class SCAOtpChannel(StrEnum):
+class SCAOtpChannel(WireEnum):
     SMS = "SMS"
 
 
-class SCAPushChannel(StrEnum):
+class SCAPushChannel(WireEnum):
     """The interface's AUTHENTICATOR_APP travels as the product's name in capitals: AUTHY."""
 
     AUTHY = "AUTHY"
@@ -45,7 +44,7 @@ class SCAFactor(BaseModel):
 
 
 class FactorsResponse(BaseModel):
-    factors: list[SCAFactor]
+    factors: list[SCAFactor] | None = None
 
 
 class SCAVerifyRequest(Wire):

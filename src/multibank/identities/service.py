@@ -37,10 +37,9 @@ def _dump(model: BaseModel | None) -> dict[str, Any] | None:
 async def _check_profile(ctx: Ctx, profile_id: str, kind: str) -> int:
     pid = parse_id(profile_id)
     profile = None if pid is None else await programmes.get_profile(ctx.db, ctx.programme.id, pid)
-    if profile is None:
+    if profile is None or profile.kind != kind:
+        # A profile of another kind is not found either, for both kinds (D11a, as observed).
         raise Conflict("PROFILE_NOT_FOUND")
-    if profile.kind != kind:
-        raise Conflict("PROFILE_MISMATCH" if kind == "corporate" else "PROFILE_NOT_FOUND")
     if not profile.active:
         raise Conflict("PROFILE_INACTIVE")
     return profile.id

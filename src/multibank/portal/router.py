@@ -14,8 +14,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from multibank.accounts import repository as accounts_repo
 from multibank.accounts import service as accounts
 from multibank.accounts.models import ManagedAccount
-from multibank.api.deps import AppContainer, Db
+from multibank.api.deps import AppContainer, Db, conflicts
 from multibank.api.errors import install_error_handlers
+from multibank.api.openapi import DescribedApp, answers, not_found
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.kernel.errors import NotFound, Unauthorized
 from multibank.ledger.verify import verify
@@ -43,6 +44,7 @@ admin_scheme = HTTPBearer(scheme_name="admin_token", auto_error=False)
 INT64_MAX = 2**63 - 1
 
 
+@answers(401)
 async def require_admin(
     container: AppContainer,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(admin_scheme)],
@@ -82,7 +84,12 @@ async def list_programmes(db: Db) -> list[ProgrammeRead]:
     return [await service.read(db, p) for p in await repository.list_programmes(db)]
 
 
-@router.post("", operation_id="programmeCreate", status_code=201)
+@router.post(
+    "",
+    operation_id="programmeCreate",
+    status_code=201,
+    responses=conflicts("PROGRAMME_NAME_NOT_UNIQUE"),
+)
 async def create_programme(
     body: ProgrammeCreate, db: Db, container: AppContainer
 ) -> ProgrammeDescription:
@@ -159,14 +166,23 @@ async def list_fee_types(programme: ProgrammePath, db: Db) -> list[FeeTypeRead]:
     return await service.list_fee_types(db, programme)
 
 
-@router.post("/{programme_id}/fee_types", operation_id="feeTypeCreate", status_code=201)
+@router.post(
+    "/{programme_id}/fee_types",
+    operation_id="feeTypeCreate",
+    status_code=201,
+    responses=conflicts("FEE_TYPE_ALREADY_EXISTS"),
+)
 async def create_fee_type(
     body: FeeTypeCreate, programme: ProgrammePath, db: Db, container: AppContainer
 ) -> FeeTypeRead:
     return await service.create_fee_type(db, container.clock, programme, body)
 
 
-@router.put("/{programme_id}/fee_types/{name}", operation_id="feeTypeReplace")
+@router.put(
+    "/{programme_id}/fee_types/{name}",
+    operation_id="feeTypeReplace",
+    responses=not_found("no fee type of that name"),
+)
 async def replace_fee_type(
     body: FeeTypeWrite,
     programme: ProgrammePath,
@@ -197,6 +213,7 @@ async def _account(ctx: Ctx, account_id: str) -> ManagedAccount:
     operation_id="managedAccountSystemBlock",
     status_code=204,
     response_class=Response,
+    responses=conflicts("INSTRUMENT_ALREADY_BLOCKED", "INSTRUMENT_DESTROYED"),
 )
 async def system_block(account_id: IdPath, ctx: PortalCtx) -> Response:
     """Blocks an account with reason SYSTEM, which its users cannot lift."""
@@ -209,6 +226,7 @@ async def system_block(account_id: IdPath, ctx: PortalCtx) -> Response:
     operation_id="managedAccountSystemUnblock",
     status_code=204,
     response_class=Response,
+    responses=conflicts("INSTRUMENT_NOT_BLOCKED", "INSTRUMENT_DESTROYED", "INSTRUMENT_INACTIVE"),
 )
 async def system_unblock(account_id: IdPath, ctx: PortalCtx) -> Response:
     """Lifts any block, the operator's own SYSTEM blocks included."""
@@ -227,7 +245,7 @@ ROUTERS: list[APIRouter] = [router]
 
 
 def build_portal() -> FastAPI:
-    app = FastAPI(
+    app = DescribedApp(
         title="multibank operator API",
         version="1",
         openapi_url="/openapi.json",

@@ -4,14 +4,46 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    field_validator,
+)
 
-from multibank.kernel.money import is_currency
+from multibank.kernel.money import ISO_4217, is_currency
+from multibank.kernel.wire import StrictBody
 
-CurrencyCode = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
-FeeAmounts = dict[
-    Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,50}$")],
-    dict[CurrencyCode, Annotated[int, Field(ge=0, le=2**63 - 1)]],
+# The description lists the ISO-4217 codes, so a generated client (or a fuzzer) knows that
+# `AAA`, which has the right shape, is no currency.
+CurrencyCode = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Z]{3}$"),
+    WithJsonSchema({"type": "string", "enum": sorted(ISO_4217)}),
+]
+FeeGroupName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,50}$")]
+# A fee is at most 2^53 - 1 minor units: the largest integer every JSON client (JavaScript's
+# numbers, a JSON Schema validator's doubles) reads exactly.
+MAX_FEE = 2**53 - 1
+Amount = Annotated[int, Field(ge=0, le=MAX_FEE)]
+FeeAmounts = Annotated[
+    dict[FeeGroupName, dict[CurrencyCode, Amount]],
+    # pydantic describes a constrained key with patternProperties, which admits any other key
+    # with any value; every key of both levels is constrained, so say so.
+    WithJsonSchema(
+        {
+            "type": "object",
+            "minProperties": 1,
+            "propertyNames": {"pattern": r"^[A-Za-z0-9_-]{1,50}$"},
+            "additionalProperties": {
+                "type": "object",
+                "propertyNames": {"enum": sorted(ISO_4217)},
+                "additionalProperties": {"type": "integer", "minimum": 0, "maximum": MAX_FEE},
+            },
+        }
+    ),
 ]
 ProfileKind = Literal["corporate", "consumer", "corporateManagedAccount", "consumerManagedAccount"]
 DEFAULT_CURRENCIES = ("EUR", "GBP", "USD")
@@ -24,8 +56,10 @@ def _check_currencies(values: list[str]) -> list[str]:
     return sorted(set(values))
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Strict(StrictBody):
+    """Operator requests: unknown fields and wrong JSON types (`"stepUpRequired": 0`) are 400."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ProgrammeSettings(_Strict):

@@ -8,6 +8,7 @@ from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader
 
 from multibank.api.deps import AppContainer, Db, begin_idempotent
+from multibank.api.openapi import IDEMPOTENCY_REF, answers
 from multibank.kernel.errors import BadRequest, NotFound, Unauthorized
 from multibank.programmes.models import Programme
 from multibank.programmes.service import programme_for_api_key
@@ -17,6 +18,7 @@ programme_key_scheme = APIKeyHeader(
 )
 
 
+@answers(400, 401, 404)
 async def simulator_programme(
     request: Request, db: Db, key: Annotated[str | None, Depends(programme_key_scheme)]
 ) -> Programme:
@@ -37,6 +39,7 @@ async def simulator_programme(
 SimulatorProgramme = Annotated[Programme, Depends(simulator_programme)]
 
 
+@answers(400, 413, IDEMPOTENCY_REF)
 async def simulator_idempotency(
     request: Request, db: Db, programme: SimulatorProgramme, container: AppContainer
 ) -> None:

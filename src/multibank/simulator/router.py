@@ -9,14 +9,16 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from multibank.accounts import repository as accounts_repo
 from multibank.accounts import service as accounts
-from multibank.api.deps import AppContainer, Db
+from multibank.api.deps import AppContainer, Db, conflicts
 from multibank.api.errors import install_error_handlers
+from multibank.api.openapi import DescribedApp
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.factors import service as factors
 from multibank.identities import service as identities
 from multibank.identities.models import CONSUMER, CORPORATE
 from multibank.kernel.errors import Conflict, NotFound
 from multibank.kernel.validation import parse_id
+from multibank.kernel.wire import StrictBody
 from multibank.programmes.context import Ctx
 from multibank.programmes.service import advance_clock
 from multibank.simulator.deps import SimulatorIdempotent, SimulatorProgramme
@@ -24,7 +26,11 @@ from multibank.simulator.deps import SimulatorIdempotent, SimulatorProgramme
 router = APIRouter(tags=["Simulator"], route_class=UnitOfWorkRoute)
 
 
-class ClockAdvance(BaseModel):
+class Request(StrictBody):
+    """Simulator request bodies take JSON types as declared (`"amount": false` is a 400)."""
+
+
+class ClockAdvance(Request):
     seconds: int = Field(ge=1, le=10 * 365 * 86400)
 
 
@@ -44,7 +50,7 @@ async def clock_advance(
     return ClockState(offsetSeconds=offset_ms // 1000, now=container.clock.now_ms(offset_ms))
 
 
-class Reject(BaseModel):
+class Reject(Request):
     permanent: bool = False
 
 
@@ -124,26 +130,29 @@ async def consumer_reject(
     return Response(status_code=204)
 
 
-class CurrencyAmount(BaseModel):
+class CurrencyAmount(Request):
     currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]*$", min_length=3, max_length=3)]
-    amount: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)  # int64 minor units
+    # Minor units. Any integer is taken: one the account cannot hold is the business answer
+    # DENIED_AMOUNT_NOT_POSITIVE or DENIED_OTHER, as on the reference.
+    amount: int | None = None
 
 
 PaymentNetwork = Literal["SEPA", "FASTER_PAYMENTS", "SWIFT", "BACS", "CHAPS", "RIX"]
-TxId = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+# Any integer: one that is not a positive int64 is the business answer DENIED_INVALID_TX_ID.
+TxId = int
 
 
-class SepaDetails(BaseModel):
+class SepaDetails(Request):
     iban: Annotated[str, StringConstraints(pattern=r"^[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}$")]
     bankIdentifierCode: Annotated[str, StringConstraints(min_length=8, max_length=11)] | None = None
 
 
-class FasterPaymentsDetails(BaseModel):
+class FasterPaymentsDetails(Request):
     accountNumber: Annotated[str, StringConstraints(pattern=r"^[0-9]{8}$")]
     sortCode: Annotated[str, StringConstraints(pattern=r"^[0-9]{6}$")]
 
 
-class DepositByAccountId(BaseModel):
+class DepositByAccountId(Request):
     depositAmount: CurrencyAmount
     senderName: str | None = None
     reference: str | None = None
@@ -155,11 +164,11 @@ class DepositByAccountId(BaseModel):
     paymentNetwork: PaymentNetwork | None = None
 
 
-class IbanDetails(BaseModel):
+class IbanDetails(Request):
     iban: Annotated[str, StringConstraints(pattern=r"^[A-Z0-9]*$", max_length=34)]
 
 
-class DepositByIban(BaseModel):
+class DepositByIban(Request):
     depositAmount: CurrencyAmount
     iban: str | None = Field(default=None, description="Deprecated: use destinationIbanDetails")
     destinationIbanDetails: IbanDetails | None = None
@@ -197,8 +206,6 @@ async def deposit_by_id(
         if number is None
         else await accounts_repo.get_in_programme(ctx.db, ctx.programme.id, number, for_update=True)
     )
-    # Over a bank network (anything but an internal credit) the account needs an IBAN.
-    over_network = bool(body.paymentNetwork or body.sepa or body.fasterPayments)
     code = await accounts.deposit(
         ctx,
         account,
@@ -206,7 +213,6 @@ async def deposit_by_id(
         body.depositAmount.amount,
         _details(body),
         tx_id=body.txId,
-        needs_iban=over_network,
     )
     return Code(code=code)
 
@@ -237,6 +243,7 @@ async def deposit_by_iban(body: DepositByIban, ctx: SimCtx) -> Code:
     status_code=204,
     response_class=Response,
     dependencies=[SimulatorIdempotent],
+    responses=conflicts("IBAN_NOT_PENDING"),
 )
 async def iban_allocate(
     account_id: Annotated[str, Path(pattern=r"^[0-9]+$")], ctx: SimCtx
@@ -337,7 +344,7 @@ ROUTERS: list[APIRouter] = [router]
 
 
 def build_simulator() -> FastAPI:
-    app = FastAPI(
+    app = DescribedApp(
         title="multibank sandbox simulator",
         version="1",
         openapi_url="/openapi.json",

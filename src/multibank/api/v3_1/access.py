@@ -9,7 +9,7 @@ from multibank.api.deps import AnonCtx, AppContainer, Idempotent
 from multibank.api.limits import LoginLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.schemas import IdentityId, TypeId
-from multibank.api.v3_29.access import LoginRequest, do_login
+from multibank.api.v3_29.access import LOGIN_RESPONSES, LoginRequest, do_login
 from multibank.api.v3_29.access import login_with_password as latest
 
 router = APIRouter(tags=["Access"], route_class=UnitOfWorkRoute)
@@ -25,7 +25,7 @@ class LoginResponse(BaseModel):
     "/login_with_password",
     operation_id="loginWithPassword",
     dependencies=[LoginLimited, Idempotent],
-    responses={403: {"description": "E-mail or password incorrect"}},
+    responses=LOGIN_RESPONSES,
     description=latest.__doc__,
 )
 async def login_with_password(

@@ -9,7 +9,10 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
 from multibank.api.deps import CallerIdempotent, ConsumerSession, conflicts
-from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
+from multibank.api.limits import (
+    CallerCodeSendLimited,
+    CallerCodeVerifyLimited,
+)
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.schemas import (
     AddressWithNoRequiredFields,
@@ -87,7 +90,7 @@ async def consumer_kyc_get(session: ConsumerSession) -> Kyc310:
 @router.post(
     "/consumers/verification/mobile/send",
     operation_id="consumerRootUserMobileVerificationCodeSend",
-    dependencies=[CodeSendLimited, CallerIdempotent],
+    dependencies=[*CallerCodeSendLimited, CallerIdempotent],
     responses=conflicts("FREQUENCY_EXCEEDED", "ALREADY_VERIFIED"),
 )
 async def consumer_mobile_send(session: ConsumerSession) -> MobileSend:
@@ -100,7 +103,7 @@ async def consumer_mobile_send(session: ConsumerSession) -> MobileSend:
     operation_id="consumerRootUserMobileVerify",
     status_code=204,
     response_class=Response,
-    dependencies=[CodeVerifyLimited, CallerIdempotent],
+    dependencies=[*CallerCodeVerifyLimited, CallerIdempotent],
     responses=conflicts("VERIFICATION_CODE_INVALID"),
 )
 async def consumer_mobile_verify(

@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any
 
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
 from multibank.api.deps import AnonCtx, CallerIdempotent, CorporateSession, Idempotent, conflicts
-from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
+from multibank.api.limits import (
+    CallerCodeSendLimited,
+    CallerCodeVerifyLimited,
+)
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.schemas import (
     Address,
@@ -34,6 +36,7 @@ from multibank.identities.schemas import (
     FeeGroup,
     Free,
 )
+from multibank.kernel.wire import WireEnum
 
 router = APIRouter(tags=["Corporates"], route_class=UnitOfWorkRoute)
 
@@ -43,7 +46,7 @@ class CorporateCreate310(CorporateCreate):
     sourceOfFunds: CorporateSourceOfFunds
 
 
-class CompanyType310(StrEnum):
+class CompanyType310(WireEnum):
     SOLE_TRADER = "SOLE_TRADER"
     LLC = "LLC"
 
@@ -106,7 +109,7 @@ async def corporate_kyb_get(session: CorporateSession) -> Kyb310:
 @router.post(
     "/corporates/verification/mobile/send",
     operation_id="corporateRootUserMobileVerificationCodeSend",
-    dependencies=[CodeSendLimited, CallerIdempotent],
+    dependencies=[*CallerCodeSendLimited, CallerIdempotent],
     responses=conflicts("FREQUENCY_EXCEEDED", "ALREADY_VERIFIED"),
 )
 async def corporate_mobile_send(session: CorporateSession) -> MobileSend:
@@ -120,7 +123,7 @@ async def corporate_mobile_send(session: CorporateSession) -> MobileSend:
     operation_id="corporateRootUserMobileVerify",
     status_code=204,
     response_class=Response,
-    dependencies=[CodeVerifyLimited, CallerIdempotent],
+    dependencies=[*CallerCodeVerifyLimited, CallerIdempotent],
     responses=conflicts("VERIFICATION_CODE_INVALID"),
 )
 async def corporate_mobile_verify(

@@ -82,7 +82,7 @@ async def managed_account_statement(
     session: StepUpRequired,
     params: Params,
     response: Response,
-    accept: Accept = None,
+    accept: Accept,
 ) -> Any:
     """The account's entries, one per ledger posting: newest first unless
     `orderByTimestamp=ASC`; debits negative; each with the balance after it. Time bounds are

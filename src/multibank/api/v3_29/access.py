@@ -19,11 +19,26 @@ from multibank.api.deps import (
     Now,
 )
 from multibank.api.limits import LoginLimited
+from multibank.api.openapi import LOCKED
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.schemas import Email, IdentityId, SensitivePassword, TypeId, Wire
 from multibank.kernel.tokens import end_session
 
 router = APIRouter(tags=["Access"], route_class=UnitOfWorkRoute)
+
+# Login's answers beyond those of its dependencies, on both versions.
+LOGIN_RESPONSES: dict[int | str, dict[str, Any]] = {
+    403: {"description": "E-mail or password incorrect (the same answer for either)"},
+    409: {
+        "description": "Password expired: `{token}` usable only for POST /passwords/update",
+        "content": {
+            "application/json": {
+                "schema": {"type": "object", "properties": {"token": {"type": "string"}}}
+            }
+        },
+    },
+    **LOCKED,
+}
 
 
 class LoginRequest(Wire):
@@ -61,18 +76,7 @@ async def do_login(body: LoginRequest, ctx: AnonCtx, container: AppContainer) ->
     "/login_with_password",
     operation_id="loginWithPassword",
     dependencies=[LoginLimited, Idempotent],
-    responses={
-        403: {"description": "E-mail or password incorrect"},
-        409: {
-            "description": "Password expired: `{token}` usable only for POST /passwords/update",
-            "content": {
-                "application/json": {
-                    "schema": {"type": "object", "properties": {"token": {"type": "string"}}}
-                }
-            },
-        },
-        423: {"description": "Locked"},
-    },
+    responses=LOGIN_RESPONSES,
 )
 async def login_with_password(
     body: LoginRequest, ctx: AnonCtx, container: AppContainer

@@ -3,20 +3,13 @@ a push device (contract §5.3, docs/decisions/0007)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter, Response
 
-from fastapi import APIRouter, Depends, Response
-
-from multibank.api.deps import (
-    STEP_UP_RESPONSES,
-    CallerIdempotent,
-    LoggedIn,
-    Session,
-    conflicts,
-    require_step_up,
-    step_up_pending,
+from multibank.api.deps import CallerIdempotent, LoggedIn, StepUpRequired, conflicts
+from multibank.api.limits import (
+    CallerCodeSendLimited,
+    CallerCodeVerifyLimited,
 )
-from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.factors import service
 from multibank.factors.schemas import (
@@ -31,21 +24,18 @@ from multibank.factors.schemas import (
 router = APIRouter(tags=["Additional Factors"], route_class=UnitOfWorkRoute)
 
 
-async def push_step_up(session: LoggedIn) -> Session:
-    """Step-up guards push enrol and unlink (contract §2), but only once the user has an ACTIVE
-    factor: with none there is nothing to step up with, and the first one must be enrollable."""
-    if step_up_pending(session) and await service.has_active_factor(session.ctx, session.auth):
-        require_step_up(session)
-    return session
-
-
-PushSession = Annotated[Session, Depends(push_step_up)]
-
-
-@router.get("/authentication_factors", operation_id="authFactorsGet")
+@router.get(
+    "/authentication_factors",
+    operation_id="authFactorsGet",
+    response_model=FactorsResponse,
+    response_model_exclude_none=True,
+)
 async def auth_factors_get(session: LoggedIn) -> FactorsResponse:
-    """The logged-in user's factors; an empty list when none (D11)."""
+    """The logged-in user's factors; `{}` (no `factors`) when there are none, as on the
+    reference (D11: the official demo app reads `factors[0]` only when the list is there)."""
     views = await service.list_factors(session.ctx, session.auth)
+    if not views:
+        return FactorsResponse()
     return FactorsResponse(
         factors=[
             SCAFactor.model_validate({"type": v.type, "status": v.status, "channel": v.channel})
@@ -59,7 +49,7 @@ async def auth_factors_get(session: LoggedIn) -> FactorsResponse:
     operation_id="enrolDeviceUsingOtpStepOne",
     status_code=204,
     response_class=Response,
-    dependencies=[CodeSendLimited, CallerIdempotent],
+    dependencies=[*CallerCodeSendLimited, CallerIdempotent],
     responses=conflicts(
         "CHANNEL_ALREADY_REGISTERED", "MOBILE_NUMBER_NOT_AVAILABLE", "RETRY_IN_15SEC"
     ),
@@ -76,7 +66,7 @@ async def enrol_otp_start(channel: SCAOtpChannel, session: LoggedIn) -> Response
     operation_id="enrolDeviceUsingOtpStepTwo",
     status_code=204,
     response_class=Response,
-    dependencies=[CodeVerifyLimited, CallerIdempotent],
+    dependencies=[*CallerCodeVerifyLimited, CallerIdempotent],
     responses=conflicts(
         "CHANNEL_ALREADY_REGISTERED", "VERIFICATION_CODE_EXPIRED", "VERIFICATION_CODE_INVALID"
     ),
@@ -92,13 +82,13 @@ async def enrol_otp_verify(
 @router.post(
     "/authentication_factors/push/{channel}",
     operation_id="enrolDeviceUsingPush",
-    dependencies=[CodeSendLimited, CallerIdempotent],
-    responses={**conflicts("CHANNEL_ALREADY_REGISTERED"), **STEP_UP_RESPONSES},
+    dependencies=[*CallerCodeSendLimited, CallerIdempotent],
+    responses=conflicts("CHANNEL_ALREADY_REGISTERED"),
 )
-async def enrol_push(channel: SCAPushChannel, session: PushSession) -> LinkingCodeResponse:
+async def enrol_push(channel: SCAPushChannel, session: StepUpRequired) -> LinkingCodeResponse:
     """Enrols a push device; answers the code the device links with. In sandbox there is no
     device: the factor is ACTIVE at once. Needs a stepped-up session when the programme demands
-    step-up and the user already has an active factor."""
+    step-up (D11a): a user without a factor enrols SMS OTP first and steps up with it."""
     code = await service.enrol_push(session.ctx, session.auth, channel.value)
     return LinkingCodeResponse(linkingCode=code)
 
@@ -108,9 +98,9 @@ async def enrol_push(channel: SCAPushChannel, session: PushSession) -> LinkingCo
     operation_id="unlinkDeviceUsingPush",
     status_code=204,
     response_class=Response,
-    responses={**conflicts("CHANNEL_NOT_REGISTERED"), **STEP_UP_RESPONSES},
+    responses=conflicts("CHANNEL_NOT_REGISTERED"),
 )
-async def unlink_push(channel: SCAPushChannel, session: PushSession) -> Response:
+async def unlink_push(channel: SCAPushChannel, session: StepUpRequired) -> Response:
     """The factor becomes INACTIVE; challenges still pending on it expire."""
     await service.unlink_push(session.ctx, session.auth, channel.value)
     return Response(status_code=204)

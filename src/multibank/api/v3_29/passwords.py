@@ -17,7 +17,7 @@ from multibank.api.deps import (
     LoggedIn,
     conflicts,
 )
-from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
+from multibank.api.limits import CallerCodeVerifyLimited, CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.schemas import (
     Email,
@@ -111,7 +111,7 @@ class LostPasswordResume(Wire):
 @router.post(
     "/passwords/update",
     operation_id="passwordUpdate",
-    dependencies=[CodeVerifyLimited, CallerIdempotent],
+    dependencies=[*CallerCodeVerifyLimited, CallerIdempotent],
     responses=conflicts("PASSWORD_INCORRECT", "PASSWORD_ALREADY_USED", *COMPLEXITY),
 )
 async def password_update(
@@ -134,10 +134,12 @@ async def password_update(
     status_code=204,
     response_class=Response,
     dependencies=[CodeSendLimited, Idempotent],
+    responses=conflicts("ACCOUNT_NOT_FOUND"),
 )
 async def lost_password_start(body: LostPasswordStart, ctx: AnonCtx) -> Response:
-    """E-mails an active user a link to reset the password (nonce `123456` in sandbox). The
-    answer is the same whether or not the address has an account."""
+    """E-mails an active user a link to reset the password (nonce `123456` in sandbox). An
+    e-mail with no active user: 409 ACCOUNT_NOT_FOUND in sandbox programmes; in live ones the
+    answer is 204 whether or not the address has an account."""
     await service.start_lost_password(ctx, str(body.email))
     return Response(status_code=204)
 

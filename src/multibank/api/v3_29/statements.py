@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
@@ -224,14 +224,27 @@ def statement_params(
 
 
 Params = Annotated[StatementParams, Depends(statement_params)]
-Accept = Annotated[
-    str | None,
-    Header(
-        alias="accept",
-        description="application/json (default, and for any other value), text/csv or "
-        "application/pdf",
-    ),
-]
+
+
+async def caller_accept(
+    request: Request,
+    accept: Annotated[
+        str | None,
+        Header(
+            alias="accept",
+            description="application/json (default, and for any other value), text/csv or "
+            "application/pdf",
+        ),
+    ] = None,
+) -> str | None:
+    """The caller's `Accept`. A generated client sends its own `application/json` line and then
+    the operation's `accept` parameter as a second line: with several lines the last one is the
+    caller's choice (D11a); within one line, q-values decide (`negotiate`)."""
+    lines = request.headers.getlist("accept")
+    return lines[-1] if lines else accept
+
+
+Accept = Annotated[str | None, Depends(caller_accept)]
 
 RESPONSES: dict[int | str, dict[str, Any]] = {
     **STEP_UP_RESPONSES,
@@ -305,7 +318,7 @@ async def managed_account_statement(
     session: StepUpRequired,
     params: Params,
     response: Response,
-    accept: Accept = None,
+    accept: Accept,
 ) -> Any:
     """The account's entries, one per ledger posting: newest first unless
     `orderByTimestamp=ASC`; debits negative; each with the balances after it. Time bounds are

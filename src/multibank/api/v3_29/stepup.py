@@ -6,7 +6,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from multibank.api.deps import CallerIdempotent, LoggedIn, conflicts
-from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
+from multibank.api.limits import (
+    CallerCodeSendLimited,
+    CallerCodeVerifyLimited,
+)
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.factors import service
 from multibank.factors.schemas import (
@@ -24,7 +27,7 @@ router = APIRouter(tags=["Access"], route_class=UnitOfWorkRoute)
     operation_id="stepupSCAChallenge",
     status_code=204,
     response_class=Response,
-    dependencies=[CodeSendLimited, CallerIdempotent],
+    dependencies=[*CallerCodeSendLimited, CallerIdempotent],
     responses=conflicts("CHANNEL_NOT_REGISTERED", "RETRY_IN_15SEC"),
 )
 async def stepup_otp_issue(channel: SCAOtpChannel, session: LoggedIn) -> Response:
@@ -39,7 +42,7 @@ async def stepup_otp_issue(channel: SCAOtpChannel, session: LoggedIn) -> Respons
     operation_id="stepupSCAVerify",
     status_code=204,
     response_class=Response,
-    dependencies=[CodeVerifyLimited, CallerIdempotent],
+    dependencies=[*CallerCodeVerifyLimited, CallerIdempotent],
     responses=conflicts(
         "STATE_INVALID",
         "VERIFICATION_CODE_EXPIRED",
@@ -58,7 +61,7 @@ async def stepup_otp_verify(
 @router.post(
     "/stepup/challenges/push/{channel}",
     operation_id="stepupSCAChallengePush",
-    dependencies=[CodeSendLimited, CallerIdempotent],
+    dependencies=[*CallerCodeSendLimited, CallerIdempotent],
     responses=conflicts("CHANNEL_NOT_REGISTERED", "CHALLENGE_LIMIT_EXCEEDED"),
 )
 async def stepup_push_issue(channel: SCAPushChannel, session: LoggedIn) -> ChallengeIdResponse:

@@ -14,7 +14,7 @@ from multibank.api.deps import (
     LoggedIn,
     conflicts,
 )
-from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
+from multibank.api.limits import CallerCodeSendLimited, CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.schemas import (
     Email,
@@ -147,7 +147,7 @@ async def user_deactivate(user_id: UserId, session: LoggedIn) -> Response:
     operation_id="userInviteSend",
     status_code=204,
     response_class=Response,
-    dependencies=[CodeSendLimited, CallerIdempotent],
+    dependencies=[*CallerCodeSendLimited, CallerIdempotent],
     responses=conflicts("INVITE_ALREADY_CONSUMED"),
 )
 async def user_invite_send(user_id: UserId, session: LoggedIn) -> Response:
@@ -173,7 +173,10 @@ async def user_invite_validate(user_id: UserId, body: InviteValidate, ctx: AnonC
     "/users/{user_id}/invite/consume",
     operation_id="userInviteConsume",
     dependencies=[CodeVerifyLimited, Idempotent],
-    responses=conflicts("INVITE_OR_INVITE_CODE_INVALID", *PASSWORD_CONFLICTS),
+    responses={
+        **conflicts("INVITE_OR_INVITE_CODE_INVALID", *PASSWORD_CONFLICTS),
+        403: {"description": "The user is deactivated: it may not log in. No body."},
+    },
 )
 async def user_invite_consume(
     user_id: UserId, body: InviteConsume, ctx: AnonCtx, container: AppContainer
@@ -216,7 +219,11 @@ async def user_email_verify(body: EmailVerifyRequest, ctx: AnonCtx) -> Response:
     operation_id="userKyc",
     dependencies=[CallerIdempotent],
     responses=conflicts(
-        "EMAIL_NOT_VERIFIED", "KYC_ALREADY_APPROVED", "KYC_PENDING_REVIEW", "KYC_REJECTED"
+        "EMAIL_NOT_VERIFIED",
+        "KYC_ALREADY_APPROVED",
+        "KYC_PENDING_REVIEW",
+        "KYC_REJECTED",
+        "KYB_IDENTITY_NOT_APPROVED",
     ),
 )
 async def user_kyc(session: LoggedIn) -> ReferenceResponse:

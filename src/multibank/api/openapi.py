@@ -1,0 +1,348 @@
+"""OpenAPI descriptions that declare exactly what each operation answers.
+
+FastAPI describes a route from its signature: the success response, and a 422 the server never
+sends (our validation errors are 400, contract §2). Generated clients take the description as
+the contract, so every application the server mounts is a `DescribedApp`, whose document is
+post-processed once:
+
+- the answers a route can give because of its dependencies are derived from the dependency tree:
+  a dependency marked with `@answers(...)` contributes its statuses (the api-key check 400/401,
+  the session check 401/403, step-up 403 with its body, idempotency 400/413, rate limits 429,
+  ...); a route with parameters or a body can answer 400; a route whose path names an id can
+  answer 404;
+- what only the domain knows (409 `errorCode` values, 404 of a lookup, 423) stays declared on the
+  route (`responses=conflicts(...)`, `not_found(...)`, `LOCKED`);
+- each status gets the body schema the server sends for it (none for 401, 423, 429), 429 its
+  `x-ratelimit-*` headers, and every response the `request-ref` header;
+- the 422 FastAPI invents is removed, and an operation needing both `api_key` and `auth_token`
+  has one security requirement object holding both (two objects would mean either).
+
+`tests/conftest.py` checks every answer of the whole test suite against these documents, and
+schemathesis checks them against a running server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar, cast
+
+from fastapi import FastAPI
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute, iter_route_contexts
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Marks on dependency callables: the statuses a request can get because the dependency ran.
+_ANSWERS = "__multibank_answers__"
+STEP_UP = "step-up"  # a 403 with the STEP_UP_REQUIRED body
+IDEMPOTENCY_REF = "idempotency-ref"  # declares the optional `idempotency-ref` header
+
+
+def answers(*statuses: int | str) -> Callable[[F], F]:
+    """Marks a dependency with the statuses (or the markers above) it can answer."""
+
+    def mark(call: F) -> F:
+        setattr(call, _ANSWERS, frozenset(statuses))
+        return call
+
+    return mark
+
+
+def mark(call: Any, *statuses: int | str) -> None:
+    """`answers` for a callable object that is not defined with `def` (a security scheme)."""
+    setattr(call, _ANSWERS, frozenset(statuses))
+
+
+ERROR_ENUM = [
+    "REQUIRED",
+    "HAS_TEXT",
+    "REQUIRES",
+    "SIZE",
+    "RANGE",
+    "IN",
+    "NOT_IN",
+    "REGEX",
+    "EXACTLY",
+    "AT_LEAST",
+    "AT_MOST",
+    "ALL_OR_NONE",
+]
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "ErrorBody": {
+        "title": "ErrorBody",
+        "description": "400: the request is malformed; nothing changed.",
+        "type": "object",
+        "properties": {
+            "message": {"type": "string", "maxLength": 255},
+            "syntaxErrors": {
+                "type": "object",
+                "properties": {
+                    "invalidFields": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "fieldName": {"type": "string"},
+                                "error": {"type": "string", "enum": ERROR_ENUM},
+                                "params": {"type": "array", "items": {"type": "string"}},
+                            },
+                        },
+                    }
+                },
+            },
+        },
+    },
+    "Error": {
+        "title": "Error",
+        "type": "object",
+        "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+    },
+    "PayloadTooLarge": {
+        "title": "PayloadTooLarge",
+        "type": "object",
+        "properties": {"message": {"type": "string"}},
+    },
+}
+
+HEADERS: dict[str, dict[str, Any]] = {
+    "request-ref": {
+        "description": "The request's id; the server's logs carry the same value.",
+        "required": True,
+        "schema": {"type": "string"},
+    },
+    "x-ratelimit-limit": {
+        "description": "The exceeded limit first, then `limit;w=windowSeconds` for each limit.",
+        "required": True,
+        "schema": {"type": "string"},
+    },
+    "x-ratelimit-reset": {
+        "description": "Seconds until the exceeded window resets.",
+        "required": True,
+        "schema": {"type": "integer", "format": "int32", "minimum": 0},
+    },
+    "Retry-After": {
+        "description": "Seconds to wait before retrying.",
+        "required": True,
+        "schema": {"type": "integer", "minimum": 0},
+    },
+}
+
+DESCRIPTIONS = {
+    400: "Bad request: a malformed field, a missing header, or a payload that does not match "
+    "an earlier one sent with the same idempotency-ref. Nothing changed.",
+    401: "Unauthorized: an unknown api-key, or a missing, bad, expired or ended token. No body.",
+    403: "Forbidden: a token of another programme, or of an identity this operation is not "
+    "for. No body.",
+    404: "Not found: no such object for this caller.",
+    405: "Method not allowed.",
+    409: "Refused by a business rule; nothing changed.",
+    413: "Payload too large: a body over 1 MiB, or an idempotency-ref over 255 characters.",
+    423: "Locked: too many failed logins; retry after 30 minutes. No body.",
+    429: "Too many requests; see the x-ratelimit headers. No body.",
+    503: "The database is unavailable (unreachable, or no connection free in time): retry after "
+    "the Retry-After seconds. Nothing changed.",
+}
+
+_ERROR_REF = {"$ref": "#/components/schemas/Error"}
+_BODIES: dict[int, dict[str, Any]] = {
+    400: {"$ref": "#/components/schemas/ErrorBody"},
+    404: _ERROR_REF,
+    405: _ERROR_REF,
+    413: {"$ref": "#/components/schemas/PayloadTooLarge"},
+    503: _ERROR_REF,
+}
+
+STEP_UP_BODY = {
+    "type": "object",
+    "properties": {
+        "errorCode": {"type": "string", "enum": ["STEP_UP_REQUIRED"]},
+        "message": {"type": "string", "enum": ["STEP_UP_REQUIRED"]},
+    },
+}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def not_found(what: str = "No such object for this caller") -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` of an operation whose lookup can miss."""
+    return {404: {"description": f"Not found: {what}.", "content": _json(_ERROR_REF)}}
+
+
+LOCKED: dict[int | str, dict[str, Any]] = {423: {"description": DESCRIPTIONS[423]}}
+
+
+def _walk(dependant: Dependant) -> Iterator[Dependant]:
+    yield dependant
+    for sub in dependant.dependencies:
+        yield from _walk(sub)
+
+
+def _marks(route: APIRoute) -> set[int | str]:
+    found: set[int | str] = set()
+    for dep in _walk(route.dependant):
+        found |= getattr(dep.call, _ANSWERS, frozenset())
+    return found
+
+
+def _has_input(route: APIRoute) -> bool:
+    for dep in _walk(route.dependant):
+        if dep.path_params or dep.query_params or dep.header_params or dep.body_params:
+            return True
+    return False
+
+
+def _names_an_id(route: APIRoute) -> bool:
+    """A path parameter that is a digits id: the object may not exist for this caller."""
+    for dep in _walk(route.dependant):
+        for param in dep.path_params:
+            if param.name == "id" or param.name.endswith("_id"):
+                return True
+    return False
+
+
+def derived_statuses(route: APIRoute) -> set[int | str]:
+    """What a route can answer because of how it is built (not what its service decides)."""
+    statuses = _marks(route)
+    statuses.add(503)  # every operation reads the database
+    if _has_input(route):
+        statuses.add(400)
+    if _names_an_id(route):
+        statuses.add(404)
+    return statuses
+
+
+def _error_response(status: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"description": DESCRIPTIONS.get(status, str(status))}
+    if status in _BODIES:
+        out["content"] = _json(_BODIES[status])
+    if status == 429:
+        out["headers"] = {
+            "x-ratelimit-limit": {"$ref": "#/components/headers/x-ratelimit-limit"},
+            "x-ratelimit-reset": {"$ref": "#/components/headers/x-ratelimit-reset"},
+        }
+    if status == 503:
+        out["headers"] = {"Retry-After": {"$ref": "#/components/headers/Retry-After"}}
+    return out
+
+
+def _describe_operation(route: APIRoute, operation: dict[str, Any]) -> None:
+    responses: dict[str, Any] = operation.setdefault("responses", {})
+    responses.pop("422", None)
+    statuses = derived_statuses(route)
+    for status in sorted(s for s in statuses if isinstance(s, int)):
+        key = str(status)
+        declared = responses.get(key)
+        generated = _error_response(status)
+        if declared is None:
+            responses[key] = generated
+        else:
+            # The route's own declaration (409 codes, a 404's meaning) wins; what it left out
+            # (a body schema, headers) comes from the generic answer.
+            for field, value in generated.items():
+                declared.setdefault(field, value)
+    if STEP_UP in statuses:
+        responses["403"] = {
+            "description": "STEP_UP_REQUIRED when the programme demands a stepped-up session "
+            "and this one is not (start and verify a step-up challenge, then call again with "
+            "the same token); a token of another programme is refused with no body.",
+            "content": _json(STEP_UP_BODY),
+        }
+    if IDEMPOTENCY_REF in statuses:
+        params: list[dict[str, Any]] = operation.setdefault("parameters", [])
+        if not any(p.get("name") == "idempotency-ref" for p in params):
+            params.append(
+                {
+                    "name": "idempotency-ref",
+                    "in": "header",
+                    "required": False,
+                    "description": "Makes a retry safe: the same ref with the same payload "
+                    "answers the first response again and changes nothing (kept 24 hours).",
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+                }
+            )
+    for key, response in responses.items():
+        if key.isdigit():
+            response.setdefault("headers", {})["request-ref"] = {
+                "$ref": "#/components/headers/request-ref"
+            }
+    security = operation.get("security")
+    if security and len(security) > 1:
+        merged: dict[str, list[str]] = {}
+        for requirement in security:
+            merged.update(requirement)
+        operation["security"] = [merged]
+    operation["responses"] = dict(sorted(responses.items()))
+
+
+def _routes(app: FastAPI) -> Iterable[APIRoute]:
+    """The application's operations, with what the routers they were included through add
+    (a router's own dependencies: the portal's admin check)."""
+    for context in iter_route_contexts(app.routes):
+        if isinstance(context.original_route, APIRoute) and context.include_in_schema:
+            yield cast(APIRoute, context)
+
+
+def _uses(document: Any, ref: str) -> bool:
+    if isinstance(document, dict):
+        return any(v == ref for v in document.values()) or any(
+            _uses(v, ref) for v in document.values()
+        )
+    if isinstance(document, list):
+        return any(_uses(v, ref) for v in document)
+    return False
+
+
+STORABLE_TEXT = "^[^\\u0000]*$"
+
+
+def _storable_strings(node: Any) -> None:
+    """Every free-text string says that it holds no NUL (kernel/wire.py `storable`: such text is
+    refused 400, so the description must not call it valid). Strings already constrained by a
+    pattern, a format or an enumeration are left as they are."""
+    if isinstance(node, dict):
+        if node.get("type") == "string" and not {"pattern", "format", "enum", "const"} & set(node):
+            node["pattern"] = STORABLE_TEXT
+        for value in node.values():
+            _storable_strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            _storable_strings(value)
+
+
+def describe(app: FastAPI, document: dict[str, Any]) -> dict[str, Any]:
+    paths: dict[str, Any] = document.get("paths", {})
+    for route in _routes(app):
+        item = paths.get(route.path_format, {})
+        for method in route.methods or ():
+            operation = item.get(method.lower())
+            if operation is not None:
+                _describe_operation(route, operation)
+    components = document.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    for name, schema in SCHEMAS.items():
+        if _uses(paths, f"#/components/schemas/{name}"):
+            schemas[name] = schema
+    components["headers"] = {
+        name: header
+        for name, header in HEADERS.items()
+        if _uses(paths, f"#/components/headers/{name}")
+    }
+    if not components["headers"]:
+        del components["headers"]
+    _storable_strings(paths)
+    _storable_strings(schemas)
+    return document
+
+
+class DescribedApp(FastAPI):
+    """A FastAPI application whose OpenAPI document declares exactly what it answers."""
+
+    def openapi(self) -> dict[str, Any]:
+        if not self.openapi_schema:
+            self.openapi_schema = describe(self, super().openapi())
+        return self.openapi_schema

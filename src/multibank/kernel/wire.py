@@ -1,0 +1,77 @@
+"""Wire vocabulary shared by every domain and both interface versions."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Self, cast
+
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, model_validator
+from pydantic_core import core_schema
+
+
+class WireEnum(StrEnum):
+    """An enumeration of the wire. Request bodies are validated strictly (a JSON `1` is not a
+    `true`), and FastAPI hands pydantic the decoded JSON, in which an enumeration is still its
+    string: so the enumeration itself accepts its values, whatever the model's strictness."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        schema = dict(handler(source))
+        schema["strict"] = False
+        return cast(core_schema.CoreSchema, schema)
+
+
+def storable(text: str) -> bool:
+    """Text every database stores and every answer can encode: no NUL (PostgreSQL refuses it)
+    and no unpaired UTF-16 surrogate (`"\\ud800"` is valid JSON but not Unicode text)."""
+    return "\x00" not in text and not any("\ud800" <= c <= "\udfff" for c in text)
+
+
+def _json_values(value: Any) -> Any:
+    """Throughout a decoded JSON body: `5.0` becomes `5` (JSON Schema counts it as an integer,
+    and no request field of this server is a float: money is integers of minor units)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _json_values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_values(v) for v in value]
+    return value
+
+
+def _refuse_unstorable(value: Any) -> None:
+    """Text this body keeps (its known fields, however deep) that could not be stored is
+    refused. Fields a body does not know are ignored whatever they hold: they are never kept."""
+    if isinstance(value, str):
+        if not storable(value):
+            raise ValueError("text must not contain NUL or unpaired surrogate characters")
+    elif isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            _refuse_unstorable(getattr(value, name))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _refuse_unstorable(k)
+            _refuse_unstorable(v)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            _refuse_unstorable(v)
+
+
+class StrictBody(BaseModel):
+    """A request body validated as its JSON types say: a string is not a number, a number is not
+    a boolean (`"amount": false` and `"stepUpRequired": 0` are 400s), an integral number is an
+    integer whichever way it is written."""
+
+    model_config = ConfigDict(strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_numbers(cls, data: Any) -> Any:
+        return _json_values(data)
+
+    @model_validator(mode="after")
+    def _storable_text(self) -> Self:
+        _refuse_unstorable(self)
+        return self
