@@ -63,7 +63,11 @@ async def set_password(ctx: Ctx, hasher: PasswordHasher, user: User, password: s
     await ctx.db.flush()
 
 
-async def open_user_session(ctx: Ctx, user: User, token_type: str = "AUTH") -> AuthSession:
+async def open_user_session(
+    ctx: Ctx, user: User, token_type: str = "AUTH", started_at: int | None = None
+) -> AuthSession:
+    """A new session of `user`. `started_at`: a session derived from another (delegated access)
+    keeps the other's start, so a chain of them never outlives the 12-hour limit (D7)."""
     return await open_session(
         ctx.db,
         programme_id=ctx.programme.id,
@@ -73,6 +77,7 @@ async def open_user_session(ctx: Ctx, user: User, token_type: str = "AUTH") -> A
         identity_id=user.identity_id,
         token_type=token_type,
         now_ms=ctx.now,
+        started_at=started_at,
     )
 
 
@@ -103,9 +108,7 @@ async def login(ctx: Ctx, hasher: PasswordHasher, email: str, password: str) -> 
     if user.locked_until is not None and user.locked_until > ctx.now:
         raise Locked()
     if not ok:
-        user.failed_logins += 1
-        if user.failed_logins >= ctx.programme.failed_login_limit:
-            user.failed_logins = 0
+        if await users.count_failed_login(ctx.db, user.id, ctx.programme.failed_login_limit):
             if user.role == ROOT:
                 user.locked_until = ctx.now + ROOT_LOCK_MS
             else:
@@ -143,10 +146,13 @@ async def update_password(
 
 
 async def start_lost_password(ctx: Ctx, email: str) -> None:
-    """Sends an active user a link carrying a nonce. Unknown or inactive e-mails get the same
-    204, so the answer never tells whether an address has an account."""
+    """Sends an active user a link carrying a nonce. An e-mail with no active user: a sandbox
+    programme answers ACCOUNT_NOT_FOUND as the reference does; a live one answers as for an
+    account, so a live server never tells which addresses have accounts (D11a)."""
     user = await users.by_email(ctx.db, ctx.programme.id, email)
     if user is None or not user.active:
+        if ctx.sandbox:
+            raise Conflict("ACCOUNT_NOT_FOUND")
         return
     issued = await ctx.issue_code(f"user:{user.id}", LOST_PASSWORD, LOST_PASSWORD_TTL_MS)
     await notify.record(
@@ -203,4 +209,6 @@ async def access_token(
         raise Forbidden()
     if user.locked_until is not None and user.locked_until > ctx.now:
         raise Locked()
-    return LoginResult(await open_user_session(ctx, user, "ACCESS"), user)
+    return LoginResult(
+        await open_user_session(ctx, user, "ACCESS", started_at=caller.created_at), user
+    )

@@ -92,6 +92,7 @@ async def open_session(
     identity_id: int,
     token_type: str,
     now_ms: int,
+    started_at: int | None = None,
 ) -> AuthSession:
     row = AuthSession(
         id=new_id(),
@@ -102,7 +103,8 @@ async def open_session(
         identity_id=identity_id,
         token_type=token_type,
         stepped_up=False,
-        created_at=now_ms,
+        # The absolute limit counts from `created_at`.
+        created_at=now_ms if started_at is None else min(started_at, now_ms),
         last_seen_at=now_ms,
     )
     db.add(row)

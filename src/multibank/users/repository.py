@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, case, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.users.models import ROOT, USER, User
@@ -92,3 +92,19 @@ async def list_authorised(
 async def by_kyc_reference(db: AsyncSession, reference: str) -> User | None:
     stmt = select(User).where(User.kyc_reference == reference)
     return (await db.execute(stmt)).scalar_one_or_none()
+
+
+async def count_failed_login(db: AsyncSession, user_id: int, limit: int) -> bool:
+    """Counts one failed login in one statement, so parallel failures each count (a
+    read-modify-write lost counts under load); answers True for the one failure that reached
+    `limit`, whose count starts again at 0."""
+    stmt = (
+        update(User)
+        .where(User.id == user_id)
+        .values(
+            failed_logins=case((User.failed_logins + 1 >= limit, 0), else_=User.failed_logins + 1)
+        )
+        .returning(User.failed_logins)
+        .execution_options(synchronize_session=False)
+    )
+    return (await db.execute(stmt)).scalar_one() == 0
