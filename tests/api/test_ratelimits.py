@@ -349,6 +349,39 @@ async def test_invites_are_limited_per_invited_user(client, programme, server):
     assert r.status_code == 204, r.text
 
 
+async def test_a_forged_token_cannot_use_up_another_users_budget(client, programme, server):
+    """Issue 10: 15 invites sent with a forged token left the real owner at 429. The per-user
+    limit of a logged-in operation is counted only once the token is checked; the IP and key
+    limits stay in front."""
+    p = await programme()
+    ident = await sign_up(client, p)
+    r = await client.post(
+        "/multi/users",
+        headers=ident.headers,
+        json={"name": "Bob", "surname": "Builder", "email": email()},
+    )
+    user_id = r.json()["id"]
+    c = (await server(rate_limit_code_send="2/minute")).client()
+    forged = {**p.headers, "Authorization": "Bearer " + ident.token[:-4] + "AAAA"}
+    for _ in range(15):
+        r = await c.post(f"/multi/users/{user_id}/invite", headers=forged)
+        assert r.status_code == 401
+    for _ in range(2):
+        r = await c.post(f"/multi/users/{user_id}/invite", headers=ident.headers)
+        assert r.status_code == 204, r.text
+    assert_limited(await c.post(f"/multi/users/{user_id}/invite", headers=ident.headers))
+    # Another identity's valid token is refused (404) and counts against its own user only.
+    intruder = await sign_up(client, p)
+    for _ in range(3):
+        r = await c.post(f"/multi/users/{user_id}/invite", headers=intruder.headers)
+        assert r.status_code in (404, 429), r.text
+    ip_limited = (await server(rate_limit_ip="2/minute")).client()
+    for _ in range(2):
+        r = await ip_limited.post(f"/multi/users/{user_id}/invite", headers=forged)
+        assert r.status_code == 401
+    assert_limited(await ip_limited.post(f"/multi/users/{user_id}/invite", headers=forged))
+
+
 async def test_legacy_mobile_code_sending_is_limited(client, programme, server):
     p = await programme()
     ident = await sign_up(client, p, kind="consumers", base="/3.1.0/multi")
@@ -359,7 +392,8 @@ async def test_legacy_mobile_code_sending_is_limited(client, programme, server):
     assert_limited(await c.post(url, headers=ident.headers))  # 429 comes before the 15 s rule
 
 
-async def test_logged_in_code_operations_are_limited_per_session(client, programme, server):
+async def test_logged_in_code_operations_are_limited_per_user(client, programme, server):
+    """The budget follows the user, not the session: logging in again does not renew it."""
     p = await programme()
     ident = await sign_up(client, p, kind="consumers", base="/3.1.0/multi")
     r = await login(client, p, ident.email, base="/3.1.0/multi")
@@ -372,7 +406,9 @@ async def test_logged_in_code_operations_are_limited_per_session(client, program
         r = await c.post(url, headers=ident.headers, json=wrong)
         assert r.status_code == 409, r.text
     assert_limited(await c.post(url, headers=ident.headers, json=wrong), "2, 2;w=60")
-    r = await c.post(url, headers=second, json=wrong)  # another session of the same user
+    assert_limited(await c.post(url, headers=second, json=wrong))  # another session, same user
+    other = await sign_up(client, p, kind="consumers", base="/3.1.0/multi")
+    r = await c.post(url, headers=other.headers, json=wrong)  # another user: a budget of its own
     assert r.status_code == 409, r.text
     # a token that does not verify is not a session: only the IP and key limits, then 401
     r = await c.post(url, headers={**p.headers, "Authorization": "Bearer nope"}, json=wrong)

@@ -6,9 +6,10 @@ Each operation class is counted on its own, against three kinds of key at once:
 - the client IP, with `rate_limit_ip` (`X-Forwarded-For` only when `trust_forwarded_for`);
 - whose account the call is about, with the operation's own limit (`rate_limit_login`,
   `rate_limit_code_send`, `rate_limit_code_verify`): the e-mail the body names, else the user the
-  path names (invites), else the session of the bearer token (logged-in sends and verifies:
-  mobile, step-up, enrolment). This is the tight one: it stops guessing one user's password or
-  code however many IPs and keys the guesser has.
+  path names (invites); for logged-in operations (mobile, step-up, enrolment, invite sending,
+  password update) the caller's own user, counted only after the token is checked, so a forged
+  or foreign token cannot use up another user's budget. This is the tight one: it stops
+  guessing one user's password or code however many IPs and keys the guesser has.
 
 A refused call answers 429 with no body and the `x-ratelimit-*` headers, before the operation
 does anything: it changes nothing, and a refused login is not a failed login. When the counters'
@@ -32,7 +33,8 @@ from typing import Any
 
 from fastapi import Depends, Request
 
-from multibank.api.deps import AppContainer, CurrentProgramme
+from multibank.api.deps import AppContainer, CurrentCaller, CurrentProgramme
+from multibank.api.openapi import answers
 from multibank.kernel.context import Container
 from multibank.kernel.errors import TooManyRequests
 from multibank.programmes.models import Programme
@@ -45,7 +47,8 @@ CODE_VERIFY = "code-verify"
 
 
 def _digest(value: str) -> str:
-    return hashlib.sha256(value.encode()).hexdigest()[:32]
+    # surrogatepass: the body is counted before it is validated, lone surrogates and all.
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def client_ip(request: Request, trust_forwarded_for: bool) -> str:
@@ -75,28 +78,60 @@ async def body_email(request: Request) -> str:
     return email.strip().lower()[:320]
 
 
+async def _hit(container: Container, name: str, checks: list[tuple[str, str, str]]) -> None:
+    try:
+        await container.limiter.hit_each(name, checks)
+    except TooManyRequests:
+        raise
+    except Exception:
+        # The counters' store (Redis) is unreachable. Fail open: refusing every login and
+        # code while it is away would be an outage, and the per-user defences (lockout after
+        # failed logins, codes dead after 5 wrong tries) do not depend on it.
+        log.exception("rate-limit storage unavailable; %s call let through uncounted", name)
+
+
+def _front(request: Request, container: Container) -> list[tuple[str, str, str]]:
+    s = container.settings
+    api_key = request.headers.get("api-key", "").strip()
+    return [
+        (s.rate_limit_api_key, "key", _digest(api_key) if api_key else ""),
+        (s.rate_limit_ip, "ip", client_ip(request, s.trust_forwarded_for)),
+    ]
+
+
 def _limited(name: str, setting: str) -> Callable[..., Awaitable[None]]:
+    """Operations with only the api-key: every limit before the operation runs."""
+
+    @answers(429)
     async def limit(request: Request, container: AppContainer, programme: CurrentProgramme) -> None:
-        s = container.settings
         subject = await _subject(request, container, programme)
-        api_key = request.headers.get("api-key", "").strip()
-        checks = [
-            (getattr(s, setting), "subject", subject),
-            (s.rate_limit_api_key, "key", _digest(api_key) if api_key else ""),
-            (s.rate_limit_ip, "ip", client_ip(request, s.trust_forwarded_for)),
-        ]
-        try:
-            await container.limiter.hit_each(name, checks)
-        except TooManyRequests:
-            raise
-        except Exception:
-            # The counters' store (Redis) is unreachable. Fail open: refusing every login and
-            # code while it is away would be an outage, and the per-user defences (lockout after
-            # failed logins, codes dead after 5 wrong tries) do not depend on it.
-            log.exception("rate-limit storage unavailable; %s call let through uncounted", name)
+        checks = [(getattr(container.settings, setting), "subject", subject)]
+        await _hit(container, name, [*checks, *_front(request, container)])
 
     limit.__name__ = f"rate_limit_{name.replace('-', '_')}"
     return limit
+
+
+def _caller_limited(name: str, setting: str) -> list[Any]:
+    """Logged-in operations: the api-key and IP limits stay in front; the per-account limit is
+    counted only once the token has been checked, and against the caller's own user, so a
+    forged token, or another identity's, cannot use up someone else's budget."""
+
+    @answers(429)
+    async def front(request: Request, container: AppContainer, _: CurrentProgramme) -> None:
+        await _hit(container, name, _front(request, container))
+
+    @answers(429)
+    async def own(request: Request, container: AppContainer, caller: CurrentCaller) -> None:
+        subject = f"{caller.programme.id}:user:{caller.session.user_id}"
+        invitee = request.path_params.get("user_id")
+        if invitee is not None:  # invites: per invited user, of this caller
+            subject += f":for:{str(invitee)[:32]}"
+        await _hit(container, name, [(getattr(container.settings, setting), "subject", subject)])
+
+    front.__name__ = f"rate_limit_{name.replace('-', '_')}_front"
+    own.__name__ = f"rate_limit_{name.replace('-', '_')}_caller"
+    return [Depends(front), Depends(own)]
 
 
 async def _subject(request: Request, container: Container, programme: Programme) -> str:
@@ -108,16 +143,12 @@ async def _subject(request: Request, container: Container, programme: Programme)
     user_id = request.path_params.get("user_id")
     if user_id is not None:
         return f"{programme.id}:user:{str(user_id)[:32]}"
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and token.strip() and container.keyring is not None:
-        # Only the signature is checked here (no database): the operation's own dependencies
-        # still answer 401 for an ended session, after this count.
-        decoded = container.keyring.verify(token.strip())
-        if decoded is not None and decoded[1] == programme.id:
-            return f"{programme.id}:session:{decoded[0]}"
     return ""
 
 
 LoginLimited = Depends(_limited(LOGIN, "rate_limit_login"))
 CodeSendLimited = Depends(_limited(CODE_SEND, "rate_limit_code_send"))
 CodeVerifyLimited = Depends(_limited(CODE_VERIFY, "rate_limit_code_verify"))
+# Use as `dependencies=[*CallerCodeSendLimited, CallerIdempotent]`.
+CallerCodeSendLimited = _caller_limited(CODE_SEND, "rate_limit_code_send")
+CallerCodeVerifyLimited = _caller_limited(CODE_VERIFY, "rate_limit_code_verify")
