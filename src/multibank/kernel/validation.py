@@ -20,7 +20,9 @@ def is_mobile_country_code(code: str) -> bool:
 
 def parse_id(value: str) -> int | None:
     """A digits-only wire id as an int64, or None when it cannot name any row."""
-    if not value.isdigit():
+    # `isdigit` admits other scripts' digits ("٣"), and int() of more than 4300 digits raises:
+    # only ASCII digits, and at most 19 of them (an int64), can name a row.
+    if not (value.isascii() and value.isdigit()) or len(value.lstrip("0")) > 19:
         return None
     number = int(value)
     return number if 0 < number < 2**63 else None
