@@ -298,9 +298,11 @@ def _server_env(database_url: str) -> dict[str, str]:
 
 
 @contextlib.asynccontextmanager
-async def serving(database_url: str, out: Path) -> AsyncIterator[str]:
-    """Starts `multibank serve` on a free port, yields its base URL once /readyz answers 200,
-    and always stops it."""
+async def serving(
+    database_url: str, out: Path, settings: dict[str, str] | None = None
+) -> AsyncIterator[str]:
+    """Starts `multibank serve` on a free port (with `MULTIBANK_*` `settings`), yields its base
+    URL once /readyz answers 200, and always stops it."""
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     with out.open("wb") as stdout, out.with_suffix(".err").open("wb") as stderr:
@@ -309,7 +311,7 @@ async def serving(database_url: str, out: Path) -> AsyncIterator[str]:
             "serve",
             "--port",
             str(port),
-            env=_server_env(database_url),
+            env={**_server_env(database_url), **(settings or {})},
             stdout=stdout,
             stderr=stderr,
         )
@@ -373,6 +375,7 @@ async def test_serve_creates_the_default_programme_once(tmp_path, monkeypatch):
                 r = await http.get(f"{path}/openapi.json")
                 assert r.status_code == 200, (path, r.status_code)
                 assert r.json()["openapi"].startswith("3.")
+                assert "server" not in r.headers  # no `server: uvicorn` banner (issue 10)
             r = await http.post(
                 "/multi/passwords/validate",
                 headers={"api-key": first["apiKey"]},
@@ -419,3 +422,46 @@ async def test_serve_creates_the_default_programme_once(tmp_path, monkeypatch):
     assert shown["apiKey"] == first["apiKey"]
     assert shown["profiles"] == first["profiles"]
     assert shown["programmeId"] == first["programmeId"]
+
+
+# A missing, unreachable or unmigrated database (issue 10)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("ledger", "verify"),
+        ("programme", "list"),
+        ("programme", "show", "default"),
+    ],
+)
+async def test_commands_on_a_missing_database_say_so_and_create_nothing(
+    tmp_path, monkeypatch, args
+):
+    missing = tmp_path / "nowhere.db"
+    with cli_database(monkeypatch, f"sqlite+aiosqlite:///{missing}"):
+        result = await cli(*args)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"no database at {missing}: run `multibank db upgrade` (or `multibank serve`)"
+    ]
+    assert not missing.exists()
+
+
+async def test_commands_on_an_unmigrated_or_unreachable_database_say_so(tmp_path, monkeypatch):
+    import sqlite3
+
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()
+    with cli_database(monkeypatch, f"sqlite+aiosqlite:///{empty}"):
+        result = await cli("ledger", "verify")
+    assert result.exit_code == 2
+    [line] = result.output.strip().splitlines()
+    assert line.endswith("is not migrated: run `multibank db upgrade`"), line
+    with cli_database(monkeypatch, "postgresql+asyncpg://nobody:secret@127.0.0.1:1/none"):
+        for args in (("programme", "list"), ("db", "upgrade")):
+            result = await cli(*args)
+            assert result.exit_code == 2, result.output
+            [line] = result.output.strip().splitlines()
+            assert line.startswith("cannot use the database at postgresql+asyncpg://nobody:***@")
+            assert "secret" not in line

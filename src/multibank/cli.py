@@ -8,17 +8,23 @@ import json
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Awaitable, Callable
-from typing import Annotated, TypeVar
+from pathlib import Path
+from typing import Annotated, NoReturn, TypeVar
 
 import typer
 import uvicorn
 from pydantic import ValidationError
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from multibank.kernel.clock import Clock
 from multibank.kernel.db import Database
 from multibank.kernel.errors import Conflict, NotFound
-from multibank.kernel.migrate import upgrade
+from multibank.kernel.migrate import current_revision, head_revision, upgrade
+from multibank.kernel.node_lease import NodeKeeper
 from multibank.programmes import repository, service
 from multibank.programmes.schemas import ProgrammeCreate, ProgrammeDescription
 from multibank.settings import Settings, get_settings
@@ -36,20 +42,45 @@ app.add_typer(ledger_app, name="ledger")
 DEFAULT_PROGRAMME = "default"
 
 
-def _run(work: Callable[[Database], Awaitable[T]], settings: Settings | None = None) -> T:
+def _run(
+    work: Callable[[Database], Awaitable[T]],
+    settings: Settings | None = None,
+    creates: bool = False,
+) -> T:
+    """Runs `work` on the configured database. Unless the command `creates` the schema (`db
+    upgrade`, `programme create`), a missing, unreachable or unmigrated database is said in one
+    line and exits 2, and nothing is created (a SQLite path is not even touched)."""
     settings = settings or get_settings()
+    url = make_url(settings.database_url)
+    where = url.render_as_string(hide_password=True)
+    if not creates and url.get_backend_name() == "sqlite":
+        path = url.database or ""
+        if path and path != ":memory:" and not Path(path).exists():
+            _fail(f"no database at {path}: run `multibank db upgrade` (or `multibank serve`)", 2)
 
     async def main() -> T:
         db = Database(settings.database_url, settings.database_echo)
         try:
+            if not creates:
+                revision = await current_revision(db)
+                if revision is None:
+                    _fail(f"the database at {where} is not migrated: run `multibank db upgrade`", 2)
+                elif revision != head_revision():
+                    _fail(
+                        f"the database at {where} is at {revision}: run `multibank db upgrade`", 2
+                    )
             return await work(db)
         finally:
             await db.dispose()
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    except (OSError, SQLAlchemyError) as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
+        _fail(f"cannot use the database at {where}: {reason}", 2)
 
 
-def _fail(message: str, code: int = 1) -> None:
+def _fail(message: str, code: int = 1) -> NoReturn:
     typer.echo(message, err=True)
     raise typer.Exit(code)
 
@@ -75,6 +106,26 @@ async def ensure_default_programme(db: Database) -> tuple[ProgrammeDescription, 
             return await service.describe(session, existing), False
 
 
+async def _reachable(db: Database, within: float) -> None:
+    """Waits up to `within` seconds for the database to answer (it may be starting with us),
+    saying so once; then the last error stands."""
+    deadline = time.monotonic() + within
+    said = False
+    while True:
+        try:
+            async with db.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+            return
+        except (OSError, SQLAlchemyError) as exc:
+            if time.monotonic() >= deadline:
+                raise
+            if not said:
+                reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
+                typer.echo(f"waiting up to {within:g} s for the database: {reason}", err=True)
+                said = True
+            await asyncio.sleep(1)
+
+
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
@@ -87,8 +138,14 @@ def serve(
     settings = get_settings()
 
     async def prepare(db: Database) -> tuple[ProgrammeDescription, bool, str | None]:
+        await _reachable(db, settings.database_startup_timeout_seconds)
         await upgrade(db)
-        description, created = await ensure_default_programme(db)
+        nodes = NodeKeeper(db, Clock())
+        await nodes.start(renew_in_background=False)
+        try:
+            description, created = await ensure_default_programme(db)
+        finally:
+            await nodes.stop()
         container = build_container(settings)
         try:
             generated = await startup(container)
@@ -96,7 +153,7 @@ def serve(
             await container.db.dispose()
         return description, created, container.admin_token if generated else None
 
-    description, created, admin_token = _run(prepare, settings)
+    description, created, admin_token = _run(prepare, settings, creates=True)
     base = f"http://{host}:{port}"
     lines = [
         f"multibank serving on {base} ({'SQLite' if settings.is_sqlite else 'PostgreSQL'})",
@@ -130,6 +187,7 @@ def serve(
         log_level=settings.log_level.lower(),
         access_log=False,
         proxy_headers=False,
+        server_header=False,  # no `server: uvicorn` banner
         # A worker that is still importing and migrating on a busy machine is not dead.
         timeout_worker_healthcheck=60,
     )
@@ -138,7 +196,7 @@ def serve(
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Apply every Alembic migration not yet applied."""
-    _run(upgrade)
+    _run(upgrade, creates=True)
     typer.echo("database is up to date")
 
 
@@ -167,12 +225,17 @@ def programme_create(
 
     async def work(db: Database) -> ProgrammeDescription:
         await upgrade(db)
-        async with db.transaction() as session:
-            programme, key = await service.create_programme(session, Clock(), data)
-            return await service.describe(session, programme, api_key=key)
+        nodes = NodeKeeper(db, Clock())
+        await nodes.start(renew_in_background=False)
+        try:
+            async with db.transaction() as session:
+                programme, key = await service.create_programme(session, Clock(), data)
+                return await service.describe(session, programme, api_key=key)
+        finally:
+            await nodes.stop()
 
     try:
-        description = _run(work)
+        description = _run(work, creates=True)
     except Conflict as exc:
         _fail(f"cannot create programme {name!r}: {exc.error_code}")
         return

@@ -17,6 +17,13 @@ class Settings(BaseSettings):
     mode: Literal["sandbox", "live"] = "sandbox"
     database_url: str = Field(default_factory=lambda: f"sqlite+aiosqlite:///{Path('multibank.db')}")
     database_echo: bool = False
+    # PostgreSQL connections of each process (a fixed pool): the deployment needs processes x
+    # this, plus a few for the CLI, within the server's max_connections (README).
+    database_pool_size: int = Field(default=5, ge=1, le=100)
+    # How long a request waits for a free connection before answering 503 (Retry-After).
+    database_pool_timeout_seconds: float = Field(default=10, gt=0)
+    # How long `serve` keeps trying to reach the database at start-up before giving up.
+    database_startup_timeout_seconds: float = Field(default=60, ge=0)
     admin_token: str | None = None
     # "kid1:secret1,kid2:secret2": the first signs, all verify (rotation).
     jwt_keys: str | None = None
@@ -65,6 +72,10 @@ class Settings(BaseSettings):
     outbox_poll_seconds: float = Field(default=1.0, ge=0)
     outbox_batch_size: int = Field(default=20, ge=1, le=1000)
     outbox_max_attempts: int = Field(default=8, ge=1)
+
+    # Browser origins allowed to call the APIs (CORS), e.g. ["https://app.example.com"]; none by
+    # default, so no browser page of another origin can read an answer.
+    cors_allowed_origins: list[str] = []
 
     log_level: str = "INFO"
     log_json: bool = True

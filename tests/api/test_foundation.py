@@ -9,7 +9,9 @@ import logging
 import pytest
 
 from multibank.api.routing import compose
+from multibank.app import create_app
 from tests.conftest import BASES, open_test_session
+from tests.factories import sign_up
 
 STRONG = {"password": {"value": "Abcdef1!"}}
 
@@ -210,6 +212,107 @@ async def test_404_and_405_bodies(client, programme):
     assert r.json()["code"] == "METHOD_NOT_ALLOWED"
 
 
+ABSENT = {"code": "NOT_FOUND", "message": "This operation does not exist in this version"}
+
+
+async def test_operations_a_version_lacks_answer_404_alike_in_both_directions(client, programme):
+    """Managed account remove and root-user mobile verification exist on 3.1.0 only; identities,
+    step-up and user KYC on 3.29.1 only. Every one answers the same 404 where it is absent,
+    whatever the method."""
+    p = await programme()
+    lacking = [
+        ("POST", base, path)
+        for base in ("/multi", "/3.29.1/multi")
+        for path in (
+            "/managed_accounts/123/remove",
+            "/corporates/verification/mobile/send",
+            "/corporates/verification/mobile/verify",
+            "/consumers/verification/mobile/send",
+            "/consumers/verification/mobile/verify",
+        )
+    ] + [
+        ("GET", "/3.1.0/multi", "/identities"),
+        ("POST", "/3.1.0/multi", "/users/kyc"),
+        ("POST", "/3.1.0/multi", "/stepup/challenges/otp/SMS"),
+        ("PUT", "/multi", "/managed_accounts/123/remove"),
+    ]
+    for method, base, path in lacking:
+        r = await client.request(method, base + path, headers=p.headers)
+        assert (r.status_code, r.json()) == (404, ABSENT), (method, base, path)
+        assert "allow" not in r.headers
+    # Where 3.1.0 has them, they are served (here: refused for want of a token).
+    r = await client.post("/3.1.0/multi/managed_accounts/123/remove", headers=p.headers)
+    assert r.status_code == 401
+
+
+async def test_a_405_lists_every_method_the_path_serves(client, programme):
+    p = await programme()
+    for path, allowed in (
+        ("/multi/corporates", "GET, PATCH, POST"),
+        ("/3.1.0/multi/corporates", "GET, PATCH, POST"),
+        ("/multi/managed_accounts/1", "GET, PATCH"),
+        ("/multi/managed_accounts", "GET, POST"),
+        ("/portal/api/programmes", "GET, POST"),
+        ("/simulate/api/clock/advance", "POST"),
+    ):
+        r = await client.put(path, headers=p.headers)
+        assert r.status_code == 405, path
+        assert r.headers["allow"] == allowed, path
+        assert r.json() == {"code": "METHOD_NOT_ALLOWED", "message": "Method Not Allowed"}
+    # A path written out in full is a resource of its own: /users/kyc serves POST only,
+    # though /users/{user_id} would match it for GET and PATCH.
+    ident = await sign_up(client, p)
+    for method in ("GET", "PATCH", "PUT", "DELETE"):
+        r = await client.request(method, "/multi/users/kyc", headers=ident.headers)
+        assert (r.status_code, r.headers.get("allow")) == (405, "POST"), method
+
+
+async def test_private_answers_are_never_cached_nor_sniffed(client, programme, admin_headers):
+    """Issue 10: answers carry personal data and tokens. Every one says `nosniff` and names no
+    server; those of the banking APIs and the operator API also say `no-store`."""
+    p = await programme()
+    ident = await sign_up(client, p)
+    for path, headers in (
+        ("/multi/corporates", ident.headers),
+        ("/3.29.1/multi/corporates", ident.headers),
+        ("/3.1.0/multi/corporates", ident.headers),
+        ("/multi/corporates", {}),  # a refusal too
+        ("/multi/no_such_operation", p.headers),
+        (f"/portal/api/programmes/{p.id}", admin_headers),
+        ("/portal/api/programmes", {}),
+    ):
+        r = await client.get(path, headers=headers)
+        assert r.headers.get("cache-control") == "no-store", (path, r.status_code)
+        assert r.headers.get("x-content-type-options") == "nosniff", path
+        assert "server" not in r.headers, path
+    r = await client.get("/healthz")
+    assert r.headers["x-content-type-options"] == "nosniff"
+    # No CORS unless the operator lists origins (MULTIBANK_CORS_ALLOWED_ORIGINS).
+    r = await client.get(
+        "/multi/corporates", headers={**ident.headers, "origin": "https://evil.example"}
+    )
+    assert "access-control-allow-origin" not in r.headers
+
+
+async def test_cors_only_for_the_origins_the_operator_lists(settings):
+    import httpx
+
+    app = create_app(settings.model_copy(update={"cors_allowed_origins": ["https://app.example"]}))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        preflight = {"access-control-request-method": "POST"}
+        r = await c.options(
+            "/multi/login_with_password", headers={"origin": "https://app.example", **preflight}
+        )
+        assert r.status_code == 200
+        assert r.headers["access-control-allow-origin"] == "https://app.example"
+        r = await c.options(
+            "/multi/login_with_password", headers={"origin": "https://evil.example", **preflight}
+        )
+        assert "access-control-allow-origin" not in r.headers
+    await app.state.container.db.dispose()
+
+
 async def test_every_response_carries_a_request_ref(client, programme):
     p = await programme()
     responses = [
@@ -339,12 +442,16 @@ async def test_clock_advance_moves_only_that_programme(client, programme):
 # Operations (D10)
 
 
-async def test_health_ready_metrics(client, programme):
+async def test_health_ready_metrics(client, programme, admin_headers):
     p = await programme()
     assert (await client.get("/healthz")).json() == {"status": "ok"}
     assert (await client.get("/readyz")).status_code == 200
     await client.post(validate(), headers=p.headers, json=STRONG)
-    text = (await client.get("/metrics")).text
+    # Issue 10: the metrics are the operator's, behind the admin token.
+    for headers in ({}, {"Authorization": "Bearer wrong"}, p.headers):
+        r = await client.get("/metrics", headers=headers)
+        assert r.status_code == 401 and "multibank_http" not in r.text
+    text = (await client.get("/metrics", headers=admin_headers)).text
     assert "multibank_http_requests_total" in text
     assert 'route="/multi/passwords/validate"' in text
     assert "multibank_http_request_duration_seconds_bucket" in text

@@ -40,7 +40,9 @@ def normalise_url(url: str) -> str:
     return u.render_as_string(hide_password=False)
 
 
-def create_engine(url: str, echo: bool = False) -> AsyncEngine:
+def create_engine(
+    url: str, echo: bool = False, pool_size: int = 5, pool_timeout: float = 10
+) -> AsyncEngine:
     url = normalise_url(url)
     if url.startswith("sqlite"):
         # One writer at a time is SQLite's model; BEGIN IMMEDIATE takes the write lock up front so
@@ -72,13 +74,25 @@ def create_engine(url: str, echo: bool = False) -> AsyncEngine:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
-    return create_async_engine(url, echo=echo, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    # PostgreSQL: a fixed pool per process (no overflow), so the connections a deployment needs
+    # are known in advance: processes x pool size (README). A request that waits longer than
+    # `pool_timeout` for a connection answers 503 with Retry-After (api/errors.py).
+    return create_async_engine(
+        url,
+        echo=echo,
+        pool_size=pool_size,
+        max_overflow=0,
+        pool_timeout=pool_timeout,
+        pool_pre_ping=True,
+    )
 
 
 class Database:
-    def __init__(self, url: str, echo: bool = False) -> None:
+    def __init__(
+        self, url: str, echo: bool = False, pool_size: int = 5, pool_timeout: float = 10
+    ) -> None:
         self.url = normalise_url(url)
-        self.engine = create_engine(self.url, echo)
+        self.engine = create_engine(self.url, echo, pool_size, pool_timeout)
         self.sessionmaker = async_sessionmaker(self.engine, expire_on_commit=False)
 
     @property

@@ -35,3 +35,21 @@ async def upgrade(db: Database, revision: str = "head") -> None:
 
     async with db.engine.begin() as conn:
         await conn.run_sync(run)
+
+
+def head_revision() -> str | None:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
+async def current_revision(db: Database) -> str | None:
+    """The revision the database is at; None when it was never migrated."""
+
+    def read(connection: Connection) -> str | None:
+        from alembic.runtime.migration import MigrationContext
+
+        return MigrationContext.configure(connection).get_current_revision()
+
+    async with db.engine.connect() as conn:
+        return await conn.run_sync(read)
