@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
 
@@ -17,6 +19,7 @@ from multibank.kernel.context import Container
 from multibank.kernel.db import Database
 from multibank.kernel.hashing import PasswordHasher
 from multibank.kernel.housekeeping import Housekeeper
+from multibank.kernel.node_lease import NodeKeeper
 from multibank.kernel.notify import build_notifier
 from multibank.kernel.outbox import DeliveryPolicy, OutboxWorker
 from multibank.kernel.ratelimit import RateLimiter
@@ -33,7 +36,12 @@ BASES = {"/multi": "3.29.1", "/3.29.1/multi": "3.29.1", "/3.1.0/multi": "3.1.0"}
 def build_container(settings: Settings) -> Container:
     return Container(
         settings=settings,
-        db=Database(settings.database_url, settings.database_echo),
+        db=Database(
+            settings.database_url,
+            settings.database_echo,
+            settings.database_pool_size,
+            settings.database_pool_timeout_seconds,
+        ),
         limiter=RateLimiter(settings.redis_url, namespace=settings.rate_limit_namespace),
         notifier=build_notifier(settings),
         hasher=PasswordHasher(
@@ -79,6 +87,9 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if container.keyring is None:
             await startup(container)
+        # This process's id node, leased from the database (kernel/node_lease.py).
+        nodes = NodeKeeper(container.db, container.clock)
+        await nodes.start()
         worker = outbox_worker(container)
         if worker is not None:
             worker.start()
@@ -98,6 +109,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
                 await keeper.stop()
             if worker is not None:
                 await worker.stop()
+            await nodes.stop()
             await container.db.dispose()
 
     app = FastAPI(
@@ -119,7 +131,17 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         return JSONResponse({"status": "ready"})
 
     @app.get("/metrics", include_in_schema=False)
-    async def metrics(_: Request) -> Response:
+    async def metrics(request: Request) -> Response:
+        """Prometheus metrics, for the operator only: `Authorization: Bearer <admin token>`
+        (routes, statuses and volumes say much about a deployment)."""
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        expected = container.admin_token or ""
+        if (
+            scheme.lower() != "bearer"
+            or not expected
+            or not secrets.compare_digest(given.strip().encode(), expected.encode())
+        ):
+            return Response(status_code=401, headers={"www-authenticate": "Bearer"})
         body, content_type = render_metrics()
         return Response(body, media_type=content_type)
 
@@ -129,6 +151,14 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     app.include_router(kyc_pages)
     app.mount("/simulate/api", build_simulator())
     app.mount("/portal/api", build_portal())
+    if settings.cors_allowed_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_allowed_origins,
+            allow_methods=["GET", "POST", "PATCH", "PUT", "DELETE"],
+            allow_headers=["api-key", "authorization", "content-type", "idempotency-ref", "accept"],
+            expose_headers=["request-ref", "x-ratelimit-limit", "x-ratelimit-reset"],
+        )
     app.add_middleware(EdgeMiddleware, container=container)
     app.state.container = container
     return app

@@ -10,6 +10,7 @@ def load_all() -> None:
     import multibank.identities.models
     import multibank.kernel.codes
     import multibank.kernel.idempotency
+    import multibank.kernel.node_lease
     import multibank.kernel.notify
     import multibank.kernel.tokens
     import multibank.ledger.models

@@ -14,6 +14,10 @@ _MAX_SEQ = (1 << _SEQ_BITS) - 1
 
 
 class IdGenerator:
+    # Until `use_node` (a lease, kernel/node_lease.py) the node is drawn at random: fine for a
+    # test or a one-off command; a serving process always leases its node.
+    valid_until_ms: int | None = None
+
     def __init__(self, node_id: int | None = None) -> None:
         # Without a configured node id every process draws one, so two workers rarely share it;
         # the primary keys are unique in the database, so a clash fails loudly, never silently.
@@ -24,9 +28,17 @@ class IdGenerator:
         self._last_ms = 0
         self._seq = 0
 
+    def use_node(self, node_id: int, valid_until_ms: int | None) -> None:
+        with self._lock:
+            self.node_id = node_id
+            self.valid_until_ms = valid_until_ms
+
     def next_int(self) -> int:
         with self._lock:
             now = int(time.time() * 1000)
+            if self.valid_until_ms is not None and now >= self.valid_until_ms:
+                # The lease ran out unrenewed: another process may hold this node now.
+                raise RuntimeError(f"the lease of id node {self.node_id} has expired")
             if now < self._last_ms:  # wall clock stepped back: keep ordering by reusing last ms
                 now = self._last_ms
             if now == self._last_ms:
@@ -53,3 +65,21 @@ _default = IdGenerator(
 
 def new_id() -> int:
     return _default.next_int()
+
+
+def use_node(node_id: int, valid_until_ms: int | None) -> None:
+    """This process's ids use `node_id` (leased until `valid_until_ms`), unless the operator
+    fixed one with MULTIBANK_NODE_ID."""
+    if "MULTIBANK_NODE_ID" not in os.environ:
+        _default.use_node(node_id, valid_until_ms)
+
+
+def end_lease() -> None:
+    """The lease was released: another process may take the node at once, so stop using it and
+    go back to a random node, as before any lease (a one-off command, a test)."""
+    if "MULTIBANK_NODE_ID" not in os.environ:
+        _default.use_node(secrets.randbelow(1 << _NODE_BITS), None)
+
+
+def current_node() -> int:
+    return _default.node_id
