@@ -1,5 +1,6 @@
-"""An API-key and token checked GET (`GET /multi/corporates`) against a bare FastAPI JSON GET,
-both served by uvicorn (one worker) on loopback and driven by wrk in the same run.
+"""Authenticated reads (api-key and bearer token checked: `GET /multi/corporates`, one managed
+account, a page of 10) against a bare FastAPI JSON GET, both served by uvicorn (one worker) on
+loopback and driven by wrk in the same run (issue 11, goal 1).
 
 Usage: .venv/bin/python bench/bench_api_key.py [--seconds 10] [--connections 16]
        [--database-url postgresql://postgres@127.0.0.1:5432/DB]
@@ -14,7 +15,7 @@ from common import Server, bare_server, call, multibank_server, report, wrk
 
 
 def corporate_token(server: Server) -> str:
-    """Signs a corporate up through the public API and returns its root user's token."""
+    """Signs a corporate up through the public API, approves it, returns its root user's token."""
     h = {"api-key": server.api_key}
     created = call(
         "POST",
@@ -36,6 +37,12 @@ def corporate_token(server: Server) -> str:
         },
     )
     user_id = created["rootUser"]["id"]["id"]
+    # Approved (KYB) through the simulator, so it may open accounts.
+    call(
+        "POST",
+        f"{server.base}/simulate/api/corporates/{created['id']['id']}/verify",
+        {"programme-key": server.api_key},
+    )
     out = call(
         "POST",
         f"{server.base}/multi/passwords/{user_id}/create",
@@ -60,14 +67,31 @@ def main() -> None:
         health = wrk(
             "multibank GET /healthz", f"{server.base}/healthz", {}, args.seconds, args.connections
         )
-        checked = wrk(
-            "multibank GET /multi/corporates",
-            f"{server.base}/multi/corporates",
-            headers,
-            args.seconds,
-            args.connections,
-        )
-    print(report([baseline, health, checked], baseline))
+        accounts = [
+            call(
+                "POST",
+                f"{server.base}/multi/managed_accounts",
+                headers,
+                {
+                    "profileId": server.profiles["corporateManagedAccount"],
+                    "friendlyName": f"bench {i}",
+                    "currency": "EUR",
+                },
+            )
+            for i in range(10)
+        ]
+        rows = [baseline, health]
+        for name, path in (
+            ("GET /multi/corporates", "/multi/corporates"),
+            ("GET /multi/managed_accounts/{id}", f"/multi/managed_accounts/{accounts[0]['id']}"),
+            ("GET /multi/managed_accounts?limit=10", "/multi/managed_accounts?limit=10"),
+        ):
+            rows.append(
+                wrk(
+                    f"multibank {name}", server.base + path, headers, args.seconds, args.connections
+                )
+            )
+    print(report(rows, baseline))
 
 
 if __name__ == "__main__":

@@ -167,10 +167,10 @@ def wrk(
 
 
 def report(rows: list[Figures], baseline: Figures) -> str:
-    lines = [f"{'target':<34}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'vs base':>10}{'non-2xx':>9}"]
+    lines = [f"{'target':<44}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'vs base':>10}{'non-2xx':>9}"]
     for f in rows:
         lines.append(
-            f"{f.name:<34}{f.rps:>10.0f}{f.p50_ms:>10.2f}{f.p99_ms:>10.2f}"
+            f"{f.name:<44}{f.rps:>10.0f}{f.p50_ms:>10.2f}{f.p99_ms:>10.2f}"
             f"{f.rps / baseline.rps:>10.3f}{f.non_2xx:>9}"
         )
     return "\n".join(lines)

@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from multibank.api.authcache import AuthCache, cache_of
 from multibank.api.errors import Replay
 from multibank.api.openapi import IDEMPOTENCY_REF, STEP_UP, STEP_UP_BODY, answers
 from multibank.api.routing import container_of
@@ -18,10 +19,21 @@ from multibank.kernel.clock import ProgrammeClock
 from multibank.kernel.context import Container
 from multibank.kernel.errors import BadRequest, Forbidden, Unauthorized
 from multibank.kernel.idempotency import IdempotencyRecord, IdempotencyStore, payload_hash
-from multibank.kernel.tokens import AuthSession, SessionLimits, touch_session
+from multibank.kernel.tokens import (
+    AuthSession,
+    SessionLimits,
+    alive,
+    read_session,
+    renew_session,
+)
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import Programme
-from multibank.programmes.service import programme_for_api_key
+from multibank.programmes.repository import programme_for_key_hash
+from multibank.programmes.service import hash_api_key
+
+# A read renews its session at most once a second (decision 0013): the idle limit stays exact to
+# the second, and reads of one session do not each write.
+RENEW_EVERY_MS = 1000
 
 api_key_scheme = APIKeyHeader(name="api-key", scheme_name="api_key", auto_error=False)
 bearer_scheme = HTTPBearer(scheme_name="auth_token", bearerFormat="JWT", auto_error=False)
@@ -50,9 +62,15 @@ async def current_programme(
             "api-key header is required",
             [{"fieldName": "api-key", "error": "REQUIRED", "params": []}],
         )
-    programme = await programme_for_api_key(db, api_key.strip())
+    cache = cache_of(container_of(request))
+    key_hash = hash_api_key(api_key.strip())
+    programme = cache.programme(key_hash)
     if programme is None:
-        raise Unauthorized()
+        programme = await programme_for_key_hash(db, key_hash)
+        if programme is None:
+            raise Unauthorized()
+        db.expunge(programme)  # a snapshot, shared read-only (api/authcache.py)
+        cache.remember_programme(key_hash, programme)
     request.state.programme = programme
     return programme
 
@@ -98,9 +116,9 @@ async def current_caller(
         idle_ms=container.settings.session_idle_seconds * 1000,
         absolute_ms=container.settings.session_absolute_seconds * 1000,
     )
-    session = await touch_session(db, session_id, programme.id, clock.now_ms(), limits)
-    if session is None:
-        raise Unauthorized()
+    session = await _live_session(
+        request, db, cache_of(container), session_id, programme.id, clock.now_ms(), limits
+    )
     route_path = str(getattr(request.scope.get("route"), "path", ""))
     if session.token_type == "PASSWORD_UPDATE" and route_path != "/passwords/update":
         # The temporary token of an expired password opens `POST /passwords/update` only.
@@ -110,6 +128,42 @@ async def current_caller(
 
 
 CurrentCaller = Annotated[Caller, Depends(current_caller)]
+
+
+async def _live_session(
+    request: Request,
+    db: AsyncSession,
+    cache: AuthCache,
+    session_id: int,
+    programme_id: int,
+    now_ms: int,
+    limits: SessionLimits,
+) -> AuthSession:
+    """The live session `session_id`, renewed (D7); 401 if it is not live.
+
+    A read trusts what this process remembers of the session (at most half a second old, and a
+    refusal is decided on a fresh read) and writes the renewal at most once a second. A write
+    renews in its own transaction on every call, as before: that row lock is what serialises a
+    session's concurrent writes (factors/service.py), and a refused write renews nothing.
+    """
+    entry = cache.session(session_id)
+    if entry is None or not alive(entry.row, entry.last_seen_ms, programme_id, now_ms, limits):
+        row = await read_session(db, session_id)
+        if row is None or not alive(row, row.last_seen_at, programme_id, now_ms, limits):
+            cache.forget_session(session_id)
+            raise Unauthorized()
+        db.expunge(row)
+        entry = cache.remember_session(row)
+    if request.method in ("GET", "HEAD"):
+        if now_ms - entry.last_seen_ms >= RENEW_EVERY_MS:
+            if not await renew_session(db, session_id, programme_id, now_ms, limits):
+                cache.forget_session(session_id)
+                raise Unauthorized()
+            entry.last_seen_ms = now_ms
+    elif not await renew_session(db, session_id, programme_id, now_ms, limits):
+        cache.forget_session(session_id)
+        raise Unauthorized()
+    return entry.row
 
 
 async def begin_idempotent(
@@ -236,6 +290,11 @@ def require_step_up(session: Session) -> None:
 
 @answers(403, STEP_UP)
 async def stepped_up_session(session: LoggedIn) -> Session:
+    if step_up_pending(session):
+        # The session may have stepped up in another process since it was remembered.
+        row = await read_session(session.ctx.db, session.auth.id)
+        if row is not None and row.stepped_up:
+            session = Session(session.ctx, row)
     require_step_up(session)
     return session
 

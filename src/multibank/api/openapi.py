@@ -312,6 +312,21 @@ def _storable_strings(node: Any) -> None:
             _storable_strings(value)
 
 
+def _refs(node: Any) -> set[str]:
+    """Names of the component schemas `node` refers to directly."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+            found.add(ref.rsplit("/", 1)[1])
+        for value in node.values():
+            found |= _refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _refs(value)
+    return found
+
+
 def describe(app: FastAPI, document: dict[str, Any]) -> dict[str, Any]:
     paths: dict[str, Any] = document.get("paths", {})
     for route in _routes(app):
@@ -334,8 +349,26 @@ def describe(app: FastAPI, document: dict[str, Any]) -> dict[str, Any]:
     }
     if not components["headers"]:
         del components["headers"]
-    _storable_strings(paths)
-    _storable_strings(schemas)
+    # What a client sends (parameters, request bodies, and the schemas they refer to, however
+    # deep) holds no NUL; answers are left alone (an error may echo a field name it refused).
+    sent: list[Any] = [
+        part
+        for item in paths.values()
+        for operation in item.values()
+        if isinstance(operation, dict)
+        for part in (operation.get("parameters"), operation.get("requestBody"))
+        if part
+    ]
+    _storable_strings(sent)
+    seen: set[str] = set()
+    todo = _refs(sent)
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in schemas:
+            continue
+        seen.add(name)
+        _storable_strings(schemas[name])
+        todo |= _refs(schemas[name])
     return document
 
 

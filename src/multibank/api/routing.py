@@ -31,7 +31,16 @@ class UnitOfWorkRoute(APIRoute):
 
         async def run(request: Request) -> Response:
             container = container_of(request)
-            async with container.db.sessionmaker() as session:
+            db = container.db
+            # A read (GET, HEAD) runs its statements in autocommit: no BEGIN/COMMIT round trips
+            # and, on SQLite, no queueing behind the writer. What a read writes (a session
+            # renewal, a due IBAN allocation) is one guarded statement at a time.
+            reads = request.method in ("GET", "HEAD")
+            if reads:
+                async with db.read_sessionmaker() as session:
+                    request.state.db = session
+                    return await handler(request)  # autocommit: nothing to commit or undo
+            async with db.sessionmaker() as session:
                 request.state.db = session
                 try:
                     response = await handler(request)

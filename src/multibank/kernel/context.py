@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from multibank.kernel.clock import Clock
 from multibank.kernel.db import Database
@@ -23,6 +24,8 @@ class Container:
     keyring: TokenKeyring | None = None  # loaded at start-up (sandbox keys live in the database)
     admin_token: str | None = None
     hasher: PasswordHasher = field(default_factory=lambda: PasswordHasher(19 * 1024, 2, 1))
+    # What the layers above keep for this process (api/authcache.py), by name.
+    caches: dict[str, Any] = field(default_factory=dict)
 
     def tokens(self) -> TokenKeyring:
         if self.keyring is None:

@@ -83,8 +83,37 @@ def create_engine(
         pool_size=pool_size,
         max_overflow=0,
         pool_timeout=pool_timeout,
-        pool_pre_ping=True,
+        skip_autocommit_rollback=True,  # the read sessions' connections (autocommit)
+        # No pre-ping: it is a round trip on every checkout. A connection the server dropped
+        # fails its request with 503 (api/errors.py) and is invalidated; the next one reconnects.
     )
+
+
+def create_read_engine(url: str, echo: bool = False, connections: int = 4) -> AsyncEngine:
+    """SQLite only: connections for read requests, in autocommit (no BEGIN IMMEDIATE), so reads
+    run side by side under WAL instead of queueing for the one writing connection. A statement
+    that writes (a session renewal) takes the write lock for itself alone."""
+    engine = create_async_engine(
+        normalise_url(url),
+        echo=echo,
+        connect_args={"check_same_thread": False},
+        pool_size=connections,
+        max_overflow=0,
+        pool_timeout=60,
+        isolation_level="AUTOCOMMIT",
+        skip_autocommit_rollback=True,  # autocommit has nothing to roll back: no thread hop
+        pool_reset_on_return=None,
+    )
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    return engine
 
 
 class Database:
@@ -94,6 +123,15 @@ class Database:
         self.url = normalise_url(url)
         self.engine = create_engine(self.url, echo, pool_size, pool_timeout)
         self.sessionmaker = async_sessionmaker(self.engine, expire_on_commit=False)
+        # Read requests (GET): statements in autocommit, so a read costs no BEGIN and COMMIT
+        # round trips, and on SQLite reads do not queue behind the writer (decision 0013).
+        if not self.is_sqlite:
+            self.read_engine = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        elif ":memory:" in self.url or "mode=memory" in self.url:
+            self.read_engine = self.engine  # one private database: one connection sees it
+        else:
+            self.read_engine = create_read_engine(self.url, echo)
+        self.read_sessionmaker = async_sessionmaker(self.read_engine, expire_on_commit=False)
 
     @property
     def is_sqlite(self) -> bool:
@@ -111,4 +149,6 @@ class Database:
                 raise
 
     async def dispose(self) -> None:
+        if self.is_sqlite and self.read_engine is not self.engine:
+            await self.read_engine.dispose()
         await self.engine.dispose()

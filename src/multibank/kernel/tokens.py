@@ -137,6 +137,44 @@ async def touch_session(
     return (await db.execute(select(AuthSession).where(AuthSession.id == session_id))).scalar_one()
 
 
+def alive(
+    row: AuthSession, last_seen_ms: int, programme_id: int, now_ms: int, limits: SessionLimits
+) -> bool:
+    """Whether a session is live at `now_ms`, its last activity being `last_seen_ms` (D7)."""
+    return (
+        row.programme_id == programme_id
+        and row.ended_at is None
+        and last_seen_ms >= now_ms - limits.idle_ms
+        and row.created_at >= now_ms - limits.absolute_ms
+    )
+
+
+async def read_session(db: AsyncSession, session_id: int) -> AuthSession | None:
+    return (
+        await db.execute(select(AuthSession).where(AuthSession.id == session_id))
+    ).scalar_one_or_none()
+
+
+async def renew_session(
+    db: AsyncSession, session_id: int, programme_id: int, now_ms: int, limits: SessionLimits
+) -> bool:
+    """Records activity at `now_ms`, in one guarded statement: False if, meanwhile, the session
+    ended or ran out (two processes racing cannot revive a session the other found expired)."""
+    stmt = (
+        update(AuthSession)
+        .where(
+            AuthSession.id == session_id,
+            AuthSession.programme_id == programme_id,
+            AuthSession.ended_at.is_(None),
+            AuthSession.last_seen_at >= now_ms - limits.idle_ms,
+            AuthSession.created_at >= now_ms - limits.absolute_ms,
+        )
+        .values(last_seen_at=now_ms)
+        .execution_options(renewal=True, synchronize_session=False)
+    )
+    return int(getattr(await db.execute(stmt), "rowcount", 0) or 0) == 1
+
+
 async def end_session(db: AsyncSession, session_id: int, now_ms: int) -> None:
     await db.execute(
         update(AuthSession)

@@ -138,7 +138,8 @@ async def create_key(
 async def revoke_key(
     key_id: IdPath, programme: ProgrammePath, db: Db, container: AppContainer
 ) -> ApiKeyRead:
-    """Revokes a key at once, in every process: the next request with it answers 401."""
+    """Revokes a key: the next request with it answers 401 (in another server process, one
+    that comes half a second later: api/authcache.py)."""
     return await service.revoke_api_key(db, container.clock, programme, _int_id(key_id, "API key"))
 
 

@@ -1,0 +1,105 @@
+"""Logins (`POST /multi/login_with_password`, right password) against raw Argon2id verifies at
+the same parameters on the same number of threads, measured in the same run (issue 11, goal 3):
+a login should cost little more than its hash, and hashing should use every core.
+
+The raw rate runs `verify` in `--threads` threads (default: the cores) for `--seconds`; the
+server runs with its default thread pool and the same Argon2id settings, driven by wrk.
+
+Usage: .venv/bin/python bench/bench_login.py [--seconds 10] [--connections 16] [--threads N]
+       [--database-url postgresql://...]   (default: a fresh SQLite file)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import argon2
+from bench_api_key import corporate_token
+from common import Figures, call, multibank_server, wrk
+
+MEMORY_KIB, TIME_COST, PARALLELISM = 19 * 1024, 2, 1  # the server's defaults (settings.py)
+PASSWORD = "Bench-1234!"
+LUA = """
+wrk.method = "POST"
+wrk.body = '%(body)s'
+wrk.headers["Content-Type"] = "application/json"
+"""
+
+
+def raw_verify_rate(seconds: float, threads: int) -> float:
+    ph = argon2.PasswordHasher(
+        time_cost=TIME_COST, memory_cost=MEMORY_KIB, parallelism=PARALLELISM, type=argon2.Type.ID
+    )
+    encoded = ph.hash(PASSWORD)
+    done = [0] * threads
+    stop = time.monotonic() + seconds
+
+    def work(i: int) -> None:
+        while time.monotonic() < stop:
+            ph.verify(encoded, PASSWORD)
+            done[i] += 1
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    started = time.monotonic()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return sum(done) / (time.monotonic() - started)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--database-url", default=None, help="PostgreSQL URL (default: SQLite file)")
+    args = ap.parse_args()
+    env = {
+        "MULTIBANK_ARGON2_MEMORY_KIB": str(MEMORY_KIB),
+        "MULTIBANK_ARGON2_TIME_COST": str(TIME_COST),
+        "MULTIBANK_ARGON2_PARALLELISM": str(PARALLELISM),
+        # The per-e-mail and per-IP login limits would stop a benchmark at the 21st login.
+        "MULTIBANK_RATE_LIMIT_LOGIN": "1000000/minute",
+        "MULTIBANK_RATE_LIMIT_IP": "1000000/minute",
+        "MULTIBANK_RATE_LIMIT_API_KEY": "1000000/minute",
+    }
+    if args.database_url:
+        env["MULTIBANK_DATABASE_URL"] = args.database_url
+    raw = raw_verify_rate(args.seconds, args.threads)
+    with multibank_server(env) as server, tempfile.TemporaryDirectory() as tmp:
+        # A corporate whose root user's password is PASSWORD: its e-mail logs in.
+        user = call(
+            "GET",
+            f"{server.base}/multi/corporates",
+            {"api-key": server.api_key, "Authorization": f"Bearer {corporate_token(server)}"},
+        )
+        email = user["rootUser"]["email"]
+        script = Path(tmp) / "login.lua"
+        body = json.dumps({"email": email, "password": {"value": PASSWORD}})
+        script.write_text(LUA % {"body": body})
+        logins = wrk(
+            "multibank POST /multi/login_with_password",
+            f"{server.base}/multi/login_with_password",
+            {"api-key": server.api_key},
+            args.seconds,
+            args.connections,
+            script,
+        )
+    print(f"{'target':<44}{'per s':>10}{'p50 ms':>10}{'p99 ms':>10}{'vs raw':>10}{'non-2xx':>9}")
+    print(f"{f'raw Argon2id verify, {args.threads} threads':<44}{raw:>10.1f}")
+    f: Figures = logins
+    print(
+        f"{f.name:<44}{f.rps:>10.1f}{f.p50_ms:>10.2f}{f.p99_ms:>10.2f}"
+        f"{f.rps / raw:>10.3f}{f.non_2xx:>9}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Credentials a process remembers (api/authcache.py) stop working on every process within a
+second of being withdrawn on another (issue 11, "what must not change"): a logout, an API key
+revoked, a user deactivated. Two `multibank serve` processes on one database; each scenario
+reads through the second process first, so that it remembers the credentials, withdraws them
+through the first, and a second later the second process refuses them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+import httpx
+
+from tests.api.test_ledger_concurrency import fresh_database, new_programme, two_servers
+from tests.conftest import ADMIN_TOKEN
+from tests.factories import CODE, PASSWORD, email, login, verified
+
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+WITHIN = 1.0  # seconds: the interface's bound for another process to notice
+
+
+async def test_withdrawn_credentials_stop_on_the_other_process_within_a_second(
+    tmp_path: Path,
+) -> None:
+    async with (
+        fresh_database(tmp_path) as url,
+        two_servers(url, tmp_path) as bases,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        a, b = [
+            await stack.enter_async_context(httpx.AsyncClient(base_url=u, timeout=60))
+            for u in bases
+        ]
+        p = await new_programme(a, ADMIN)
+
+        # A logout on A.
+        ident = await verified(a, p, "corporates")
+        for _ in range(3):
+            assert (await b.get("/multi/corporates", headers=ident.headers)).status_code == 200
+        assert (await a.post("/multi/logout", headers=ident.headers)).status_code == 204
+        await asyncio.sleep(WITHIN)
+        assert (await b.get("/multi/corporates", headers=ident.headers)).status_code == 401
+
+        # A user deactivated on A (an authorised user, by the root user).
+        root = await verified(a, p, "corporates")
+        user_email = email()
+        r = await a.post(
+            "/multi/users",
+            headers=root.headers,
+            json={"name": "Ann", "surname": "Other", "email": user_email},
+        )
+        assert r.status_code == 200, r.text
+        user_id = r.json()["id"]
+        r = await a.post(f"/multi/users/{user_id}/invite", headers=root.headers)
+        assert r.status_code == 204, r.text
+        r = await a.post(
+            f"/multi/users/{user_id}/invite/consume",
+            headers=p.headers,
+            json={"inviteCode": CODE, "password": {"value": PASSWORD}},
+        )
+        assert r.status_code == 200, r.text
+        r = await login(a, p, user_email)
+        assert r.status_code == 200, r.text
+        user_headers = {**p.headers, "authorization": f"Bearer {r.json()['token']}"}
+        for _ in range(3):
+            assert (await b.get("/multi/corporates", headers=user_headers)).status_code == 200
+        r = await a.post(f"/multi/users/{user_id}/deactivate", headers=root.headers)
+        assert r.status_code == 204, r.text
+        await asyncio.sleep(WITHIN)
+        assert (await b.get("/multi/corporates", headers=user_headers)).status_code == 401
+
+        # An API key revoked on A.
+        r = await a.post(f"/portal/api/programmes/{p.id}/api_keys", headers=ADMIN, json={})
+        assert r.status_code == 201, r.text
+        key = r.json()
+        headers = {**root.headers, "api-key": key["apiKey"]}
+        for _ in range(3):
+            assert (await b.get("/multi/corporates", headers=headers)).status_code == 200
+        r = await a.delete(f"/portal/api/programmes/{p.id}/api_keys/{key['id']}", headers=ADMIN)
+        assert r.status_code == 200, r.text
+        await asyncio.sleep(WITHIN)
+        assert (await b.get("/multi/corporates", headers=headers)).status_code == 401
+        # The programme's first key still works on both.
+        for c in (a, b):
+            assert (await c.get("/multi/corporates", headers=root.headers)).status_code == 200

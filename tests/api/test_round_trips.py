@@ -1,0 +1,132 @@
+"""Database round trips of an authenticated read (issue 11, goal 5): counted, not timed.
+
+Every statement the server sends is counted on both of its engines, and so is every transaction
+it opens on the database (BEGIN, COMMIT, ROLLBACK are round trips too). An authenticated read of
+one account, of the identity, or of a page of accounts costs at most 2; the credentials checks
+cost none while what the process knows of them is fresh, and a renewal is written at most once
+a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from multibank.api import authcache, deps
+from multibank.kernel.context import Container
+from tests.factories import open_account, verified
+
+
+class Trips:
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+    @property
+    def count(self) -> int:
+        return len(self.statements)
+
+
+@contextmanager
+def counting(container: Container) -> Iterator[Trips]:
+    trips = Trips()
+    # One listener per pool: on PostgreSQL the read engine is the same engine with other
+    # options, whose events its parent's listeners already see.
+    engines = {
+        id(e.sync_engine.pool): e.sync_engine
+        for e in (container.db.read_engine, container.db.engine)
+    }
+
+    def on_statement(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        trips.statements.append(statement.split()[0].upper() if statement.strip() else "")
+
+    def on_begin(conn: Any) -> None:
+        # A transaction the driver really opens: not one in autocommit.
+        if not conn._is_autocommit_isolation() and conn.engine.dialect.name != "sqlite":
+            # (SQLite's BEGIN IMMEDIATE is a statement, counted above.)
+            trips.statements.append("BEGIN")
+
+    def on_end(name: str) -> Any:
+        def listener(conn: Any) -> None:
+            if not conn._is_autocommit_isolation():  # in autocommit the driver sends nothing
+                trips.statements.append(name)
+
+        return listener
+
+    on_commit, on_rollback = on_end("COMMIT"), on_end("ROLLBACK")
+    for engine in engines.values():
+        event.listen(engine, "before_cursor_execute", on_statement)
+        event.listen(engine, "begin", on_begin)
+        event.listen(engine, "commit", on_commit)
+        event.listen(engine, "rollback", on_rollback)
+    try:
+        yield trips
+    finally:
+        for engine in engines.values():
+            event.remove(engine, "before_cursor_execute", on_statement)
+            event.remove(engine, "begin", on_begin)
+            event.remove(engine, "commit", on_commit)
+            event.remove(engine, "rollback", on_rollback)
+
+
+@pytest.fixture(autouse=True)
+def unhurried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round trips are counted, not timed: on a loaded machine the half second a credential is
+    trusted, or the second between renewals, must not run out between two reads of a test."""
+    monkeypatch.setattr(authcache, "FRESH_MS", 60_000.0)
+    monkeypatch.setattr(deps, "RENEW_EVERY_MS", 100_000)
+
+
+@pytest.mark.parametrize("base", ["/multi", "/3.1.0/multi"])
+async def test_an_authenticated_read_costs_at_most_two_round_trips(
+    client, programme, container: Container, base: str
+) -> None:
+    p = await programme()
+    ident = await verified(client, p, "corporates")
+    account = await open_account(client, ident, "EUR")
+    reads = [
+        f"{base}/managed_accounts/{account['id']}",
+        f"{base}/corporates",
+        f"{base}/managed_accounts?limit=10",
+    ]
+    for path in reads:  # a first read of each: the process learns the key and the session
+        assert (await client.get(path, headers=ident.headers)).status_code == 200
+    for path in reads:
+        with counting(container) as trips:
+            r = await client.get(path, headers=ident.headers)
+        assert r.status_code == 200, r.text
+        assert trips.count <= 2, (path, trips.statements)
+        assert "UPDATE" not in trips.statements  # renewed less than a second ago
+
+
+async def test_a_read_renews_its_session_once_per_period(client, programme, container) -> None:
+    p = await programme()
+    ident = await verified(client, p, "corporates")
+    path = "/multi/corporates"
+    assert (await client.get(path, headers=ident.headers)).status_code == 200
+    # The programme's clock moves past one renewal period (100 s here, 1 s in service).
+    r = await client.post(
+        "/simulate/api/clock/advance", headers={"programme-key": p.api_key}, json={"seconds": 101}
+    )
+    assert r.status_code == 200
+    with counting(container) as trips:
+        assert (await client.get(path, headers=ident.headers)).status_code == 200
+        assert (await client.get(path, headers=ident.headers)).status_code == 200
+    assert trips.statements.count("UPDATE") == 1, trips.statements
+
+
+async def test_a_write_still_renews_in_its_own_transaction(client, programme, container) -> None:
+    p = await programme()
+    ident = await verified(client, p, "corporates")
+    account = await open_account(client, ident, "EUR")
+    with counting(container) as trips:
+        r = await client.patch(
+            f"/multi/managed_accounts/{account['id']}",
+            headers=ident.headers,
+            json={"friendlyName": "renamed"},
+        )
+    assert r.status_code == 200, r.text
+    assert "UPDATE" in trips.statements and "COMMIT" in trips.statements
