@@ -100,6 +100,28 @@ def funded_corporate(server: Server, amount: int) -> tuple[dict[str, str], str]:
     return headers, str(account["id"])
 
 
+SPREAD_LUA = """
+local counter = 0
+local prefix = "%(prefix)s"
+local tokens = {%(tokens)s}
+local bodies = {%(bodies)s}
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+request = function()
+  counter = counter + 1
+  local i = (counter %% #tokens) + 1
+  wrk.headers["Authorization"] = "Bearer " .. tokens[i]
+  wrk.headers["idempotency-ref"] = prefix .. "-" .. counter
+  wrk.body = bodies[i]
+  return wrk.format()
+end
+"""
+
+
+def _lua_list(values: list[str]) -> str:
+    return ",".join(json.dumps(v) for v in values)
+
+
 def balance(server: Server, headers: dict[str, str], account_id: str) -> int:
     out = call("GET", f"{server.base}/multi/managed_accounts/{account_id}", headers)
     return int(out["balances"]["availableBalance"])
@@ -120,6 +142,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--database-url", default=None)
+    ap.add_argument("--customers", type=int, default=50, help="for the spread row (goal 2)")
     args = ap.parse_args()
     # Enough for the run at any speed loopback allows (20k fees/s), twice over (two rows).
     funds = 2 * 20_000 * args.seconds * FEE
@@ -168,9 +191,48 @@ def main() -> None:
             )
         )
         after = balance(server, headers, account_id)
+
+        # Issue 11, goal 2: charges spread over many customers' accounts, each with a ref,
+        # against an authenticated read of one account measured in the same run.
+        spread_funds = 20_000 * args.seconds * FEE // args.customers * 2
+        customers = [funded_corporate(server, spread_funds) for _ in range(args.customers)]
+        read = wrk(
+            "multibank GET managed account (goal 1)",
+            f"{server.base}/multi/managed_accounts/{customers[0][1]}",
+            customers[0][0],
+            args.seconds,
+            args.connections,
+        )
+        spread = Path(tmp) / "fee_spread.lua"
+        tokens = [h["Authorization"].split(" ", 1)[1] for h, _ in customers]
+        bodies = [
+            json.dumps(
+                {"feeType": "ADMIN_FEE", "source": {"type": "managed_accounts", "id": a}},
+                separators=(",", ":"),
+            )
+            for _, a in customers
+        ]
+        spread.write_text(
+            SPREAD_LUA
+            % {
+                "prefix": secrets.token_hex(6),
+                "tokens": _lua_list(tokens),
+                "bodies": _lua_list(bodies),
+            }
+        )
+        spread_row = wrk(
+            f"multibank fee charge, {args.customers} customers",
+            url,
+            {"api-key": server.api_key},
+            args.seconds,
+            args.connections,
+            script=spread,
+        )
+        rows += [read, spread_row]
         verified = ledger_verify(server)
 
     print(report(rows, baseline))
+    print(f"spread charges / authenticated read: {spread_row.rps / read.rps:.3f} (goal 2: >= 0.40)")
     print(
         f"fees charged: {(before - after_ref) // FEE} with a ref, {(after_ref - after) // FEE} "
         f"without; balance left {after}; ledger verify: "

@@ -45,7 +45,10 @@ def build_container(settings: Settings) -> Container:
         limiter=RateLimiter(settings.redis_url, namespace=settings.rate_limit_namespace),
         notifier=build_notifier(settings),
         hasher=PasswordHasher(
-            settings.argon2_memory_kib, settings.argon2_time_cost, settings.argon2_parallelism
+            settings.argon2_memory_kib,
+            settings.argon2_time_cost,
+            settings.argon2_parallelism,
+            settings.argon2_threads,
         ),
     )
 

@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     argon2_memory_kib: int = Field(default=19 * 1024, ge=8)
     argon2_time_cost: int = Field(default=2, ge=1)
     argon2_parallelism: int = Field(default=1, ge=1)
+    # Hashes computed at once (threads); more than the cores only thrash their caches. 0: cores.
+    argon2_threads: int = Field(default=0, ge=0)
 
     # Rate limits (D7, docs/decisions/0008): limits-library strings, several windows joined with
     # ';'. Login, code sending and code verifying are counted apart. The three operation limits

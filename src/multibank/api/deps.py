@@ -54,7 +54,7 @@ AppContainer = Annotated[Container, Depends(get_container)]
 
 @answers(400, 401)
 async def current_programme(
-    request: Request, db: Db, api_key: Annotated[str | None, Depends(api_key_scheme)]
+    request: Request, api_key: Annotated[str | None, Depends(api_key_scheme)]
 ) -> Programme:
     """D7: a missing or empty key is 400, an unknown or revoked one 401."""
     if not api_key or not api_key.strip():
@@ -62,14 +62,18 @@ async def current_programme(
             "api-key header is required",
             [{"fieldName": "api-key", "error": "REQUIRED", "params": []}],
         )
-    cache = cache_of(container_of(request))
+    container = container_of(request)
+    cache = cache_of(container)
     key_hash = hash_api_key(api_key.strip())
     programme = cache.programme(key_hash)
     if programme is None:
-        programme = await programme_for_key_hash(db, key_hash)
+        # On a read session of its own, so a write request's transaction does not begin here
+        # (a login hashes before it begins). Closed, the row is a detached snapshot, shared
+        # read-only (api/authcache.py).
+        async with container.db.read_sessionmaker() as own:
+            programme = await programme_for_key_hash(own, key_hash)
         if programme is None:
             raise Unauthorized()
-        db.expunge(programme)  # a snapshot, shared read-only (api/authcache.py)
         cache.remember_programme(key_hash, programme)
     request.state.programme = programme
     return programme

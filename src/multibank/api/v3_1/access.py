@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import BaseModel
 
 from multibank.api.deps import AnonCtx, AppContainer, Idempotent
 from multibank.api.limits import LoginLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.schemas import IdentityId, TypeId
-from multibank.api.v3_29.access import LOGIN_RESPONSES, LoginRequest, do_login
+from multibank.api.v3_29.access import LOGIN_RESPONSES, LoginRequest, PasswordChecked, do_login
 from multibank.api.v3_29.access import login_with_password as latest
 
 router = APIRouter(tags=["Access"], route_class=UnitOfWorkRoute)
@@ -24,11 +24,11 @@ class LoginResponse(BaseModel):
 @router.post(
     "/login_with_password",
     operation_id="loginWithPassword",
-    dependencies=[LoginLimited, Idempotent],
+    dependencies=[LoginLimited, PasswordChecked, Idempotent],
     responses=LOGIN_RESPONSES,
     description=latest.__doc__,
 )
 async def login_with_password(
-    body: LoginRequest, ctx: AnonCtx, container: AppContainer
+    request: Request, body: LoginRequest, ctx: AnonCtx, container: AppContainer
 ) -> LoginResponse:
-    return LoginResponse.model_validate(await do_login(body, ctx, container))
+    return LoginResponse.model_validate(await do_login(request, body, ctx, container))

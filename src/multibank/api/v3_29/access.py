@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel
 
 from multibank.access import service
@@ -13,6 +13,7 @@ from multibank.api.deps import (
     AppContainer,
     CallerIdempotent,
     CurrentCaller,
+    CurrentProgramme,
     Db,
     Idempotent,
     LoggedIn,
@@ -63,9 +64,29 @@ def login_body(token: str, result: service.LoginResult) -> dict[str, Any]:
     }
 
 
-async def do_login(body: LoginRequest, ctx: AnonCtx, container: AppContainer) -> dict[str, Any]:
+async def check_password(
+    request: Request, body: LoginRequest, programme: CurrentProgramme, container: AppContainer
+) -> None:
+    """Checks the password before the request's transaction begins (issue 11): the hash then
+    holds no connection, and on SQLite not the write lock, so logins use every core."""
+    async with container.db.read_sessionmaker() as db:
+        request.state.password_check = await service.check_password(
+            db, container.hasher, programme.id, str(body.email), body.password.value
+        )
+
+
+# Before `Idempotent`, whose record opens the transaction.
+PasswordChecked = Depends(check_password)
+
+
+async def do_login(
+    request: Request, body: LoginRequest, ctx: AnonCtx, container: AppContainer
+) -> dict[str, Any]:
+    checked = getattr(request.state, "password_check", None)
     try:
-        result = await service.login(ctx, container.hasher, str(body.email), body.password.value)
+        result = await service.login(
+            ctx, container.hasher, str(body.email), body.password.value, checked
+        )
     except service.PasswordExpired as expired:
         expired.token = container.tokens().sign(expired.session.id, ctx.programme.id)
         raise
@@ -75,14 +96,14 @@ async def do_login(body: LoginRequest, ctx: AnonCtx, container: AppContainer) ->
 @router.post(
     "/login_with_password",
     operation_id="loginWithPassword",
-    dependencies=[LoginLimited, Idempotent],
+    dependencies=[LoginLimited, PasswordChecked, Idempotent],
     responses=LOGIN_RESPONSES,
 )
 async def login_with_password(
-    body: LoginRequest, ctx: AnonCtx, container: AppContainer
+    request: Request, body: LoginRequest, ctx: AnonCtx, container: AppContainer
 ) -> LoginResponse:
     """Logs a root or authorised user in; the token lasts 5 minutes from the last call."""
-    return LoginResponse.model_validate(await do_login(body, ctx, container))
+    return LoginResponse.model_validate(await do_login(request, body, ctx, container))
 
 
 @router.post(
