@@ -9,7 +9,8 @@ import httpx
 from sqlalchemy import func, select
 
 from multibank.kernel.db import Database
-from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
+from multibank.ledger.models import LedgerTransaction, Posting
+from multibank.ledger.service import revenue_balance
 from tests.conftest import Prog
 from tests.factories import Identity
 
@@ -68,19 +69,11 @@ async def ledger_ok(client: httpx.AsyncClient, admin_headers: dict[str, str], p:
 
 
 async def revenue(db: Database, p: Prog, currency: str = "EUR") -> int:
-    """The programme's revenue balance in `currency` (0 before its first fee)."""
+    """The programme's revenue balance in `currency` (0 before its first fee), over its shards."""
     async with db.transaction() as s:
-        row = (
-            await s.execute(
-                select(LedgerAccount.available, LedgerAccount.actual).where(
-                    LedgerAccount.system_key == f"{p.id}:REVENUE:{currency}"
-                )
-            )
-        ).one_or_none()
-    if row is None:
-        return 0
-    assert row[0] == row[1], row
-    return int(row[0])
+        available, actual = await revenue_balance(s, int(p.id), currency)
+    assert available == actual, (available, actual)
+    return available
 
 
 async def account_postings(

@@ -52,7 +52,12 @@ async def charge(
     if account.state != "ACTIVE":
         raise Conflict("UNRESOLVED_INSTRUMENT")
     revenue = await ledger.system_account(
-        ctx.db, ctx.programme.id, REVENUE, account.currency, ctx.now
+        ctx.db,
+        ctx.programme.id,
+        REVENUE,
+        account.currency,
+        ctx.now,
+        shard=ledger.revenue_shard(account.id),
     )
     try:
         tx = await ledger.post(

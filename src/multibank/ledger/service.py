@@ -4,18 +4,20 @@ the accounts locked in id order so two movements never deadlock."""
 
 from __future__ import annotations
 
+import zlib
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.kernel.ids import new_id
 from multibank.ledger.models import (
     MANAGED_ACCOUNT,
+    REVENUE,
     LedgerAccount,
     LedgerTransaction,
     Posting,
@@ -47,11 +49,43 @@ class Leg:
     guarded: bool = True
 
 
+# The programme's revenue in a currency is kept on this many ledger accounts, each charge going to
+# the one its source account's id picks: charges of different customers then rarely wait on one
+# another's row lock (issue 11, decision 0013). Revenue is their sum (`revenue_balance`).
+REVENUE_SHARDS = 8
+
+
+def revenue_shard(source_account_id: int) -> int:
+    # Not the id's low bits: those are the sequence within a millisecond, nearly always 0.
+    return zlib.crc32(str(source_account_id).encode()) % REVENUE_SHARDS
+
+
+async def revenue_balance(db: AsyncSession, programme_id: int, currency: str) -> tuple[int, int]:
+    """The programme's revenue in `currency` (available, actual): the sum of its shards."""
+    keys = [_system_key(programme_id, REVENUE, currency, shard) for shard in range(REVENUE_SHARDS)]
+    row = (
+        await db.execute(
+            select(
+                func.coalesce(func.sum(LedgerAccount.available), 0),
+                func.coalesce(func.sum(LedgerAccount.actual), 0),
+            ).where(LedgerAccount.system_key.in_(keys))
+        )
+    ).one()
+    return int(row[0]), int(row[1])
+
+
+def _system_key(programme_id: int, kind: str, currency: str, shard: int) -> str:
+    # Shard 0 keeps the key of the time before shards, so existing ledgers need no migration.
+    base = f"{programme_id}:{kind}:{currency}"
+    return base if shard == 0 else f"{base}:{shard}"
+
+
 async def system_account(
-    db: AsyncSession, programme_id: int, kind: str, currency: str, now_ms: int
+    db: AsyncSession, programme_id: int, kind: str, currency: str, now_ms: int, shard: int = 0
 ) -> int:
-    """The programme's revenue or settlement account in `currency`, created on first use."""
-    key = f"{programme_id}:{kind}:{currency}"
+    """The programme's revenue or settlement account in `currency` (revenue: one of its
+    shards), created on first use."""
+    key = _system_key(programme_id, kind, currency, shard)
     stmt = select(LedgerAccount.id).where(LedgerAccount.system_key == key)
     found = (await db.execute(stmt)).scalar_one_or_none()
     if found is not None:
