@@ -187,7 +187,8 @@ FIX_BALANCES = (
     "AND (available_amount <> 0 OR actual_amount <> 0)) "
     "WHERE id IN ({ids})"
 )
-SYSTEM_IDS = "SELECT id FROM ledger_accounts WHERE system_key = {p}"
+# The settlement account, and the revenue shard the one charge created (its key may end ":k").
+SYSTEM_IDS = "SELECT id FROM ledger_accounts WHERE system_key LIKE {p} ORDER BY id LIMIT 1"
 
 
 def fixture_sqlite(path: str, account_id: str, headers: dict[str, str], email: str) -> Fixture:
@@ -197,7 +198,7 @@ def fixture_sqlite(path: str, account_id: str, headers: dict[str, str], email: s
             "SELECT programme_id FROM ledger_accounts WHERE id = ?", (int(account_id),)
         ).fetchone()
         ids = [
-            con.execute(SYSTEM_IDS.format(p="?"), (f"{pid}:{k}:EUR",)).fetchone()[0]
+            con.execute(SYSTEM_IDS.format(p="?"), (f"{pid}:{k}:EUR%",)).fetchone()[0]
             for k in ("SETTLEMENT", "REVENUE")
         ]
     finally:
@@ -236,7 +237,7 @@ async def seed_postgres(
             "SELECT programme_id, actual FROM ledger_accounts WHERE id = $1", int(account_id)
         )
         ids = [
-            await con.fetchval(SYSTEM_IDS.format(p="$1"), f"{pid}:{k}:EUR")
+            await con.fetchval(SYSTEM_IDS.format(p="$1"), f"{pid}:{k}:EUR%")
             for k in ("SETTLEMENT", "REVENUE")
         ]
         f = Fixture(int(account_id), int(pid), int(ids[0]), int(ids[1]), headers, email)
