@@ -122,6 +122,27 @@ async def sign_up(
     return ident
 
 
+async def invited_user(client: httpx.AsyncClient, p: Prog, root: Identity) -> tuple[str, str]:
+    """An authorised user of `root`'s identity, invited and with a password: (id, e-mail)."""
+    user_email = email()
+    r = await client.post(
+        "/multi/users",
+        headers=root.headers,
+        json={"name": "Eve", "surname": "Invited", "email": user_email},
+    )
+    assert r.status_code == 200, r.text
+    user_id: str = r.json()["id"]
+    r = await client.post(f"/multi/users/{user_id}/invite", headers=root.headers)
+    assert r.status_code == 204, r.text
+    r = await client.post(
+        f"/multi/users/{user_id}/invite/consume",
+        headers=p.headers,
+        json={"inviteCode": CODE, "password": {"value": PASSWORD}},
+    )
+    assert r.status_code == 200, r.text
+    return user_id, user_email
+
+
 async def login(
     client: httpx.AsyncClient, p: Prog, email_: str, password: str = PASSWORD, base: str = "/multi"
 ) -> httpx.Response:

@@ -13,30 +13,14 @@ import pytest
 
 from tests.api.test_ledger_concurrency import fresh_database, new_programme, two_servers
 from tests.conftest import ADMIN_TOKEN, DB_KIND, Prog
-from tests.factories import CODE, PASSWORD, email, login, sign_up
+from tests.factories import PASSWORD, invited_user, login, sign_up
 
 WRONG = "Wrong-passw0rd!"
 
 
 async def authorised_user(client: httpx.AsyncClient, p: Prog) -> str:
     """An active authorised user of a new corporate, with a password: its e-mail."""
-    root = await sign_up(client, p)
-    user_email = email()
-    r = await client.post(
-        "/multi/users",
-        headers=root.headers,
-        json={"name": "Eve", "surname": "Parallel", "email": user_email},
-    )
-    assert r.status_code == 200, r.text
-    user_id = r.json()["id"]
-    r = await client.post(f"/multi/users/{user_id}/invite", headers=root.headers)
-    assert r.status_code == 204, r.text
-    r = await client.post(
-        f"/multi/users/{user_id}/invite/consume",
-        headers=p.headers,
-        json={"inviteCode": CODE, "password": {"value": PASSWORD}},
-    )
-    assert r.status_code == 200, r.text
+    _, user_email = await invited_user(client, p, await sign_up(client, p))
     return user_email
 
 

@@ -14,7 +14,7 @@ import httpx
 
 from tests.api.test_ledger_concurrency import fresh_database, new_programme, two_servers
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import CODE, PASSWORD, email, login, verified
+from tests.factories import invited_user, login, verified
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 WITHIN = 1.0  # seconds: the interface's bound for another process to notice
@@ -44,22 +44,7 @@ async def test_withdrawn_credentials_stop_on_the_other_process_within_a_second(
 
         # A user deactivated on A (an authorised user, by the root user).
         root = await verified(a, p, "corporates")
-        user_email = email()
-        r = await a.post(
-            "/multi/users",
-            headers=root.headers,
-            json={"name": "Ann", "surname": "Other", "email": user_email},
-        )
-        assert r.status_code == 200, r.text
-        user_id = r.json()["id"]
-        r = await a.post(f"/multi/users/{user_id}/invite", headers=root.headers)
-        assert r.status_code == 204, r.text
-        r = await a.post(
-            f"/multi/users/{user_id}/invite/consume",
-            headers=p.headers,
-            json={"inviteCode": CODE, "password": {"value": PASSWORD}},
-        )
-        assert r.status_code == 200, r.text
+        user_id, user_email = await invited_user(a, p, root)
         r = await login(a, p, user_email)
         assert r.status_code == 200, r.text
         user_headers = {**p.headers, "authorization": f"Bearer {r.json()['token']}"}

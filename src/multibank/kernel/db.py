@@ -40,6 +40,16 @@ def normalise_url(url: str) -> str:
     return u.render_as_string(hide_password=False)
 
 
+def _sqlite_pragmas(dbapi_conn: Any, *more: str) -> None:
+    """Every SQLite connection: autocommit at the driver (SQLAlchemy says BEGIN), a 30 s wait
+    for the write lock, foreign keys enforced; `more` for the writer (WAL, synchronous)."""
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    for pragma in ("PRAGMA busy_timeout=30000", "PRAGMA foreign_keys=ON", *more):
+        cur.execute(pragma)
+    cur.close()
+
+
 def create_engine(
     url: str, echo: bool = False, pool_size: int = 5, pool_timeout: float = 10
 ) -> AsyncEngine:
@@ -61,13 +71,7 @@ def create_engine(
 
         @event.listens_for(engine.sync_engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            dbapi_conn.isolation_level = None
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA busy_timeout=30000")
-            cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.close()
+            _sqlite_pragmas(dbapi_conn, "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL")
 
         @event.listens_for(engine.sync_engine, "begin")
         def _on_begin(conn: Any) -> None:
@@ -107,11 +111,7 @@ def create_read_engine(url: str, echo: bool = False, connections: int = 4) -> As
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA busy_timeout=30000")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.close()
+        _sqlite_pragmas(dbapi_conn)
 
     return engine
 

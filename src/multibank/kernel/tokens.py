@@ -115,26 +115,10 @@ async def open_session(
 async def touch_session(
     db: AsyncSession, session_id: int, programme_id: int, now_ms: int, limits: SessionLimits
 ) -> AuthSession | None:
-    """The live session a token names, renewed; None if it ended, idled out or grew too old.
-
-    The renewal is one guarded UPDATE so two processes racing on the same token cannot revive a
-    session the other already found expired.
-    """
-    stmt = (
-        update(AuthSession)
-        .where(
-            AuthSession.id == session_id,
-            AuthSession.programme_id == programme_id,
-            AuthSession.ended_at.is_(None),
-            AuthSession.last_seen_at >= now_ms - limits.idle_ms,
-            AuthSession.created_at >= now_ms - limits.absolute_ms,
-        )
-        .values(last_seen_at=now_ms)
-        .returning(AuthSession.id)
-    )
-    if (await db.execute(stmt)).scalar_one_or_none() is None:
+    """The live session a token names, renewed; None if it ended, idled out or grew too old."""
+    if not await renew_session(db, session_id, programme_id, now_ms, limits):
         return None
-    return (await db.execute(select(AuthSession).where(AuthSession.id == session_id))).scalar_one()
+    return await read_session(db, session_id)
 
 
 def alive(
@@ -150,9 +134,13 @@ def alive(
 
 
 async def read_session(db: AsyncSession, session_id: int) -> AuthSession | None:
-    return (
-        await db.execute(select(AuthSession).where(AuthSession.id == session_id))
-    ).scalar_one_or_none()
+    """The session row as the database holds it now (never a stale copy of this session)."""
+    stmt = (
+        select(AuthSession)
+        .where(AuthSession.id == session_id)
+        .execution_options(populate_existing=True)
+    )
+    return (await db.execute(stmt)).scalar_one_or_none()
 
 
 async def renew_session(
