@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlalchemy import String, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 from stdnum import iban as stdnum_iban
@@ -23,6 +24,9 @@ SCHEMES: dict[str, tuple[str, str, str, str]] = {
     "EUR": ("IE", "931152", "MBNKIE2D", "SEPA"),
     "USD": ("IE", "931153", "MBNKIE2D", "SWIFT"),
 }
+
+
+FIRST_NUMBER = 10_000_001
 
 
 class AccountNumberCounter(Base):
@@ -45,6 +49,9 @@ def supported(currency: str) -> bool:
 
 
 async def _next_number(db: AsyncSession) -> int:
+    """The next account number, in one guarded statement. The counter row is created on first
+    use with INSERT … ON CONFLICT DO NOTHING, not a savepoint: the first allocation may come
+    from a read, whose statements run in autocommit, where PostgreSQL has no savepoints."""
     stmt = (
         update(AccountNumberCounter)
         .where(AccountNumberCounter.name == "accounts")
@@ -53,13 +60,13 @@ async def _next_number(db: AsyncSession) -> int:
     )
     value = (await db.execute(stmt)).scalar_one_or_none()
     if value is None:
-        try:
-            async with db.begin_nested():
-                db.add(AccountNumberCounter(name="accounts", next_value=10_000_001))
-                await db.flush()
-            return 10_000_001
-        except IntegrityError:
-            value = (await db.execute(stmt)).scalar_one()
+        insert = pg_insert if db.get_bind().dialect.name == "postgresql" else sqlite_insert
+        await db.execute(
+            insert(AccountNumberCounter)
+            .values(name="accounts", next_value=FIRST_NUMBER - 1)
+            .on_conflict_do_nothing(index_elements=["name"])
+        )
+        value = (await db.execute(stmt)).scalar_one()
     return int(value)
 
 
