@@ -122,9 +122,22 @@ async def sign_up(
     return ident
 
 
-async def invited_user(client: httpx.AsyncClient, p: Prog, root: Identity) -> tuple[str, str]:
-    """An authorised user of `root`'s identity, invited and with a password: (id, e-mail)."""
-    user_email = email()
+async def otp_step_up(
+    client: httpx.AsyncClient, headers: dict[str, str], base: str = "/multi"
+) -> None:
+    """Steps the session up with an SMS one-time code (an SMS factor must be enrolled)."""
+    otp = f"{base}/stepup/challenges/otp/SMS"
+    assert (await client.post(otp, headers=headers)).status_code == 204
+    r = await client.post(f"{otp}/verify", headers=headers, json={"verificationCode": CODE})
+    assert r.status_code == 204, r.text
+
+
+async def invited_user(
+    client: httpx.AsyncClient, p: Prog, root: Identity, user_email: str | None = None
+) -> tuple[str, str, str]:
+    """An authorised user of `root`'s identity, invited and with a password: (id, e-mail, the
+    token its invite consumption answered)."""
+    user_email = user_email or email()
     r = await client.post(
         "/multi/users",
         headers=root.headers,
@@ -140,7 +153,7 @@ async def invited_user(client: httpx.AsyncClient, p: Prog, root: Identity) -> tu
         json={"inviteCode": CODE, "password": {"value": PASSWORD}},
     )
     assert r.status_code == 200, r.text
-    return user_id, user_email
+    return user_id, user_email, str(r.json()["token"])
 
 
 async def login(

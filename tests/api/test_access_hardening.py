@@ -20,7 +20,7 @@ WRONG = "Wrong-passw0rd!"
 
 async def authorised_user(client: httpx.AsyncClient, p: Prog) -> str:
     """An active authorised user of a new corporate, with a password: its e-mail."""
-    _, user_email = await invited_user(client, p, await sign_up(client, p))
+    _, user_email, _ = await invited_user(client, p, await sign_up(client, p))
     return user_email
 
 

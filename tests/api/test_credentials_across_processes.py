@@ -44,7 +44,7 @@ async def test_withdrawn_credentials_stop_on_the_other_process_within_a_second(
 
         # A user deactivated on A (an authorised user, by the root user).
         root = await verified(a, p, "corporates")
-        user_id, user_email = await invited_user(a, p, root)
+        user_id, user_email, _ = await invited_user(a, p, root)
         r = await login(a, p, user_email)
         assert r.status_code == 200, r.text
         user_headers = {**p.headers, "authorization": f"Bearer {r.json()['token']}"}

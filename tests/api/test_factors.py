@@ -14,7 +14,7 @@ from sqlalchemy import select
 from multibank.kernel.context import Container
 from multibank.kernel.notify import OutboxMessage
 from tests.conftest import Prog
-from tests.factories import CODE, PASSWORD, Identity, email, login, sign_up
+from tests.factories import CODE, PASSWORD, Identity, email, login, otp_step_up, sign_up
 
 LATEST = "/multi"
 LEGACY = "/3.1.0/multi"
@@ -448,14 +448,7 @@ async def test_push_operations_demand_step_up(client, programme):
     assert_step_up_required(await client.delete(f"{url}/AUTHY", headers=ident.headers))
     assert await factors(client, ident.headers) == []
     await enrol_sms(client, ident.headers)
-    r = await client.post(f"{LATEST}/stepup/challenges/otp/SMS", headers=ident.headers)
-    assert r.status_code == 204, r.text
-    r = await client.post(
-        f"{LATEST}/stepup/challenges/otp/SMS/verify",
-        headers=ident.headers,
-        json={"verificationCode": CODE},
-    )
-    assert r.status_code == 204, r.text
+    await otp_step_up(client, ident.headers)
     await enrol_push(client, ident.headers, "AUTHY")
     # A new login: step-up first again.
     ident.token = (await login(client, p, ident.email)).json()["token"]
@@ -489,14 +482,7 @@ async def test_an_active_sms_factor_alone_makes_push_enrolment_demand_step_up(cl
     await enrol_sms(client, ident.headers)  # OTP enrolment itself is never guarded
     url = f"{LATEST}/authentication_factors/push/AUTHY"
     assert_step_up_required(await client.post(url, headers=ident.headers))
-    r = await client.post(f"{LATEST}/stepup/challenges/otp/SMS", headers=ident.headers)
-    assert r.status_code == 204, r.text
-    r = await client.post(
-        f"{LATEST}/stepup/challenges/otp/SMS/verify",
-        headers=ident.headers,
-        json={"verificationCode": CODE},
-    )
-    assert r.status_code == 204, r.text
+    await otp_step_up(client, ident.headers)
     await enrol_push(client, ident.headers, "AUTHY")
 
 

@@ -22,7 +22,7 @@ from tests.api.fees_support import (
     ledger_ok,
     revenue,
 )
-from tests.factories import CODE, PASSWORD, deposit, login, open_account, verified
+from tests.factories import deposit, invited_user, login, open_account, verified
 
 V29 = "/multi"
 V31 = "/3.1.0/multi"
@@ -393,22 +393,8 @@ async def test_refs_are_scoped_to_the_caller(client, programme, container):
 
     # An authorised user of the corporate charges the corporate's account too, and is a caller
     # of its own: the root user's ref is not its ref.
-    r = await client.post(
-        "/multi/users",
-        headers=a.headers,
-        json={"name": "Bob", "surname": "Builder", "email": f"{ref()}@example.com"},
-    )
-    assert r.status_code == 200, r.text
-    user_id = r.json()["id"]
-    r = await client.post(f"/multi/users/{user_id}/invite", headers=a.headers)
-    assert r.status_code == 204, r.text
-    r = await client.post(
-        f"/multi/users/{user_id}/invite/consume",
-        headers=p.headers,
-        json={"inviteCode": CODE, "password": {"value": PASSWORD}},
-    )
-    assert r.status_code == 200, r.text
-    ru = await charge(client, a, a_acc["id"], ref=key, token=r.json()["token"])
+    _, _, user_token = await invited_user(client, p, a, f"{ref()}@example.com")
+    ru = await charge(client, a, a_acc["id"], ref=key, token=user_token)
     assert ru.status_code == 200, ru.text
     assert ru.json()["transactionId"] != ra.json()["transactionId"]
     assert ru.json()["source"] == {"type": "managed_accounts", "id": a_acc["id"]}

@@ -15,9 +15,8 @@ import httpx
 import pytest
 
 from tests.api.test_factors import assert_step_up_required, enrol_sms
-from tests.api.test_stepup import otp_step_up
 from tests.conftest import Prog
-from tests.factories import Identity, deposit, login, open_account, verified
+from tests.factories import Identity, deposit, login, open_account, otp_step_up, verified
 
 LATEST, V310 = "/multi", "/3.1.0/multi"
 BOTH = pytest.mark.parametrize("base", [LATEST, V310])

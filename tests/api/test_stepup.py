@@ -25,7 +25,7 @@ from tests.api.test_factors import (
     sms_messages,
 )
 from tests.conftest import Prog
-from tests.factories import CODE, Identity, login, sign_up
+from tests.factories import CODE, Identity, login, otp_step_up, sign_up
 
 OTP = f"{LATEST}/stepup/challenges/otp/SMS"
 PUSH = f"{LATEST}/stepup/challenges/push"
@@ -63,12 +63,6 @@ async def stepped_up_programme(
 
 def other_push(channel: str) -> str:
     return "AUTHY" if channel == "BIOMETRIC" else "BIOMETRIC"
-
-
-async def otp_step_up(client: httpx.AsyncClient, headers: dict[str, str]) -> None:
-    assert (await client.post(OTP, headers=headers)).status_code == 204
-    r = await client.post(f"{OTP}/verify", headers=headers, json={"verificationCode": CODE})
-    assert r.status_code == 204, r.text
 
 
 async def challenge(client: httpx.AsyncClient, headers: dict[str, str], channel: str) -> str:

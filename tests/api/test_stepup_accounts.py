@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api.test_stepup import otp_step_up
-from tests.factories import CODE, login, open_account, verified
+from tests.factories import CODE, login, open_account, otp_step_up, verified
 
 BASES = ["/multi", "/3.1.0/multi"]
 

@@ -241,9 +241,9 @@ async def stepup_sms_verify(ctx: Ctx, auth: AuthSession, code: str) -> None:
 async def stepup_push_start(ctx: Ctx, auth: AuthSession, channel: str) -> int:
     """A push challenge to the device; one in flight per session (interface rule 6).
 
-    Two racing requests of one session cannot both pass the check: each has already renewed
-    the session row (touch_session), so PostgreSQL holds that row lock until commit, and SQLite
-    writes are serial.
+    Two racing requests of one session cannot both pass the check: a write renews the session
+    row first (api/deps.py `_live_session`), so PostgreSQL holds that row lock until commit,
+    and SQLite writes are serial.
     """
     factor = await repo.factor(ctx.db, ctx.programme.id, auth.user_id, channel)
     if factor is None or factor.status != ACTIVE:
