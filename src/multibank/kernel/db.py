@@ -97,8 +97,11 @@ def create_read_engine(url: str, echo: bool = False, connections: int = 4) -> As
     """SQLite only: connections for read requests, in autocommit (no BEGIN IMMEDIATE), so reads
     run side by side under WAL instead of queueing for the one writing connection. A statement
     that writes (a session renewal) takes the write lock for itself alone."""
+    from multibank.kernel import sqlite_inline  # noqa: F401  (registers the driver)
+
+    inline = make_url(normalise_url(url)).set(drivername="sqlite+multibank_inline")
     engine = create_async_engine(
-        normalise_url(url),
+        inline,
         echo=echo,
         connect_args={"check_same_thread": False},
         pool_size=connections,
