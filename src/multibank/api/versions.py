@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from multibank.api import v3_1, v3_29
 from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp
-from multibank.api.routing import absent, compose
+from multibank.api.routing import IndexedRouter, absent, compose
 
 DESCRIPTION = (
     "Multi Product Banking Service interface {version}, served by multibank. Every operation "
@@ -25,17 +25,18 @@ def _version_app(version: str) -> FastAPI:
         redoc_url=None,
     )
     install_error_handlers(app)
+    IndexedRouter.adopt(app.router)
     return app
 
 
 def build_v3_29() -> FastAPI:
     app = _version_app("3.29.1")
-    app.include_router(compose(v3_29.ROUTERS))
-    app.include_router(absent(v3_1.OVERRIDES, v3_29.ROUTERS))
+    app.router.routes.extend(compose(v3_29.ROUTERS).routes)
+    app.router.routes.extend(absent(v3_1.OVERRIDES, v3_29.ROUTERS).routes)
     return app
 
 
 def build_v3_1() -> FastAPI:
     app = _version_app("3.1.0")
-    app.include_router(compose(v3_29.ROUTERS, v3_1.OVERRIDES, v3_1.REMOVED))
+    app.router.routes.extend(compose(v3_29.ROUTERS, v3_1.OVERRIDES, v3_1.REMOVED).routes)
     return app
