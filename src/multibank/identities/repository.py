@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.identities.models import Identity
@@ -12,13 +12,20 @@ def of_programme(programme_id: int) -> Select[Identity]:
     return select(Identity).where(Identity.programme_id == programme_id)
 
 
+# Built once with bound parameters: they run on the request path (decision 0014).
+_GET = select(Identity).where(
+    Identity.programme_id == bindparam("programme_id"), Identity.id == bindparam("identity_id")
+)
+_GET_OF_KIND = _GET.where(Identity.type == bindparam("kind"))
+
+
 async def get(
     db: AsyncSession, programme_id: int, identity_id: int, kind: str | None = None
 ) -> Identity | None:
-    stmt = of_programme(programme_id).where(Identity.id == identity_id)
-    if kind is not None:
-        stmt = stmt.where(Identity.type == kind)
-    return (await db.execute(stmt)).scalar_one_or_none()
+    params = {"programme_id": programme_id, "identity_id": identity_id}
+    if kind is None:
+        return (await db.execute(_GET, params)).scalar_one_or_none()
+    return (await db.execute(_GET_OF_KIND, {**params, "kind": kind})).scalar_one_or_none()
 
 
 async def get_for_update(db: AsyncSession, programme_id: int, identity_id: int) -> Identity | None:

@@ -7,10 +7,10 @@ is decided by the session row, so logout and expiry take effect in every process
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jwt
-from sqlalchemy import Boolean, ForeignKey, String, select, update
+from sqlalchemy import Boolean, ForeignKey, String, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -18,6 +18,7 @@ from multibank.kernel.db import Base
 from multibank.kernel.ids import new_id
 
 ISSUER = "multibank"
+VERIFIED_TOKENS_KEPT = 50_000
 
 
 class AuthSession(Base):
@@ -41,6 +42,12 @@ class TokenKeyring:
     """Signing keys by id; the first signs, all verify, so keys can be rotated without logouts."""
 
     keys: tuple[tuple[str, str], ...]
+    # Tokens this keyring verified, and what they name. A token carries no expiry (the session
+    # row decides), so a signature checked once stays checked for this keyring: a read pays a
+    # dict lookup instead of base64, JSON and HMAC again. Bounded like api/authcache.py.
+    _verified: dict[str, tuple[int, int]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def parse(cls, spec: str) -> TokenKeyring:
@@ -63,6 +70,17 @@ class TokenKeyring:
 
     def verify(self, token: str) -> tuple[int, int] | None:
         """(session id, programme id) of a well-signed token, or None."""
+        known = self._verified.get(token)
+        if known is not None:
+            return known
+        decoded = self._decode(token)
+        if decoded is not None:
+            if len(self._verified) >= VERIFIED_TOKENS_KEPT:
+                self._verified.clear()
+            self._verified[token] = decoded
+        return decoded
+
+    def _decode(self, token: str) -> tuple[int, int] | None:
         try:
             kid = jwt.get_unverified_header(token).get("kid")
             secret = dict(self.keys).get(str(kid))
@@ -133,14 +151,29 @@ def alive(
     )
 
 
+# Built once with bound parameters: these run on the request path (decision 0014).
+_READ = (
+    select(AuthSession)
+    .where(AuthSession.id == bindparam("session_id"))
+    .execution_options(populate_existing=True)
+)
+_RENEW = (
+    update(AuthSession)
+    .where(
+        AuthSession.id == bindparam("b_session_id"),
+        AuthSession.programme_id == bindparam("b_programme_id"),
+        AuthSession.ended_at.is_(None),
+        AuthSession.last_seen_at >= bindparam("idle_since"),
+        AuthSession.created_at >= bindparam("started_since"),
+    )
+    .values(last_seen_at=bindparam("b_now_ms"))
+    .execution_options(renewal=True, synchronize_session=False)
+)
+
+
 async def read_session(db: AsyncSession, session_id: int) -> AuthSession | None:
     """The session row as the database holds it now (never a stale copy of this session)."""
-    stmt = (
-        select(AuthSession)
-        .where(AuthSession.id == session_id)
-        .execution_options(populate_existing=True)
-    )
-    return (await db.execute(stmt)).scalar_one_or_none()
+    return (await db.execute(_READ, {"session_id": session_id})).scalar_one_or_none()
 
 
 async def renew_session(
@@ -148,19 +181,14 @@ async def renew_session(
 ) -> bool:
     """Records activity at `now_ms`, in one guarded statement: False if, meanwhile, the session
     ended or ran out (two processes racing cannot revive a session the other found expired)."""
-    stmt = (
-        update(AuthSession)
-        .where(
-            AuthSession.id == session_id,
-            AuthSession.programme_id == programme_id,
-            AuthSession.ended_at.is_(None),
-            AuthSession.last_seen_at >= now_ms - limits.idle_ms,
-            AuthSession.created_at >= now_ms - limits.absolute_ms,
-        )
-        .values(last_seen_at=now_ms)
-        .execution_options(renewal=True, synchronize_session=False)
-    )
-    return int(getattr(await db.execute(stmt), "rowcount", 0) or 0) == 1
+    params = {
+        "b_session_id": session_id,
+        "b_programme_id": programme_id,
+        "idle_since": now_ms - limits.idle_ms,
+        "started_since": now_ms - limits.absolute_ms,
+        "b_now_ms": now_ms,
+    }
+    return int(getattr(await db.execute(_RENEW, params), "rowcount", 0) or 0) == 1
 
 
 async def end_session(db: AsyncSession, session_id: int, now_ms: int) -> None:

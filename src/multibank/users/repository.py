@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Select, case, func, select, update
+from sqlalchemy import Select, bindparam, case, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.users.models import ROOT, USER, User
@@ -37,9 +37,17 @@ async def email_taken(
     return (await db.execute(stmt.limit(1))).first() is not None
 
 
+# Built once with bound parameters: it runs on the request path (decision 0014).
+_ROOT_OF = select(User).where(
+    User.programme_id == bindparam("programme_id"),
+    User.identity_id == bindparam("identity_id"),
+    User.role == ROOT,
+)
+
+
 async def root_of(db: AsyncSession, programme_id: int, identity_id: int) -> User:
-    stmt = of_programme(programme_id).where(User.identity_id == identity_id, User.role == ROOT)
-    return (await db.execute(stmt)).scalar_one()
+    params = {"programme_id": programme_id, "identity_id": identity_id}
+    return (await db.execute(_ROOT_OF, params)).scalar_one()
 
 
 async def authorised_user(
