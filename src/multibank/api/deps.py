@@ -52,11 +52,14 @@ Db = Annotated[AsyncSession, Depends(get_db)]
 AppContainer = Annotated[Container, Depends(get_container)]
 
 
-@answers(400, 401)
-async def current_programme(
-    request: Request, api_key: Annotated[str | None, Depends(api_key_scheme)]
-) -> Programme:
-    """D7: a missing or empty key is 400, an unknown or revoked one 401."""
+async def authenticate_programme(request: Request, api_key: str | None) -> Programme:
+    """D7: a missing or empty key is 400, an unknown or revoked one 401.
+
+    Once per request: a request that already holds its transaction's connection must not look
+    the key up again on a second one (a full pool would then wait on itself)."""
+    known: Programme | None = getattr(request.state, "programme", None)
+    if known is not None:
+        return known
     if not api_key or not api_key.strip():
         raise BadRequest(
             "api-key header is required",
@@ -79,6 +82,13 @@ async def current_programme(
     return programme
 
 
+@answers(400, 401)
+async def current_programme(
+    request: Request, api_key: Annotated[str | None, Depends(api_key_scheme)]
+) -> Programme:
+    return await authenticate_programme(request, api_key)
+
+
 CurrentProgramme = Annotated[Programme, Depends(current_programme)]
 
 
@@ -93,42 +103,61 @@ Now = Annotated[ProgrammeClock, Depends(programme_clock)]
 class Caller:
     programme: Programme
     session: AuthSession
+    now_ms: int  # the programme's clock when the request was authenticated
 
 
-@answers(401, 403)
-async def current_caller(
-    request: Request,
-    db: Db,
-    container: AppContainer,
-    programme: CurrentProgramme,
-    clock: Now,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+# The dependencies of logged-in operations (`CurrentCaller`, `LoggedIn`, `StepUpRequired`,
+# `CorporateSession`, ...) are flat: each is one dependency on the two credential headers that
+# calls `authenticate` itself, instead of a chain of dependencies each depending on the last.
+# Each level FastAPI solves cost a read about as much as its database lookup (decision 0014).
+ApiKeyHeader = Annotated[str | None, Depends(api_key_scheme)]
+BearerHeader = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
+
+
+async def authenticate(
+    request: Request, api_key: str | None, credentials: HTTPAuthorizationCredentials | None
 ) -> Caller:
     """The logged-in caller: a live session of this programme, renewed by this call (D7).
 
-    A token of another programme is refused with 403, after the api-key check (contract §2).
+    The api-key is checked first (400, 401); a token of another programme is refused with 403
+    after it (contract §2). Once per request, however many dependencies ask: the session is
+    renewed once.
     """
+    known: Caller | None = getattr(request.state, "authenticated", None)
+    if known is not None:
+        return known
+    programme = await authenticate_programme(request, api_key)
     if credentials is None or not credentials.credentials:
         raise Unauthorized()
+    container = container_of(request)
     decoded = container.tokens().verify(credentials.credentials)
     if decoded is None:
         raise Unauthorized()
     session_id, token_programme = decoded
     if token_programme != programme.id:
         raise Forbidden()
+    now_ms = ProgrammeClock(container.clock, programme.clock_offset_ms).now_ms()
     limits = SessionLimits(
         idle_ms=container.settings.session_idle_seconds * 1000,
         absolute_ms=container.settings.session_absolute_seconds * 1000,
     )
+    db: AsyncSession = request.state.db
     session = await _live_session(
-        request, db, cache_of(container), session_id, programme.id, clock.now_ms(), limits
+        request, db, cache_of(container), session_id, programme.id, now_ms, limits
     )
     route_path = str(getattr(request.scope.get("route"), "path", ""))
     if session.token_type == "PASSWORD_UPDATE" and route_path != "/passwords/update":
         # The temporary token of an expired password opens `POST /passwords/update` only.
         raise Unauthorized()
     request.state.caller = session
-    return Caller(programme, session)
+    caller = Caller(programme, session, now_ms)
+    request.state.authenticated = caller
+    return caller
+
+
+@answers(400, 401, 403)
+async def current_caller(request: Request, api_key: ApiKeyHeader, bearer: BearerHeader) -> Caller:
+    return await authenticate(request, api_key, bearer)
 
 
 CurrentCaller = Annotated[Caller, Depends(current_caller)]
@@ -236,16 +265,25 @@ class Session:
         return self.auth.identity_id
 
 
-async def caller_ctx(db: Db, caller: CurrentCaller, clock: Now) -> Session:
-    return Session(Ctx(db, caller.programme, clock.now_ms()), caller.session)
+async def logged_in(
+    request: Request, api_key: str | None, bearer: HTTPAuthorizationCredentials | None
+) -> Session:
+    caller = await authenticate(request, api_key, bearer)
+    return Session(Ctx(request.state.db, caller.programme, caller.now_ms), caller.session)
+
+
+@answers(400, 401, 403)
+async def caller_ctx(request: Request, api_key: ApiKeyHeader, bearer: BearerHeader) -> Session:
+    return await logged_in(request, api_key, bearer)
 
 
 LoggedIn = Annotated[Session, Depends(caller_ctx)]
 
 
-def _of_type(kind: str) -> Callable[[Session], Awaitable[Session]]:
-    @answers(403)
-    async def check(session: LoggedIn) -> Session:
+def _of_type(kind: str) -> Callable[..., Awaitable[Session]]:
+    @answers(400, 401, 403)
+    async def check(request: Request, api_key: ApiKeyHeader, bearer: BearerHeader) -> Session:
+        session = await logged_in(request, api_key, bearer)
         # A consumer's token on a corporate operation (or the reverse) is refused outright.
         if session.auth.identity_type != kind:
             raise Forbidden()
@@ -292,8 +330,11 @@ def require_step_up(session: Session) -> None:
         raise Forbidden("STEP_UP_REQUIRED", STEP_UP_MESSAGE)
 
 
-@answers(403, STEP_UP)
-async def stepped_up_session(session: LoggedIn) -> Session:
+@answers(400, 401, 403, STEP_UP)
+async def stepped_up_session(
+    request: Request, api_key: ApiKeyHeader, bearer: BearerHeader
+) -> Session:
+    session = await logged_in(request, api_key, bearer)
     if step_up_pending(session):
         # The session may have stepped up in another process since it was remembered.
         row = await read_session(session.ctx.db, session.auth.id)
