@@ -1,0 +1,151 @@
+"""In-process CPU per request: drives the ASGI application directly (no sockets, no uvicorn) on
+one authenticated read, to see where a request's CPU goes while changing the request path.
+Not a substitute for the wrk figures; a quick loop for profiling (e.g. under py-spy or cProfile).
+
+Usage: .venv/bin/python bench/inproc.py [--requests 3000] [--database-url URL] [--path acct|corp|list|health]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import secrets
+import tempfile
+import time
+from typing import Any
+
+import httpx
+
+from multibank.app import build_container, create_app, startup
+from multibank.cli import ensure_default_programme
+from multibank.kernel.migrate import upgrade
+from multibank.settings import Settings
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=3000)
+    ap.add_argument("--database-url", default=None)
+    ap.add_argument("--path", default="acct")
+    ap.add_argument("--profile", default="")
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp()
+    url = args.database_url or f"sqlite+aiosqlite:///{tmp}/inproc.db"
+    settings = Settings(database_url=url, log_level="WARNING", outbox_poll_seconds=0)
+    container = build_container(settings)
+    await upgrade(container.db)
+    description, _ = await ensure_default_programme(container.db)
+    await startup(container)
+    app = create_app(container=container)
+    key = description.apiKey or ""
+    profiles = description.profiles.model_dump()
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            h = {"api-key": key}
+            r = await c.post(
+                "/multi/corporates",
+                headers=h,
+                json={
+                    "profileId": profiles["corporate"],
+                    "rootUser": {
+                        "name": "Bench",
+                        "surname": "Mark",
+                        "email": f"b{secrets.token_hex(4)}@example.com",
+                        "mobile": {"countryCode": "+44", "number": "7700900000"},
+                        "companyPosition": "DIRECTOR",
+                    },
+                    "company": {"type": "LLC", "name": "Bench Ltd", "registrationCountry": "GB"},
+                    "acceptedTerms": True,
+                    "ipAddress": "127.0.0.1",
+                    "baseCurrency": "EUR",
+                },
+            )
+            created = r.json()
+            await c.post(
+                f"/simulate/api/corporates/{created['id']['id']}/verify",
+                headers={"programme-key": key},
+            )
+            uid = created["rootUser"]["id"]["id"]
+            tok = (
+                await c.post(
+                    f"/multi/passwords/{uid}/create",
+                    headers=h,
+                    json={"password": {"value": "Bench-1234!"}},
+                )
+            ).json()["token"]
+            h["authorization"] = f"Bearer {tok}"
+            acc = None
+            for i in range(10):
+                acc = (
+                    await c.post(
+                        "/multi/managed_accounts",
+                        headers=h,
+                        json={
+                            "profileId": profiles["corporateManagedAccount"],
+                            "friendlyName": f"b{i}",
+                            "currency": "EUR",
+                        },
+                    )
+                ).json()
+        assert acc is not None
+        path, query = {
+            "acct": (f"/multi/managed_accounts/{acc['id']}", b""),
+            "corp": ("/multi/corporates", b""),
+            "list": ("/multi/managed_accounts", b"limit=10"),
+            "health": ("/healthz", b""),
+        }[args.path]
+        headers = [(k.encode(), v.encode()) for k, v in h.items()] + [(b"host", b"t")]
+        status: list[int] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+
+        def scope() -> dict[str, Any]:
+            return {
+                "type": "http",
+                "asgi": {"version": "3.0"},
+                "http_version": "1.1",
+                "method": "GET",
+                "scheme": "http",
+                "path": path,
+                "raw_path": path.encode(),
+                "root_path": "",
+                "query_string": query,
+                "headers": headers,
+                "client": ("127.0.0.1", 1),
+                "server": ("127.0.0.1", 80),
+            }
+
+        for _ in range(200):
+            await app(scope(), receive, send)
+        profiler = None
+        if args.profile:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
+        # The best of 5 rounds: the machine's noise only ever adds.
+        rounds = []
+        for _ in range(5):
+            t0 = time.process_time()
+            for _ in range(args.requests // 5):
+                await app(scope(), receive, send)
+            rounds.append(time.process_time() - t0)
+        cpu = min(rounds) * 5
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(args.profile)
+        bad = [s for s in status if s != 200]
+        print(
+            f"{args.path}: {1e6 * cpu / args.requests:.0f} µs CPU per request "
+            f"({args.requests} requests, non-200: {len(bad)})"
+        )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
