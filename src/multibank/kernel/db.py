@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar
@@ -15,6 +17,9 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.pool import AsyncAdaptedQueuePool
+from sqlalchemy.util.concurrency import await_
+from sqlalchemy.util.queue import AsyncAdaptedQueue, Empty
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -38,6 +43,68 @@ def normalise_url(url: str) -> str:
     elif u.drivername == "sqlite":
         u = u.set(drivername="sqlite+aiosqlite")
     return u.render_as_string(hide_password=False)
+
+
+class FairQueue(AsyncAdaptedQueue[Any]):
+    """The pool's free connections, handed to waiters in the order they came.
+
+    SQLAlchemy's asyncio queue wakes its first waiter when a connection comes back, but a
+    request arriving meanwhile takes it first, and the woken waiter queues again at the back:
+    under load some requests waited many times their turn (p99 14x p50 with 16 clients on a
+    pool of 5, decision 0014). Here a returned connection goes straight to the longest waiter,
+    and nobody takes a free connection while others wait.
+    """
+
+    def __init__(self, maxsize: int = 0, use_lifo: bool = False) -> None:
+        super().__init__(maxsize, use_lifo)
+        self._waiters: deque[asyncio.Future[Any]] = deque()
+
+    def put_nowait(self, item: Any) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(item)
+                return
+        super().put_nowait(item)
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        self.put_nowait(item)  # the pool holds at most its size: a return never waits
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        while self._waiters and self._waiters[0].done():
+            self._waiters.popleft()
+        if not self._waiters:
+            try:
+                return super().get_nowait()
+            except Empty:
+                if not block:
+                    raise
+        elif not block:
+            raise Empty()
+        waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await_(self._wait(waiter, timeout))
+        except TimeoutError as err:
+            raise Empty() from err
+
+    async def _wait(self, waiter: asyncio.Future[Any], seconds: float | None) -> Any:
+        try:
+            async with asyncio.timeout(seconds):
+                return await waiter
+        except BaseException:
+            # Timed out or cancelled; a connection handed over meanwhile goes to the next.
+            if waiter.done() and not waiter.cancelled():
+                self.put_nowait(waiter.result())
+            else:
+                waiter.cancel()
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+            raise
+
+
+class FairPool(AsyncAdaptedQueuePool):
+    _queue_class = FairQueue
 
 
 def _sqlite_pragmas(dbapi_conn: Any, *more: str) -> None:
@@ -64,6 +131,7 @@ def create_engine(
             url,
             echo=echo,
             connect_args={"check_same_thread": False},
+            poolclass=FairPool,
             pool_size=1,
             max_overflow=0,
             pool_timeout=60,
@@ -84,6 +152,7 @@ def create_engine(
     return create_async_engine(
         url,
         echo=echo,
+        poolclass=FairPool,
         pool_size=pool_size,
         max_overflow=0,
         pool_timeout=pool_timeout,
@@ -104,6 +173,7 @@ def create_read_engine(url: str, echo: bool = False, connections: int = 4) -> As
         inline,
         echo=echo,
         connect_args={"check_same_thread": False},
+        poolclass=FairPool,
         pool_size=connections,
         max_overflow=0,
         pool_timeout=60,
