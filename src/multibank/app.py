@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -67,6 +68,21 @@ async def startup(container: Container) -> bool:
     return created
 
 
+# A young-generation collection every 20,000 allocations instead of 700: a read allocates
+# hundreds of objects (ORM rows, pydantic, ASGI messages), and the collections that cascaded into
+# the older generations, over every object the process holds, were the p99 of the reads (120 ms
+# against a p50 of 15, decision 0014).
+GC_THRESHOLDS = (20_000, 20, 20)
+
+
+def tune_gc() -> None:
+    """Once the application is built: what exists now lives as long as the process, so the
+    collector stops scanning it (`gc.freeze`), and it collects the young generation less often."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def outbox_worker(container: Container) -> OutboxWorker | None:
     """The background delivery loop of this process, or None when `outbox_poll_seconds` is 0."""
     s = container.settings
@@ -82,7 +98,12 @@ def outbox_worker(container: Container) -> OutboxWorker | None:
     )
 
 
-def create_app(settings: Settings | None = None, container: Container | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    container: Container | None = None,
+    serving: bool = False,
+) -> FastAPI:
+    """`serving`: the application is a server process's (not a test's): tune the collector."""
     settings = settings or (container.settings if container else get_settings())
     container = container or build_container(settings)
 
@@ -105,6 +126,8 @@ def create_app(settings: Settings | None = None, container: Container | None = N
                 container.settings.idempotency_retention_hours,
             )
             keeper.start()
+        if serving:
+            tune_gc()
         try:
             yield
         finally:
@@ -171,4 +194,4 @@ def app_factory() -> FastAPI:
     """Entry point for uvicorn workers (`--factory`)."""
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
-    return create_app(settings)
+    return create_app(settings, serving=True)
