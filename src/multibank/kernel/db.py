@@ -117,6 +117,14 @@ def _sqlite_pragmas(dbapi_conn: Any, *more: str) -> None:
     cur.close()
 
 
+def _inline(url: str) -> str:
+    """The SQLite URL with the driver that runs what never waits on the loop's thread."""
+    from multibank.kernel import sqlite_inline  # noqa: F401  (registers the driver)
+
+    inline = make_url(normalise_url(url)).set(drivername="sqlite+multibank_inline")
+    return inline.render_as_string(hide_password=False)
+
+
 def create_engine(
     url: str, echo: bool = False, pool_size: int = 5, pool_timeout: float = 10
 ) -> AsyncEngine:
@@ -127,8 +135,9 @@ def create_engine(
         # Every transaction writes (BEGIN IMMEDIATE), so one connection per process is all SQLite
         # can use: requests queue for it in the pool, first come first served, instead of
         # spinning in SQLite's busy handler. Other processes still wait on busy_timeout.
+        # Its statements run inline, but BEGIN and COMMIT (kernel/sqlite_inline.py).
         engine = create_async_engine(
-            url,
+            _inline(url),
             echo=echo,
             connect_args={"check_same_thread": False},
             poolclass=FairPool,
@@ -140,6 +149,7 @@ def create_engine(
         @event.listens_for(engine.sync_engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
             _sqlite_pragmas(dbapi_conn, "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL")
+            dbapi_conn.immediate = True  # every transaction of this engine: BEGIN IMMEDIATE
 
         @event.listens_for(engine.sync_engine, "begin")
         def _on_begin(conn: Any) -> None:
@@ -166,11 +176,8 @@ def create_read_engine(url: str, echo: bool = False, connections: int = 4) -> As
     """SQLite only: connections for read requests, in autocommit (no BEGIN IMMEDIATE), so reads
     run side by side under WAL instead of queueing for the one writing connection. A statement
     that writes (a session renewal) takes the write lock for itself alone."""
-    from multibank.kernel import sqlite_inline  # noqa: F401  (registers the driver)
-
-    inline = make_url(normalise_url(url)).set(drivername="sqlite+multibank_inline")
     engine = create_async_engine(
-        inline,
+        _inline(url),
         echo=echo,
         connect_args={"check_same_thread": False},
         poolclass=FairPool,

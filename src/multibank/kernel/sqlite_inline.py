@@ -1,15 +1,18 @@
-"""SQLite reads without a thread hop: the read engine's driver (decision 0014).
+"""SQLite without a thread hop per statement: the driver of both engines (decision 0014).
 
 aiosqlite runs every call on a thread of its own and hands the result back to the event loop:
-each statement of a read costs several thread switches and GIL hand-offs, about as much CPU as
-the rest of the request. Under WAL a `SELECT` never waits for a lock (the writer does not block
-readers), and one indexed lookup takes microseconds, so the read engine runs its `SELECT`s
-inline, on the event loop's thread, through the standard `sqlite3` module.
+each statement costs several thread switches and GIL hand-offs, about as much CPU as the rest
+of a read, and a fee charge's dozen statements cost more than its work. Only a statement that
+may wait for a lock needs a thread; the others take microseconds and run inline, on the event
+loop's thread, through the standard `sqlite3` module:
 
-A statement that writes (a read's session renewal, a due IBAN allocation) may wait for the
-write lock, which this process's own writer may hold across an `await`: run inline it would
-block the loop that the writer needs to finish, so it goes to a worker thread and the loop
-waits for it as for aiosqlite.
+- under WAL a `SELECT` never waits (the writer does not block readers): inline;
+- inside a transaction begun with `BEGIN IMMEDIATE` the connection already holds the write
+  lock, and under WAL its `INSERT`s and `UPDATE`s wait for nobody: inline;
+- what takes the write lock (`BEGIN IMMEDIATE`, an autocommit write such as a read's session
+  renewal) may wait for another connection (of this process, across an `await`, or of another
+  process, up to `busy_timeout`), and `COMMIT` may run a checkpoint's I/O: a worker thread, and
+  the loop waits for it as for aiosqlite.
 """
 
 from __future__ import annotations
@@ -34,20 +37,24 @@ def _reads_only(sql: str) -> bool:
 
 
 class InlineCursor:
-    """A `sqlite3.Cursor` whose writes run on a worker thread; everything else is delegated."""
+    """A `sqlite3.Cursor` whose statements that may wait run on a worker thread."""
 
-    def __init__(self, cursor: sqlite3.Cursor) -> None:
+    def __init__(self, cursor: sqlite3.Cursor, owner: InlineConnection) -> None:
         self._cursor = cursor
+        self._owner = owner
 
     def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> InlineCursor:
-        if _reads_only(sql):
+        if self._owner.holds_write_lock() or _reads_only(sql):
             self._cursor.execute(sql, parameters)
         else:
             await_(asyncio.to_thread(self._cursor.execute, sql, parameters))
         return self
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> InlineCursor:
-        await_(asyncio.to_thread(self._cursor.executemany, sql, rows))
+        if self._owner.holds_write_lock():
+            self._cursor.executemany(sql, rows)
+        else:
+            await_(asyncio.to_thread(self._cursor.executemany, sql, rows))
         return self
 
     async def _async_soft_close(self) -> None:
@@ -58,19 +65,36 @@ class InlineCursor:
 
 
 class InlineConnection:
-    """A `sqlite3.Connection` handing out `InlineCursor`s."""
+    """A `sqlite3.Connection` handing out `InlineCursor`s.
+
+    `immediate`: set on the writer engine's connections, whose every transaction begins with
+    `BEGIN IMMEDIATE` (kernel/db.py): inside one, the connection holds the write lock.
+    """
+
+    immediate = False
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._connection = connection
 
+    def holds_write_lock(self) -> bool:
+        return self.immediate and self._connection.in_transaction
+
     def cursor(self) -> InlineCursor:
-        return InlineCursor(self._connection.cursor())
+        return InlineCursor(self._connection.cursor(), self)
+
+    def commit(self) -> None:
+        if self._connection.in_transaction:
+            await_(asyncio.to_thread(self._connection.commit))
+
+    def rollback(self) -> None:
+        if self._connection.in_transaction:
+            await_(asyncio.to_thread(self._connection.rollback))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._connection, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "_connection":
+        if name in ("_connection", "immediate"):
             object.__setattr__(self, name, value)
         else:
             setattr(self._connection, name, value)
