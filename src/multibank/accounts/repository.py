@@ -47,15 +47,19 @@ async def get(db: AsyncSession, programme_id: int, identity_id: int, account_id:
     return None if row is None else (row[0], row[1])
 
 
+_IN_PROGRAMME = select(ManagedAccount).where(
+    ManagedAccount.programme_id == bindparam("programme_id"),
+    ManagedAccount.id == bindparam("account_id"),
+)
+_IN_PROGRAMME_FOR_UPDATE = _IN_PROGRAMME.with_for_update()
+
+
 async def get_in_programme(
     db: AsyncSession, programme_id: int, account_id: int, for_update: bool = False
 ) -> ManagedAccount | None:
-    stmt = select(ManagedAccount).where(
-        ManagedAccount.programme_id == programme_id, ManagedAccount.id == account_id
-    )
-    if for_update:
-        stmt = stmt.with_for_update()
-    return (await db.execute(stmt)).scalar_one_or_none()
+    stmt = _IN_PROGRAMME_FOR_UPDATE if for_update else _IN_PROGRAMME
+    params = {"programme_id": programme_id, "account_id": account_id}
+    return (await db.execute(stmt, params)).scalar_one_or_none()
 
 
 async def by_iban(db: AsyncSession, programme_id: int, iban: str) -> ManagedAccount | None:

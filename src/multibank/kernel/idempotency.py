@@ -71,6 +71,13 @@ def check_ref(ref: str) -> None:
         )
 
 
+# The claim, built once per dialect; the values are bound when it runs (decision 0014).
+_CLAIM_PG = pg_insert(IdempotencyRecord).on_conflict_do_nothing().returning(IdempotencyRecord)
+_CLAIM_SQLITE = (
+    sqlite_insert(IdempotencyRecord).on_conflict_do_nothing().returning(IdempotencyRecord)
+)
+
+
 class IdempotencyStore:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -110,14 +117,8 @@ class IdempotencyStore:
         # One statement claims the ref; a concurrent holder makes it wait on the unique index
         # (PostgreSQL) or the write lock (SQLite) and then insert nothing.
         dialect = self.session.get_bind().dialect.name
-        insert_ = pg_insert if dialect == "postgresql" else sqlite_insert
-        stmt = (
-            insert_(IdempotencyRecord)
-            .values(**values)
-            .on_conflict_do_nothing()
-            .returning(IdempotencyRecord)
-        )
-        record = (await self.session.scalars(stmt)).one_or_none()
+        stmt = _CLAIM_PG if dialect == "postgresql" else _CLAIM_SQLITE
+        record = (await self.session.scalars(stmt, values)).one_or_none()
         if record is not None:
             return record
         existing = await self._find(programme_id, caller, operation, ref)

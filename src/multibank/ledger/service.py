@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Update, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -80,14 +80,44 @@ def _system_key(programme_id: int, kind: str, currency: str, shard: int) -> str:
     return base if shard == 0 else f"{base}:{shard}"
 
 
+# Statements of every movement, built once with bound parameters: building them per request
+# (coercing each comparison) cost a fee charge more than executing them (decision 0014).
+_SYSTEM_ACCOUNT = select(LedgerAccount.id).where(LedgerAccount.system_key == bindparam("key"))
+
+
+def _apply_statement(guard_available: bool, guard_actual: bool) -> Update:
+    stmt = update(LedgerAccount).where(
+        LedgerAccount.id == bindparam("b_id"),
+        LedgerAccount.programme_id == bindparam("b_programme_id"),
+        LedgerAccount.currency == bindparam("b_currency"),
+    )
+    if guard_available:
+        stmt = stmt.where(LedgerAccount.available >= bindparam("b_need_available"))
+    if guard_actual:
+        stmt = stmt.where(LedgerAccount.actual >= bindparam("b_need_actual"))
+    return (
+        stmt.values(
+            available=LedgerAccount.available + bindparam("b_available"),
+            actual=LedgerAccount.actual + bindparam("b_actual"),
+            posting_count=LedgerAccount.posting_count + 1,
+            movement_count=LedgerAccount.movement_count + bindparam("b_movement"),
+        )
+        .returning(LedgerAccount.available, LedgerAccount.actual)
+        .execution_options(synchronize_session=False)
+    )
+
+
+_APPLY = {(a, b): _apply_statement(a, b) for a in (False, True) for b in (False, True)}
+_INSERT_POSTINGS = insert(Posting)
+
+
 async def system_account(
     db: AsyncSession, programme_id: int, kind: str, currency: str, now_ms: int, shard: int = 0
 ) -> int:
     """The programme's revenue or settlement account in `currency` (revenue: one of its
     shards), created on first use."""
     key = _system_key(programme_id, kind, currency, shard)
-    stmt = select(LedgerAccount.id).where(LedgerAccount.system_key == key)
-    found = (await db.execute(stmt)).scalar_one_or_none()
+    found = (await db.execute(_SYSTEM_ACCOUNT, {"key": key})).scalar_one_or_none()
     if found is not None:
         return int(found)
     account = LedgerAccount(
@@ -105,7 +135,7 @@ async def system_account(
             db.add(account)
             await db.flush()
     except IntegrityError:  # another request created it first; theirs is the one
-        return int((await db.execute(stmt)).scalar_one())
+        return int((await db.execute(_SYSTEM_ACCOUNT, {"key": key})).scalar_one())
     return account.id
 
 
@@ -156,49 +186,46 @@ async def post(
     )
     db.add(tx)
     await db.flush()
+    postings = []
     for leg in sorted(legs, key=lambda leg: leg.account_id):
         available_after, actual_after = await _apply(db, programme_id, leg)
-        db.add(
-            Posting(
-                id=new_id(),
-                programme_id=programme_id,
-                transaction_id=tx.id,
-                account_id=leg.account_id,
-                currency=leg.currency,
-                available_amount=leg.available,
-                actual_amount=leg.actual,
-                available_after=available_after,
-                actual_after=actual_after,
-                created_at=now_ms,
-            )
+        postings.append(
+            {
+                "id": new_id(),
+                "programme_id": programme_id,
+                "transaction_id": tx.id,
+                "account_id": leg.account_id,
+                "currency": leg.currency,
+                "available_amount": leg.available,
+                "actual_amount": leg.actual,
+                "available_after": available_after,
+                "actual_after": actual_after,
+                "created_at": now_ms,
+            }
         )
         LEDGER_POSTINGS.labels(leg.currency).inc()
-    await db.flush()
+    # The postings in one statement, without the unit of work: nothing reads them as objects.
+    await db.execute(_INSERT_POSTINGS, postings)
     return tx
 
 
 async def _apply(db: AsyncSession, programme_id: int, leg: Leg) -> tuple[int, int]:
     """One guarded UPDATE: the balance changes only if it stays non-negative where guarded."""
-    stmt = update(LedgerAccount).where(
-        LedgerAccount.id == leg.account_id,
-        LedgerAccount.programme_id == programme_id,
-        LedgerAccount.currency == leg.currency,
-    )
-    if leg.guarded and leg.available < 0:
-        stmt = stmt.where(LedgerAccount.available >= -leg.available)
-    if leg.guarded and leg.actual < 0:
-        stmt = stmt.where(LedgerAccount.actual >= -leg.actual)
-    stmt = (
-        stmt.values(
-            available=LedgerAccount.available + leg.available,
-            actual=LedgerAccount.actual + leg.actual,
-            posting_count=LedgerAccount.posting_count + 1,
-            movement_count=LedgerAccount.movement_count + (1 if leg.available or leg.actual else 0),
-        )
-        .returning(LedgerAccount.available, LedgerAccount.actual)
-        .execution_options(synchronize_session=False)
-    )
-    row = (await db.execute(stmt)).one_or_none()
+    guard_available = leg.guarded and leg.available < 0
+    guard_actual = leg.guarded and leg.actual < 0
+    params = {
+        "b_id": leg.account_id,
+        "b_programme_id": programme_id,
+        "b_currency": leg.currency,
+        "b_available": leg.available,
+        "b_actual": leg.actual,
+        "b_movement": 1 if leg.available or leg.actual else 0,
+    }
+    if guard_available:
+        params["b_need_available"] = -leg.available
+    if guard_actual:
+        params["b_need_actual"] = -leg.actual
+    row = (await db.execute(_APPLY[guard_available, guard_actual], params)).one_or_none()
     if row is None:
         raise InsufficientFunds(leg.account_id)
     return int(row[0]), int(row[1])

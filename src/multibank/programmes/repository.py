@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.programmes.models import ApiKey, FeeType, Profile, Programme
@@ -57,6 +57,12 @@ async def list_fee_types(session: AsyncSession, programme_id: int) -> Sequence[F
     return (await session.execute(stmt)).scalars().all()
 
 
+# Built once with bound parameters: every fee charge runs it (decision 0014).
+_FEE_TYPE = select(FeeType).where(
+    FeeType.programme_id == bindparam("programme_id"), FeeType.name == bindparam("name")
+)
+
+
 async def get_fee_type(session: AsyncSession, programme_id: int, name: str) -> FeeType | None:
-    stmt = select(FeeType).where(FeeType.programme_id == programme_id, FeeType.name == name)
-    return (await session.execute(stmt)).scalar_one_or_none()
+    params = {"programme_id": programme_id, "name": name}
+    return (await session.execute(_FEE_TYPE, params)).scalar_one_or_none()
