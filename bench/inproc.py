@@ -2,12 +2,13 @@
 one authenticated read, to see where a request's CPU goes while changing the request path.
 Not a substitute for the wrk figures; a quick loop for profiling (e.g. under py-spy or cProfile).
 
-Usage: .venv/bin/python bench/inproc.py [--requests 3000] [--database-url URL] [--path acct|corp|list|health]
+Usage: .venv/bin/python bench/inproc.py [--requests 3000] [--database-url URL] [--path acct|corp|list|health|fee]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import asyncio
 import secrets
 import tempfile
@@ -88,18 +89,42 @@ async def main() -> None:
                         },
                     )
                 ).json()
+            method, body = "GET", b""
+            if args.path == "fee":
+                sim = {"programme-key": key}
+                iban = (await c.post(f"/multi/managed_accounts/{acc['id']}/iban", headers=h)).json()
+                if iban["state"] == "PENDING_ALLOCATION":
+                    await c.post(
+                        f"/simulate/api/managed_accounts/{acc['id']}/iban/allocate", headers=sim
+                    )
+                await c.post(
+                    f"/simulate/api/accounts/{acc['id']}/deposit",
+                    headers=sim,
+                    json={"depositAmount": {"currency": "EUR", "amount": 10**12}},
+                )
+                method = "POST"
+                body = json.dumps(
+                    {
+                        "feeType": "ADMIN_FEE",
+                        "source": {"type": "managed_accounts", "id": acc["id"]},
+                    }
+                ).encode()
         assert acc is not None
         path, query = {
             "acct": (f"/multi/managed_accounts/{acc['id']}", b""),
             "corp": ("/multi/corporates", b""),
             "list": ("/multi/managed_accounts", b"limit=10"),
             "health": ("/healthz", b""),
+            "fee": ("/multi/corporates/fees/charge", b""),
         }[args.path]
         headers = [(k.encode(), v.encode()) for k, v in h.items()] + [(b"host", b"t")]
+        if method == "POST":
+            headers.append((b"content-type", b"application/json"))
+        refs = iter(range(10**9))
         status: list[int] = []
 
         async def receive() -> dict[str, Any]:
-            return {"type": "http.request", "body": b"", "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": False}
 
         async def send(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
@@ -110,13 +135,14 @@ async def main() -> None:
                 "type": "http",
                 "asgi": {"version": "3.0"},
                 "http_version": "1.1",
-                "method": "GET",
+                "method": method,
                 "scheme": "http",
                 "path": path,
                 "raw_path": path.encode(),
                 "root_path": "",
                 "query_string": query,
-                "headers": headers,
+                "headers": headers
+                + ([(b"idempotency-ref", b"r%d" % next(refs))] if method == "POST" else []),
                 "client": ("127.0.0.1", 1),
                 "server": ("127.0.0.1", 80),
             }
