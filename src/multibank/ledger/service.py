@@ -8,9 +8,9 @@ import zlib
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Update, bindparam, func, insert, select, update
+from sqlalchemy import Table, Update, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -108,7 +108,8 @@ def _apply_statement(guard_available: bool, guard_actual: bool) -> Update:
 
 
 _APPLY = {(a, b): _apply_statement(a, b) for a in (False, True) for b in (False, True)}
-_INSERT_POSTINGS = insert(Posting)
+# Core, not ORM: the ORM's bulk INSERT machinery cost more than the statement itself.
+_INSERT_POSTINGS = insert(cast(Table, Posting.__table__))
 
 
 async def system_account(
