@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
-from multibank.api.schemas import Currency, DigitsId, Tag, Wire
+from multibank.kernel.vocabulary import Currency, DigitsId, Tag, Wire
 
 FriendlyName = Annotated[str, StringConstraints(min_length=1, max_length=50)]
 

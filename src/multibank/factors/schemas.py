@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from multibank.api.schemas import DigitsId, Nonce, Wire
+from multibank.kernel.vocabulary import DigitsId, Nonce, Wire
 from multibank.kernel.wire import WireEnum
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
-from multibank.api.schemas import (
+from multibank.kernel.vocabulary import (
     Address,
     AddressWithNoRequiredFields,
     CompanyPosition,

@@ -6,7 +6,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from multibank.api.schemas import KyiStatus
 from multibank.identities import repository as repo
 from multibank.identities.models import CONSUMER, CORPORATE, Identity
 from multibank.identities.schemas import (
@@ -17,6 +16,7 @@ from multibank.kernel import codes, notify
 from multibank.kernel.errors import Conflict, NotFound
 from multibank.kernel.ids import new_id
 from multibank.kernel.validation import is_country, is_mobile_country_code, parse_id
+from multibank.kernel.vocabulary import KyiStatus
 from multibank.kyc import provider
 from multibank.programmes import repository as programmes
 from multibank.programmes.context import Ctx

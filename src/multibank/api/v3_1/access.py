@@ -8,9 +8,9 @@ from pydantic import BaseModel
 from multibank.api.deps import AnonCtx, AppContainer, Idempotent
 from multibank.api.limits import LoginLimited
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.api.schemas import IdentityId, TypeId
 from multibank.api.v3_29.access import LOGIN_RESPONSES, LoginRequest, PasswordChecked, do_login
 from multibank.api.v3_29.access import login_with_password as latest
+from multibank.kernel.vocabulary import IdentityId, TypeId
 
 router = APIRouter(tags=["Access"], route_class=UnitOfWorkRoute)
 

@@ -14,7 +14,12 @@ from multibank.api.limits import (
     CallerCodeVerifyLimited,
 )
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.api.schemas import (
+from multibank.api.v3_1.corporates import MobileSend
+from multibank.api.v3_29 import consumers as latest
+from multibank.identities import service
+from multibank.identities.models import CONSUMER
+from multibank.identities.schemas import ConsumerRead, FeeGroup, Free
+from multibank.kernel.vocabulary import (
     AddressWithNoRequiredFields,
     ConsumerSourceOfFunds,
     Currency,
@@ -28,11 +33,6 @@ from multibank.api.schemas import (
     VerificationCodeRequest,
     Wire,
 )
-from multibank.api.v3_1.corporates import MobileSend
-from multibank.api.v3_29 import consumers as latest
-from multibank.identities import service
-from multibank.identities.models import CONSUMER
-from multibank.identities.schemas import ConsumerRead, FeeGroup, Free
 
 router = APIRouter(tags=["Consumers"], route_class=UnitOfWorkRoute)
 

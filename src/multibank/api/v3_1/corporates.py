@@ -14,7 +14,17 @@ from multibank.api.limits import (
     CallerCodeVerifyLimited,
 )
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.api.schemas import (
+from multibank.api.v3_29 import corporates as latest
+from multibank.identities import service
+from multibank.identities.models import CORPORATE
+from multibank.identities.schemas import (
+    CorporateCreate,
+    CorporateRead,
+    CreatedCorporateRead,
+    FeeGroup,
+    Free,
+)
+from multibank.kernel.vocabulary import (
     Address,
     CorporateSourceOfFunds,
     Currency,
@@ -25,16 +35,6 @@ from multibank.api.schemas import (
     Tag,
     VerificationCodeRequest,
     Wire,
-)
-from multibank.api.v3_29 import corporates as latest
-from multibank.identities import service
-from multibank.identities.models import CORPORATE
-from multibank.identities.schemas import (
-    CorporateCreate,
-    CorporateRead,
-    CreatedCorporateRead,
-    FeeGroup,
-    Free,
 )
 from multibank.kernel.wire import WireEnum
 

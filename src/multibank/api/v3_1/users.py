@@ -9,8 +9,8 @@ from pydantic import AfterValidator, BaseModel
 
 from multibank.api.deps import CallerIdempotent, LoggedIn, conflicts
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.api.schemas import Email, IdentityId, Wire
 from multibank.api.v3_29 import users as latest
+from multibank.kernel.vocabulary import Email, IdentityId, Wire
 from multibank.users import service
 from multibank.users.models import User
 from multibank.users.schemas import Name, UserBase

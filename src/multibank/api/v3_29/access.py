@@ -22,8 +22,8 @@ from multibank.api.deps import (
 from multibank.api.limits import LoginLimited
 from multibank.api.openapi import LOCKED
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.api.schemas import Email, IdentityId, SensitivePassword, TypeId, Wire
 from multibank.kernel.tokens import end_session
+from multibank.kernel.vocabulary import Email, IdentityId, SensitivePassword, TypeId, Wire
 
 router = APIRouter(tags=["Access"], route_class=UnitOfWorkRoute)
 

@@ -15,7 +15,6 @@ from multibank.api.deps import (
 )
 from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.api.schemas import EmailRequest, EmailVerifyRequest
 from multibank.api.v3_29.corporates import mobile
 from multibank.identities import service
 from multibank.identities.models import CONSUMER, Identity
@@ -29,6 +28,7 @@ from multibank.identities.schemas import (
     MobileKycRead,
 )
 from multibank.kernel.errors import Conflict
+from multibank.kernel.vocabulary import EmailRequest, EmailVerifyRequest
 from multibank.users.models import User
 
 router = APIRouter(tags=["Consumers"], route_class=UnitOfWorkRoute)

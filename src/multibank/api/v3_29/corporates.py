@@ -15,7 +15,6 @@ from multibank.api.deps import (
 )
 from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.api.schemas import EmailRequest, EmailVerifyRequest, ReferenceResponse
 from multibank.identities import service
 from multibank.identities.models import CORPORATE, Identity
 from multibank.identities.schemas import (
@@ -25,6 +24,7 @@ from multibank.identities.schemas import (
     CreatedCorporateRead,
     KybRead,
 )
+from multibank.kernel.vocabulary import EmailRequest, EmailVerifyRequest, ReferenceResponse
 from multibank.users.models import User
 
 router = APIRouter(tags=["Corporates"], route_class=UnitOfWorkRoute)

@@ -16,9 +16,9 @@ from multibank.api.deps import (
     conflicts,
 )
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.api.schemas import DigitsId, Wire
 from multibank.fees import service
 from multibank.identities.schemas import Read
+from multibank.kernel.vocabulary import DigitsId, Wire
 
 router = APIRouter(route_class=UnitOfWorkRoute)
 CONFLICTS = conflicts(

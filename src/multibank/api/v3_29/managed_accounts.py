@@ -24,8 +24,8 @@ from multibank.api.deps import (
     conflicts,
 )
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.api.schemas import Currency, Tag
 from multibank.identities import service as identities
+from multibank.kernel.vocabulary import Currency, Tag
 from multibank.ledger.models import LedgerAccount
 
 router = APIRouter(tags=["Managed Accounts"], route_class=UnitOfWorkRoute)

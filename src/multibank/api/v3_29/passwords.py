@@ -19,7 +19,7 @@ from multibank.api.deps import (
 )
 from multibank.api.limits import CallerCodeVerifyLimited, CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.api.schemas import (
+from multibank.kernel.vocabulary import (
     Email,
     IdentityId,
     Nonce,

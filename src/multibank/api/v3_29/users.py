@@ -16,14 +16,14 @@ from multibank.api.deps import (
 )
 from multibank.api.limits import CallerCodeSendLimited, CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.api.schemas import (
+from multibank.identities import service as identities
+from multibank.kernel.vocabulary import (
     Email,
     EmailRequest,
     EmailVerifyRequest,
     ReferenceResponse,
     TokenResponse,
 )
-from multibank.identities import service as identities
 from multibank.users import service
 from multibank.users.models import User
 from multibank.users.schemas import (

@@ -1,4 +1,5 @@
-"""Wire types shared by both versions and every tag (contract §6)."""
+"""The wire vocabulary every domain and both interface versions share (contract §6): field
+types, enums and small bodies. In the kernel, so a domain's schemas never import the HTTP layer."""
 
 from __future__ import annotations
 
