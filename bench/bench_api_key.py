@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import secrets
 
-from common import Server, bare_server, call, multibank_server, report, wrk
+from common import Server, bare_server, call, corporate_signup, multibank_server, report, wrk
 
 
 def corporate_token(server: Server) -> str:
@@ -21,20 +21,7 @@ def corporate_token(server: Server) -> str:
         "POST",
         f"{server.base}/multi/corporates",
         h,
-        {
-            "profileId": server.profiles["corporate"],
-            "rootUser": {
-                "name": "Bench",
-                "surname": "Mark",
-                "email": f"bench{secrets.token_hex(4)}@example.com",
-                "mobile": {"countryCode": "+44", "number": "7700900000"},
-                "companyPosition": "DIRECTOR",
-            },
-            "company": {"type": "LLC", "name": "Bench Ltd", "registrationCountry": "GB"},
-            "acceptedTerms": True,
-            "ipAddress": "127.0.0.1",
-            "baseCurrency": "EUR",
-        },
+        corporate_signup(server.profiles["corporate"], f"bench{secrets.token_hex(4)}@example.com"),
     )
     user_id = created["rootUser"]["id"]["id"]
     # Approved (KYB) through the simulator, so it may open accounts.

@@ -19,7 +19,17 @@ import secrets
 import tempfile
 from pathlib import Path
 
-from common import Figures, Server, bare_server, call, fund, multibank_server, report, wrk
+from common import (
+    Figures,
+    Server,
+    bare_server,
+    call,
+    corporate_signup,
+    fund,
+    multibank_server,
+    report,
+    wrk,
+)
 
 FEE = 100  # ADMIN_FEE for the DEFAULT fee group
 ADMIN_TOKEN = f"bench-admin-{secrets.token_hex(16)}"
@@ -51,20 +61,7 @@ def funded_corporate(server: Server, amount: int) -> tuple[dict[str, str], str]:
         "POST",
         f"{server.base}/multi/corporates",
         h,
-        {
-            "profileId": server.profiles["corporate"],
-            "rootUser": {
-                "name": "Bench",
-                "surname": "Mark",
-                "email": email,
-                "mobile": {"countryCode": "+44", "number": "7700900000"},
-                "companyPosition": "DIRECTOR",
-            },
-            "company": {"type": "LLC", "name": "Bench Ltd", "registrationCountry": "GB"},
-            "acceptedTerms": True,
-            "ipAddress": "127.0.0.1",
-            "baseCurrency": "EUR",
-        },
+        corporate_signup(server.profiles["corporate"], email),
     )
     for step, extra in (("send", {}), ("verify", {"verificationCode": "123456"})):
         call(

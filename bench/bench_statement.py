@@ -40,6 +40,7 @@ from common import (
     Server,
     bare_server,
     call,
+    corporate_signup,
     fund,
     multibank_server,
     report,
@@ -71,20 +72,7 @@ def setup_account(server: Server) -> tuple[str, str, str]:
         "POST",
         f"{server.base}/multi/corporates",
         h,
-        {
-            "profileId": server.profiles["corporate"],
-            "rootUser": {
-                "name": "Bench",
-                "surname": "Mark",
-                "email": email,
-                "mobile": {"countryCode": "+44", "number": "7700900000"},
-                "companyPosition": "DIRECTOR",
-            },
-            "company": {"type": "LLC", "name": "Bench Ltd", "registrationCountry": "GB"},
-            "acceptedTerms": True,
-            "ipAddress": "127.0.0.1",
-            "baseCurrency": "EUR",
-        },
+        corporate_signup(server.profiles["corporate"], email),
     )
     user_id = created["rootUser"]["id"]["id"]
     sim = {"programme-key": server.api_key}

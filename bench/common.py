@@ -121,6 +121,24 @@ def fund(base: str, api_key: str, headers: dict[str, str], account_id: str, amou
     assert out == {"code": "COMPLETED"}, out
 
 
+def corporate_signup(profile_id: str, email: str) -> dict[str, Any]:
+    """The body of `POST /multi/corporates` every bench signs its corporate up with."""
+    return {
+        "profileId": profile_id,
+        "rootUser": {
+            "name": "Bench",
+            "surname": "Mark",
+            "email": email,
+            "mobile": {"countryCode": "+44", "number": "7700900000"},
+            "companyPosition": "DIRECTOR",
+        },
+        "company": {"type": "LLC", "name": "Bench Ltd", "registrationCountry": "GB"},
+        "acceptedTerms": True,
+        "ipAddress": "127.0.0.1",
+        "baseCurrency": "EUR",
+    }
+
+
 @dataclass
 class Figures:
     name: str

@@ -2,17 +2,20 @@
 one authenticated read, to see where a request's CPU goes while changing the request path.
 Not a substitute for the wrk figures; a quick loop for profiling (e.g. under py-spy or cProfile).
 
-Usage: .venv/bin/python bench/inproc.py [--requests 3000] [--database-url URL] [--path acct|corp|list|health|fee]
+Usage: .venv/bin/python bench/inproc.py [--requests 3000] [--database-url URL]
+       [--path acct|corp|list|health|fee] [--profile FILE]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import asyncio
+import json
 import secrets
+import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,6 +24,9 @@ from multibank.app import build_container, create_app, startup
 from multibank.cli import ensure_default_programme
 from multibank.kernel.migrate import upgrade
 from multibank.settings import Settings
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import corporate_signup
 
 
 async def main() -> None:
@@ -47,20 +53,9 @@ async def main() -> None:
             r = await c.post(
                 "/multi/corporates",
                 headers=h,
-                json={
-                    "profileId": profiles["corporate"],
-                    "rootUser": {
-                        "name": "Bench",
-                        "surname": "Mark",
-                        "email": f"b{secrets.token_hex(4)}@example.com",
-                        "mobile": {"countryCode": "+44", "number": "7700900000"},
-                        "companyPosition": "DIRECTOR",
-                    },
-                    "company": {"type": "LLC", "name": "Bench Ltd", "registrationCountry": "GB"},
-                    "acceptedTerms": True,
-                    "ipAddress": "127.0.0.1",
-                    "baseCurrency": "EUR",
-                },
+                json=corporate_signup(
+                    profiles["corporate"], f"b{secrets.token_hex(4)}@example.com"
+                ),
             )
             created = r.json()
             await c.post(
