@@ -36,6 +36,17 @@ def _reads_only(sql: str) -> bool:
     return head.startswith(READ_ONLY_VERBS) and " RETURNING " not in sql.upper()
 
 
+async def _ready() -> None:
+    return None
+
+
+def _awaited() -> None:
+    """Awaits a coroutine that is already done: no trip through the event loop, two greenlet
+    switches. SQLAlchemy's `AsyncConnection.execute` refuses a driver that never awaits
+    (`AwaitRequired`); this tells it the statement ran in its asyncio context."""
+    await_(_ready())
+
+
 class InlineCursor:
     """A `sqlite3.Cursor` whose statements that may wait run on a worker thread."""
 
@@ -45,6 +56,7 @@ class InlineCursor:
 
     def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> InlineCursor:
         if self._owner.holds_write_lock() or _reads_only(sql):
+            _awaited()
             self._cursor.execute(sql, parameters)
         else:
             await_(asyncio.to_thread(self._cursor.execute, sql, parameters))
@@ -52,6 +64,7 @@ class InlineCursor:
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> InlineCursor:
         if self._owner.holds_write_lock():
+            _awaited()
             self._cursor.executemany(sql, rows)
         else:
             await_(asyncio.to_thread(self._cursor.executemany, sql, rows))
