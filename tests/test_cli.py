@@ -37,7 +37,21 @@ D4_FEE_TYPES = {
         "PREMIUM": {"EUR": 50, "GBP": 50, "USD": 50},
     }
 }
-PROFILE_KINDS = ("corporate", "consumer", "corporateManagedAccount", "consumerManagedAccount")
+PROFILE_KINDS = (
+    "corporate",
+    "consumer",
+    "corporateManagedAccount",
+    "consumerManagedAccount",
+    "transfers",
+    "sends",
+    "outgoingWireTransfers",
+)
+# D12: the default fee of each payment kind, in every currency of the programme.
+D12_MOVEMENT_FEES = {
+    "transfers": {"EUR": 0, "GBP": 0, "USD": 0},
+    "sends": {"EUR": 0, "GBP": 0, "USD": 0},
+    "outgoingWireTransfers": {"EUR": 100, "GBP": 100, "USD": 100},
+}
 DIGITS = re.compile(r"^[0-9]{1,19}$")
 MULTIBANK = Path(sys.executable).with_name("multibank")
 READY_TIMEOUT = 30.0
@@ -84,14 +98,22 @@ async def key_status(client: httpx.AsyncClient, key: str) -> int:
 
 
 def assert_d4_shape(data: dict[str, Any]) -> None:
-    assert list(data) == ["programmeId", "apiKey", "profiles", "currencies", "feeTypes"]
+    assert list(data) == [
+        "programmeId",
+        "apiKey",
+        "profiles",
+        "currencies",
+        "feeTypes",
+        "movementFees",
+    ]
     assert DIGITS.match(data["programmeId"])
     assert list(data["profiles"]) == list(PROFILE_KINDS)
     ids = list(data["profiles"].values())
     assert all(isinstance(i, str) and DIGITS.match(i) for i in ids)
-    assert len({data["programmeId"], *ids}) == 5
+    assert len({data["programmeId"], *ids}) == 8
     assert data["currencies"] == ["EUR", "GBP", "USD"]
     assert data["feeTypes"] == D4_FEE_TYPES
+    assert data["movementFees"] == D12_MOVEMENT_FEES
 
 
 # programme create / show / list
@@ -168,6 +190,71 @@ async def test_programme_show_without_json(cli_env):
         assert f"  profile {kind}: {pid}" in lines
     assert "  currencies: EUR, GBP, USD" in lines
     assert "  fee types: ADMIN_FEE" in lines
+    assert "  outgoingWireTransfers fee (minor units): EUR 100, GBP 100, USD 100" in lines
+
+
+# programme movement-fee (D12)
+
+
+async def test_movement_fee_sets_one_payment_kind_in_one_currency(cli_env, client, admin_headers):
+    name = unique_name()
+    data = json.loads(ok(await cli("programme", "create", "--name", name, "--json")))
+    out = ok(
+        await cli(
+            "programme",
+            "movement-fee",
+            name,
+            "--payment",
+            "sends",
+            "--currency",
+            "GBP",
+            "--amount",
+            "35",
+        )
+    )
+    expected = {**D12_MOVEMENT_FEES, "sends": {"EUR": 0, "GBP": 35, "USD": 0}}
+    assert json.loads(out) == expected
+    # The operator API sees the same fees: one rule, two doors.
+    r = await client.get(f"{PORTAL}/{data['programmeId']}/summary", headers=admin_headers)
+    assert r.json()["movementFees"] == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--payment", "cards", "--currency", "EUR", "--amount", "1"], "no payment kind 'cards'"),
+        (["--payment", "sends", "--currency", "CHF", "--amount", "1"], "CURRENCY_NOT_SUPPORTED"),
+        (["--payment", "sends", "--currency", "eur", "--amount", "1"], "cannot set the fee"),
+        (
+            ["--payment", "sends", "--currency", "EUR", "--amount", "-1"],
+            "greater than or equal to 0",
+        ),
+    ],
+)
+async def test_movement_fee_refusals_change_nothing(cli_env, args, says):
+    name = unique_name()
+    ok(await cli("programme", "create", "--name", name, "--json"))
+    result = await cli("programme", "movement-fee", name, *args)
+    assert result.exit_code != 0
+    assert says in result.output
+    shown = json.loads(ok(await cli("programme", "show", name, "--json")))
+    assert shown["movementFees"] == D12_MOVEMENT_FEES
+
+
+async def test_movement_fee_of_an_unknown_programme_fails(cli_env):
+    result = await cli(
+        "programme",
+        "movement-fee",
+        unique_name(),
+        "--payment",
+        "sends",
+        "--currency",
+        "EUR",
+        "--amount",
+        "1",
+    )
+    assert result.exit_code != 0
+    assert "not found" in result.output
 
 
 async def test_programme_show_of_a_programme_created_by_the_operator_api(

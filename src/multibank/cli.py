@@ -26,7 +26,7 @@ from multibank.kernel.errors import Conflict, NotFound
 from multibank.kernel.migrate import current_revision, head_revision, upgrade
 from multibank.kernel.node_lease import NodeKeeper
 from multibank.programmes import repository, service
-from multibank.programmes.schemas import ProgrammeCreate, ProgrammeDescription
+from multibank.programmes.schemas import ProfileUpdate, ProgrammeCreate, ProgrammeDescription
 from multibank.settings import Settings, get_settings
 
 T = TypeVar("T")
@@ -274,6 +274,45 @@ def programme_list() -> None:
         typer.echo(f"{pid}\t{pname}\t{mode}")
 
 
+@programme_app.command("movement-fee")
+def programme_movement_fee(
+    name: str,
+    payment: Annotated[
+        str,
+        typer.Option(
+            "--payment", help="transfers, sends or outgoingWireTransfers (outgoing wire transfers)."
+        ),
+    ],
+    currency: Annotated[str, typer.Option("--currency", help="ISO-4217 code, e.g. EUR.")],
+    amount: Annotated[int, typer.Option("--amount", min=0, help="The fee, in minor units.")],
+) -> None:
+    """Set what a payment of one kind costs in one currency, on top of its amount (the source
+    pays it; it goes to the programme's revenue). Prints the programme's payment fees."""
+    try:
+        fees = ProfileUpdate(fees={currency: amount}).fees or {}
+    except ValidationError as exc:
+        problems = "; ".join(e["msg"] for e in exc.errors())
+        _fail(f"cannot set the fee: {problems}")
+        return
+
+    async def work(db: Database) -> ProgrammeDescription:
+        async with db.transaction() as session:
+            programme = await service.require_programme_by_name(session, name)
+            for code, value in fees.items():
+                await service.set_movement_fee(session, programme, payment, code, value)
+            return await service.describe(session, programme)
+
+    try:
+        description = _run(work)
+    except NotFound as exc:
+        _fail(exc.message)
+        return
+    except Conflict as exc:
+        _fail(f"cannot set the fee: {exc.error_code} ({currency} is not a currency of {name!r})")
+        return
+    typer.echo(json.dumps(description.movementFees.model_dump()))
+
+
 def _print_description(description: ProgrammeDescription, as_json: bool) -> None:
     data = description.model_dump()
     if as_json:
@@ -285,6 +324,9 @@ def _print_description(description: ProgrammeDescription, as_json: bool) -> None
         typer.echo(f"  profile {kind}: {pid}")
     typer.echo(f"  currencies: {', '.join(data['currencies'])}")
     typer.echo(f"  fee types: {', '.join(data['feeTypes'])}")
+    for kind, fees in data["movementFees"].items():
+        listed = ", ".join(f"{c} {amount}" for c, amount in fees.items())
+        typer.echo(f"  {kind} fee (minor units): {listed}")
 
 
 @ledger_app.command("verify")

@@ -12,8 +12,16 @@ import pytest
 
 PORTAL = "/portal/api/programmes"
 STRONG_PASSWORD = {"password": {"value": "Abcdef1!"}}
-D4_KEYS = {"programmeId", "apiKey", "profiles", "currencies", "feeTypes"}
-PROFILE_KINDS = ("corporate", "consumer", "corporateManagedAccount", "consumerManagedAccount")
+D4_KEYS = {"programmeId", "apiKey", "profiles", "currencies", "feeTypes", "movementFees"}
+PROFILE_KINDS = (
+    "corporate",
+    "consumer",
+    "corporateManagedAccount",
+    "consumerManagedAccount",
+    "transfers",
+    "sends",
+    "outgoingWireTransfers",
+)
 DEFAULT_FEE_TYPES = {
     "ADMIN_FEE": {
         "DEFAULT": {"EUR": 100, "GBP": 100, "USD": 100},
@@ -114,7 +122,7 @@ async def test_create_programme_answers_exactly_the_d4_shape(client, admin_heade
     assert set(body["profiles"]) == set(PROFILE_KINDS)
     ids = list(body["profiles"].values())
     assert all(isinstance(i, str) and DIGITS.match(i) for i in ids)
-    assert len(set(ids)) == 4
+    assert len(set(ids)) == 7
     assert body["programmeId"] not in ids
     assert body["currencies"] == ["EUR", "GBP", "USD"]
     assert body["feeTypes"] == DEFAULT_FEE_TYPES
@@ -147,7 +155,7 @@ async def test_create_programme_with_settings_and_currencies(client, admin_heade
         "passwordExpiryDays": 90,
     }
     profiles = await get_json(client, admin_headers, f"/{body['programmeId']}/profiles")
-    assert [p["currencies"] for p in profiles] == [["GBP", "USD"]] * 4
+    assert [p["currencies"] for p in profiles] == [["GBP", "USD"]] * 7
 
 
 async def test_get_programme(client, admin_headers):
@@ -164,6 +172,7 @@ async def test_get_programme(client, admin_headers):
         "profiles",
         "currencies",
         "feeTypes",
+        "movementFees",
         "creationTimestamp",
     }
     assert got["programmeId"] == created["programmeId"]
@@ -444,12 +453,125 @@ async def test_list_profiles(client, admin_headers):
     profiles = r.json()
     assert {p["kind"]: p["id"] for p in profiles} == created["profiles"]
     for p in profiles:
-        assert p == {
+        expected = {
             "id": created["profiles"][p["kind"]],
             "kind": p["kind"],
             "currencies": ["EUR", "GBP", "USD"],
             "active": True,
         }
+        if p["kind"] in MOVEMENT_KINDS:  # D12: the payment profiles carry their fees
+            expected["fees"] = DEFAULT_MOVEMENT_FEES[p["kind"]]
+        assert p == expected
+
+
+MOVEMENT_KINDS = ("transfers", "sends", "outgoingWireTransfers")
+DEFAULT_MOVEMENT_FEES = {
+    "transfers": {"EUR": 0, "GBP": 0, "USD": 0},
+    "sends": {"EUR": 0, "GBP": 0, "USD": 0},
+    "outgoingWireTransfers": {"EUR": 100, "GBP": 100, "USD": 100},
+}
+
+
+async def test_programme_summary_lists_movement_fees(client, admin_headers):
+    created = await create_programme(client, admin_headers)
+    assert created["movementFees"] == DEFAULT_MOVEMENT_FEES
+    got = await get_json(client, admin_headers, f"/{created['programmeId']}")
+    assert got["movementFees"] == DEFAULT_MOVEMENT_FEES
+
+
+async def test_update_movement_fees_changes_only_the_currencies_named(client, admin_headers):
+    created = await create_programme(client, admin_headers)
+    pid, sends = created["programmeId"], created["profiles"]["sends"]
+    r = await client.patch(
+        f"{PORTAL}/{pid}/profiles/{sends}", headers=admin_headers, json={"fees": {"GBP": 25}}
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["fees"] == {"EUR": 0, "GBP": 25, "USD": 0}
+    r = await client.patch(
+        f"{PORTAL}/{pid}/profiles/{sends}", headers=admin_headers, json={"fees": {"EUR": 7}}
+    )
+    assert r.json()["fees"] == {"EUR": 7, "GBP": 25, "USD": 0}
+    summary = await get_json(client, admin_headers, f"/{pid}/summary")
+    assert summary["movementFees"]["sends"] == {"EUR": 7, "GBP": 25, "USD": 0}
+    # The other kinds keep theirs.
+    assert summary["movementFees"]["transfers"] == DEFAULT_MOVEMENT_FEES["transfers"]
+    assert (
+        summary["movementFees"]["outgoingWireTransfers"]
+        == DEFAULT_MOVEMENT_FEES["outgoingWireTransfers"]
+    )
+
+
+async def test_movement_fee_refusals_change_nothing(client, admin_headers):
+    created = await create_programme(client, admin_headers)
+    pid, profiles = created["programmeId"], created["profiles"]
+    cases = [
+        # Fees belong to payment profiles only.
+        (profiles["corporate"], {"fees": {"EUR": 1}}, 409, "PROFILE_HAS_NO_FEES"),
+        # Only in the profile's own currencies (one it does not serve yet, in the same request).
+        (profiles["transfers"], {"fees": {"CHF": 1}}, 409, "CURRENCY_NOT_SUPPORTED_BY_PROFILE"),
+        (
+            profiles["transfers"],
+            {"currencies": ["EUR"], "fees": {"GBP": 1}},
+            409,
+            "CURRENCY_NOT_SUPPORTED_BY_PROFILE",
+        ),
+    ]
+    for profile_id, body, status, code in cases:
+        r = await client.patch(
+            f"{PORTAL}/{pid}/profiles/{profile_id}", headers=admin_headers, json=body
+        )
+        assert r.status_code == status, (body, r.text)
+        assert r.json()["errorCode"] == code
+    for body, field in (
+        ({"fees": {"EUR": -1}}, "fees.EUR"),
+        ({"fees": {"EUR": "1"}}, "fees.EUR"),
+        ({"fees": {"EUR": 2**53}}, "fees.EUR"),
+        ({"fees": {"eur": 1}}, "fees.eur"),
+    ):
+        r = await client.patch(
+            f"{PORTAL}/{pid}/profiles/{profiles['sends']}", headers=admin_headers, json=body
+        )
+        assert r.status_code == 400, (body, r.text)
+        assert field.split(".")[0] in r.text
+    summary = await get_json(client, admin_headers, f"/{pid}/summary")
+    assert summary["movementFees"] == DEFAULT_MOVEMENT_FEES
+    profiles_now = await get_json(client, admin_headers, f"/{pid}/profiles")
+    assert {p["kind"]: p["currencies"] for p in profiles_now}["transfers"] == ["EUR", "GBP", "USD"]
+
+
+async def test_create_payment_profile_with_fees(client, admin_headers):
+    created = await create_programme(client, admin_headers)
+    pid = created["programmeId"]
+    r = await client.post(
+        f"{PORTAL}/{pid}/profiles",
+        headers=admin_headers,
+        json={"kind": "outgoingWireTransfers", "currencies": ["EUR", "GBP"], "fees": {"EUR": 50}},
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["fees"] == {"EUR": 50, "GBP": 0}
+    r = await client.post(
+        f"{PORTAL}/{pid}/profiles",
+        headers=admin_headers,
+        json={"kind": "consumer", "currencies": ["EUR"], "fees": {"EUR": 50}},
+    )
+    assert r.status_code == 409 and r.json()["errorCode"] == "PROFILE_HAS_NO_FEES"
+    # The summary still names the first profile of each kind, and its fees.
+    assert (await get_json(client, admin_headers, f"/{pid}/summary"))["movementFees"] == (
+        DEFAULT_MOVEMENT_FEES
+    )
+
+
+async def test_movement_fees_need_the_admin_token(client, admin_headers):
+    created = await create_programme(client, admin_headers)
+    pid, sends = created["programmeId"], created["profiles"]["sends"]
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        r = await client.patch(
+            f"{PORTAL}/{pid}/profiles/{sends}", headers=headers, json={"fees": {"EUR": 1}}
+        )
+        assert r.status_code == 401
+    assert (await get_json(client, admin_headers, f"/{pid}/summary"))["movementFees"] == (
+        DEFAULT_MOVEMENT_FEES
+    )
 
 
 async def test_create_profile(client, admin_headers):
@@ -471,7 +593,7 @@ async def test_create_profile(client, admin_headers):
         "active": False,
     }
     profiles = await get_json(client, admin_headers, f"/{pid}/profiles")
-    assert len(profiles) == 5
+    assert len(profiles) == 8
     assert profile in profiles
     # The summary still names the first profile of each kind.
     assert (await get_json(client, admin_headers, f"/{pid}/summary"))["profiles"] == created[
@@ -546,7 +668,7 @@ async def test_create_profile_refuses_invalid_bodies(client, admin_headers, body
     pid = (await create_programme(client, admin_headers))["programmeId"]
     r = await client.post(f"{PORTAL}/{pid}/profiles", headers=admin_headers, json=body)
     assert_syntax_error(r, field, error)
-    assert len(await get_json(client, admin_headers, f"/{pid}/profiles")) == 4
+    assert len(await get_json(client, admin_headers, f"/{pid}/profiles")) == 7
 
 
 @pytest.mark.parametrize(

@@ -3,12 +3,21 @@ the models exactly, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy.engine import Connection
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, make_url
 
-from multibank.kernel.db import Base
+from multibank.kernel.db import Base, Database
+from multibank.kernel.migrate import upgrade
 from multibank.models import load_all
+from multibank.programmes import repository
+from tests.conftest import DB_KIND, PG_ADMIN_URL, _pg_admin
 
 
 async def test_migrations_match_the_models(container):
@@ -21,3 +30,62 @@ async def test_migrations_match_the_models(container):
     async with container.db.engine.connect() as conn:
         differences = await conn.run_sync(diff)
     assert differences == []
+
+
+@pytest.fixture
+async def fresh_database_url(tmp_path: Path) -> AsyncIterator[str]:
+    """An empty database of the suite's kind, for migrating step by step."""
+    if DB_KIND == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
+        return
+    name = f"multibank_mig_{secrets.token_hex(4)}"
+    await _pg_admin(f"CREATE DATABASE {name}")
+    try:
+        yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        await _pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+async def test_programmes_of_an_older_database_get_their_payment_profiles(fresh_database_url):
+    """Migration 0009 (D12): a programme created before money movement gets one transfer, one
+    send and one outgoing-wire-transfer profile over the currencies its profiles serve, with the
+    default fees, and its other profiles are untouched."""
+    db = Database(fresh_database_url)
+    try:
+        await upgrade(db, "0008")
+        async with db.engine.begin() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO programmes (id, name, mode, step_up_required, failed_login_limit,"
+                    " iban_allocation_delay_seconds, clock_offset_ms, created_at)"
+                    " VALUES (1, 'old', 'sandbox', false, 5, 2, 0, 0)"
+                )
+            )
+            for pid, kind, currencies in (
+                (11, "corporate", '["EUR"]'),
+                (12, "consumer", '["GBP"]'),
+            ):
+                await conn.execute(
+                    text(
+                        "INSERT INTO profiles (id, programme_id, kind, currencies, active,"
+                        " created_at) VALUES (:id, 1, :kind, :currencies, true, 0)"
+                    ),
+                    {"id": pid, "kind": kind, "currencies": currencies},
+                )
+        await upgrade(db)
+        async with db.transaction() as session:
+            profiles = {p.kind: p for p in await repository.list_profiles(session, 1)}
+        assert set(profiles) == {
+            "corporate",
+            "consumer",
+            "transfers",
+            "sends",
+            "outgoingWireTransfers",
+        }
+        assert profiles["corporate"].fees is None and profiles["corporate"].id == 11
+        assert profiles["transfers"].currencies == ["EUR", "GBP"]
+        assert profiles["transfers"].fees == {"EUR": 0, "GBP": 0}
+        assert profiles["sends"].fees == {"EUR": 0, "GBP": 0}
+        assert profiles["outgoingWireTransfers"].fees == {"EUR": 100, "GBP": 100}
+    finally:
+        await db.dispose()

@@ -143,22 +143,42 @@ async def revoke_key(
     return await service.revoke_api_key(db, container.clock, programme, _int_id(key_id, "API key"))
 
 
-@router.get("/{programme_id}/profiles", operation_id="profilesList")
+# `fees` only on movement profiles (D12).
+@router.get(
+    "/{programme_id}/profiles", operation_id="profilesList", response_model_exclude_none=True
+)
 async def list_profiles(programme: ProgrammePath, db: Db) -> list[ProfileRead]:
     return await service.list_profiles(db, programme)
 
 
-@router.post("/{programme_id}/profiles", operation_id="profileCreate", status_code=201)
+# D12: fees belong to movement profiles (transfers, sends, outgoingWireTransfers), in the
+# profile's own currencies.
+FEE_CONFLICTS = conflicts("PROFILE_HAS_NO_FEES", "CURRENCY_NOT_SUPPORTED_BY_PROFILE")
+
+
+@router.post(
+    "/{programme_id}/profiles",
+    operation_id="profileCreate",
+    status_code=201,
+    responses=FEE_CONFLICTS,
+    response_model_exclude_none=True,
+)
 async def create_profile(
     body: ProfileCreate, programme: ProgrammePath, db: Db, container: AppContainer
 ) -> ProfileRead:
     return await service.create_profile(db, container.clock, programme, body)
 
 
-@router.patch("/{programme_id}/profiles/{profile_id}", operation_id="profileUpdate")
+@router.patch(
+    "/{programme_id}/profiles/{profile_id}",
+    operation_id="profileUpdate",
+    responses=FEE_CONFLICTS,
+    response_model_exclude_none=True,
+)
 async def update_profile(
     body: ProfileUpdate, profile_id: IdPath, programme: ProgrammePath, db: Db
 ) -> ProfileRead:
+    """Changes the fields sent; `fees` changes the fee of each currency it names."""
     return await service.update_profile(db, programme, _int_id(profile_id, "Profile"), body)
 
 
@@ -251,7 +271,7 @@ def build_portal() -> FastAPI:
         version="1",
         openapi_url="/openapi.json",
         docs_url="/docs",
-        redoc_url=None,
+        redoc_url="/redoc",
     )
     install_error_handlers(app)
     for r in ROUTERS:

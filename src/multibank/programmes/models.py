@@ -39,7 +39,17 @@ class ApiKey(Base):
     revoked_at: Mapped[int | None] = mapped_column(nullable=True)
 
 
-PROFILE_KINDS = ("corporate", "consumer", "corporateManagedAccount", "consumerManagedAccount")
+IDENTITY_AND_ACCOUNT_KINDS = (
+    "corporate",
+    "consumer",
+    "corporateManagedAccount",
+    "consumerManagedAccount",
+)
+# Money movement (D12): one profile of each per programme, carrying the fee of a payment per
+# currency in minor units, which the source pays on top of the amount.
+MOVEMENT_KINDS = ("transfers", "sends", "outgoingWireTransfers")
+PROFILE_KINDS = IDENTITY_AND_ACCOUNT_KINDS + MOVEMENT_KINDS
+DEFAULT_MOVEMENT_FEES = {"transfers": 0, "sends": 0, "outgoingWireTransfers": 100}
 
 
 class Profile(Base):
@@ -50,6 +60,8 @@ class Profile(Base):
     kind: Mapped[str] = mapped_column(String(40))
     currencies: Mapped[list[str]] = mapped_column(JSON)
     active: Mapped[bool] = mapped_column(Boolean, default=True)
+    # Movement kinds only: {currency: fee in minor units}; a currency not named costs 0.
+    fees: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[int]
 
 

@@ -45,7 +45,26 @@ FeeAmounts = Annotated[
         }
     ),
 ]
-ProfileKind = Literal["corporate", "consumer", "corporateManagedAccount", "consumerManagedAccount"]
+ProfileKind = Literal[
+    "corporate",
+    "consumer",
+    "corporateManagedAccount",
+    "consumerManagedAccount",
+    "transfers",
+    "sends",
+    "outgoingWireTransfers",
+]
+# A movement profile's fee per currency, in minor units (D12).
+MovementFees = Annotated[
+    dict[CurrencyCode, Amount],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "propertyNames": {"enum": sorted(ISO_4217)},
+            "additionalProperties": {"type": "integer", "minimum": 0, "maximum": MAX_FEE},
+        }
+    ),
+]
 DEFAULT_CURRENCIES = ("EUR", "GBP", "USD")
 
 
@@ -91,6 +110,17 @@ class ProgrammeProfiles(BaseModel):
     consumer: str
     corporateManagedAccount: str
     consumerManagedAccount: str
+    transfers: str
+    sends: str
+    outgoingWireTransfers: str
+
+
+class MovementFeesRead(BaseModel):
+    """`movementFees` of D12: the fee of each payment kind per currency, in minor units."""
+
+    transfers: dict[str, int]
+    sends: dict[str, int]
+    outgoingWireTransfers: dict[str, int]
 
 
 class ProgrammeDescription(BaseModel):
@@ -101,6 +131,7 @@ class ProgrammeDescription(BaseModel):
     profiles: ProgrammeProfiles
     currencies: list[str]
     feeTypes: dict[str, dict[str, dict[str, int]]]
+    movementFees: MovementFeesRead
 
 
 class ProgrammeRead(BaseModel):
@@ -111,6 +142,7 @@ class ProgrammeRead(BaseModel):
     profiles: ProgrammeProfiles
     currencies: list[str]
     feeTypes: dict[str, dict[str, dict[str, int]]]
+    movementFees: MovementFeesRead
     creationTimestamp: int
 
 
@@ -134,6 +166,8 @@ class ProfileCreate(_Strict):
     kind: ProfileKind
     currencies: list[CurrencyCode] = Field(min_length=1)
     active: bool = True
+    # Movement kinds only; a currency of the profile not named here costs 0.
+    fees: MovementFees | None = None
 
     _currencies = field_validator("currencies")(_check_currencies)
 
@@ -141,6 +175,8 @@ class ProfileCreate(_Strict):
 class ProfileUpdate(_Strict):
     currencies: list[CurrencyCode] | None = Field(default=None, min_length=1)
     active: bool | None = None
+    # Movement kinds only: the fees named change, the others stay.
+    fees: MovementFees | None = None
 
     @field_validator("currencies")
     @classmethod
@@ -153,6 +189,8 @@ class ProfileRead(BaseModel):
     kind: str
     currencies: list[str]
     active: bool
+    # Movement kinds: the fee of each of the profile's currencies (D12); other kinds: none.
+    fees: dict[str, int] | None = None
 
 
 class FeeTypeWrite(_Strict):

@@ -14,13 +14,22 @@ from multibank.kernel.clock import Clock
 from multibank.kernel.errors import Conflict, NotFound
 from multibank.kernel.ids import new_id
 from multibank.programmes import repository as repo
-from multibank.programmes.models import ApiKey, FeeType, Profile, Programme
+from multibank.programmes.models import (
+    DEFAULT_MOVEMENT_FEES,
+    IDENTITY_AND_ACCOUNT_KINDS,
+    MOVEMENT_KINDS,
+    ApiKey,
+    FeeType,
+    Profile,
+    Programme,
+)
 from multibank.programmes.schemas import (
     ApiKeyCreated,
     ApiKeyRead,
     FeeTypeCreate,
     FeeTypeRead,
     FeeTypeWrite,
+    MovementFeesRead,
     ProfileCreate,
     ProfileRead,
     ProfileUpdate,
@@ -68,7 +77,7 @@ async def create_programme(
             await session.flush()
     except IntegrityError:  # another request took the name between the check and the insert
         raise Conflict("PROGRAMME_NAME_NOT_UNIQUE") from None
-    for kind in ("corporate", "consumer", "corporateManagedAccount", "consumerManagedAccount"):
+    for kind in IDENTITY_AND_ACCOUNT_KINDS:
         session.add(
             Profile(
                 id=new_id(),
@@ -76,6 +85,18 @@ async def create_programme(
                 kind=kind,
                 currencies=list(data.currencies),
                 active=True,
+                created_at=now,
+            )
+        )
+    for kind in MOVEMENT_KINDS:
+        session.add(
+            Profile(
+                id=new_id(),
+                programme_id=programme.id,
+                kind=kind,
+                currencies=list(data.currencies),
+                active=True,
+                fees={c: DEFAULT_MOVEMENT_FEES[kind] for c in data.currencies},
                 created_at=now,
             )
         )
@@ -125,25 +146,33 @@ async def require_programme_by_name(session: AsyncSession, name: str) -> Program
     return programme
 
 
+def movement_fees_of(profile: Profile) -> dict[str, int]:
+    """A movement profile's fee in each of its currencies (0 where none is set)."""
+    fees = profile.fees or {}
+    return {c: int(fees.get(c, 0)) for c in sorted(profile.currencies)}
+
+
 async def _profiles_and_fees(
     session: AsyncSession, programme: Programme
-) -> tuple[ProgrammeProfiles, list[str], dict[str, dict[str, dict[str, int]]]]:
+) -> tuple[ProgrammeProfiles, list[str], dict[str, dict[str, dict[str, int]]], MovementFeesRead]:
     profiles = await repo.list_profiles(session, programme.id)
     # The first profile of each kind is the one the D4 summary names.
-    first: dict[str, str] = {}
+    first: dict[str, Profile] = {}
     currencies: set[str] = set()
     for p in profiles:
-        first.setdefault(p.kind, str(p.id))
+        first.setdefault(p.kind, p)
         currencies.update(p.currencies)
     fees = {f.name: f.amounts for f in await repo.list_fee_types(session, programme.id)}
-    return ProgrammeProfiles(**first), sorted(currencies), fees
+    movement = MovementFeesRead(**{k: movement_fees_of(first[k]) for k in MOVEMENT_KINDS})
+    named = ProgrammeProfiles(**{kind: str(p.id) for kind, p in first.items()})
+    return named, sorted(currencies), fees, movement
 
 
 async def describe(
     session: AsyncSession, programme: Programme, api_key: str | None = None
 ) -> ProgrammeDescription:
     """The D4 summary. A sandbox programme's first live key is shown again; a live one's never."""
-    profiles, currencies, fees = await _profiles_and_fees(session, programme)
+    profiles, currencies, fees, movement = await _profiles_and_fees(session, programme)
     if api_key is None:
         for key in await repo.list_api_keys(session, programme.id):
             if key.revoked_at is None and key.sandbox_plaintext:
@@ -155,11 +184,12 @@ async def describe(
         profiles=profiles,
         currencies=currencies,
         feeTypes=fees,
+        movementFees=movement,
     )
 
 
 async def read(session: AsyncSession, programme: Programme) -> ProgrammeRead:
-    profiles, currencies, fees = await _profiles_and_fees(session, programme)
+    profiles, currencies, fees, movement = await _profiles_and_fees(session, programme)
     return ProgrammeRead(
         programmeId=str(programme.id),
         name=programme.name,
@@ -168,6 +198,7 @@ async def read(session: AsyncSession, programme: Programme) -> ProgrammeRead:
         profiles=profiles,
         currencies=currencies,
         feeTypes=fees,
+        movementFees=movement,
         creationTimestamp=programme.created_at,
     )
 
@@ -245,7 +276,23 @@ async def programme_for_api_key(session: AsyncSession, plaintext: str) -> Progra
 
 
 def profile_read(p: Profile) -> ProfileRead:
-    return ProfileRead(id=str(p.id), kind=p.kind, currencies=list(p.currencies), active=p.active)
+    return ProfileRead(
+        id=str(p.id),
+        kind=p.kind,
+        currencies=list(p.currencies),
+        active=p.active,
+        fees=movement_fees_of(p) if p.kind in MOVEMENT_KINDS else None,
+    )
+
+
+def _check_fees(kind: str, currencies: list[str], fees: dict[str, int] | None) -> None:
+    """Fees belong to movement profiles, and only in the profile's currencies (D12)."""
+    if fees is None:
+        return
+    if kind not in MOVEMENT_KINDS:
+        raise Conflict("PROFILE_HAS_NO_FEES")
+    if any(c not in currencies for c in fees):
+        raise Conflict("CURRENCY_NOT_SUPPORTED_BY_PROFILE")
 
 
 async def list_profiles(session: AsyncSession, programme: Programme) -> list[ProfileRead]:
@@ -255,12 +302,15 @@ async def list_profiles(session: AsyncSession, programme: Programme) -> list[Pro
 async def create_profile(
     session: AsyncSession, clock: Clock, programme: Programme, data: ProfileCreate
 ) -> ProfileRead:
+    _check_fees(data.kind, list(data.currencies), data.fees)
+    movement = data.kind in MOVEMENT_KINDS
     profile = Profile(
         id=new_id(),
         programme_id=programme.id,
         kind=data.kind,
         currencies=list(data.currencies),
         active=data.active,
+        fees=dict(data.fees or {}) if movement else None,
         created_at=clock.system_ms(),
     )
     session.add(profile)
@@ -274,12 +324,29 @@ async def update_profile(
     profile = await repo.get_profile(session, programme.id, profile_id)
     if profile is None:
         raise NotFound("Profile not found")
+    currencies = list(data.currencies) if data.currencies is not None else list(profile.currencies)
+    _check_fees(profile.kind, currencies, data.fees)
     if data.currencies is not None:
-        profile.currencies = list(data.currencies)
+        profile.currencies = currencies
     if data.active is not None:
         profile.active = data.active
+    if data.fees is not None:
+        profile.fees = {**(profile.fees or {}), **data.fees}  # a new dict: JSON is not mutable
     await session.flush()
     return profile_read(profile)
+
+
+async def set_movement_fee(
+    session: AsyncSession, programme: Programme, kind: str, currency: str, amount: int
+) -> ProfileRead:
+    """The fee of one payment kind in one currency, on the programme's profile of that kind
+    (the one the D4 summary names): what the CLI changes, through the same rule as the portal."""
+    if kind not in MOVEMENT_KINDS:
+        raise NotFound(f"no payment kind {kind!r}: one of {', '.join(MOVEMENT_KINDS)}")
+    profile = next(p for p in await repo.list_profiles(session, programme.id) if p.kind == kind)
+    return await update_profile(
+        session, programme, profile.id, ProfileUpdate(fees={currency: amount})
+    )
 
 
 # Fee types
