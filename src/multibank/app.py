@@ -10,10 +10,12 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
 
 from multibank.api.errors import install_error_handlers
 from multibank.api.middleware import EdgeMiddleware
+from multibank.api.openapi import DOCS_ASSETS, DOCS_ASSETS_URL
 from multibank.api.versions import build_v3_1, build_v3_29
 from multibank.kernel import secrets as server_secrets
 from multibank.kernel.context import Container
@@ -177,6 +179,7 @@ def create_app(
     app.include_router(kyc_pages)
     app.mount("/simulate/api", build_simulator())
     app.mount("/portal/api", build_portal())
+    app.mount(DOCS_ASSETS_URL, StaticFiles(directory=DOCS_ASSETS), name="docs-assets")
     if settings.cors_allowed_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -24,10 +24,14 @@ schemathesis checks them against a running server.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from fastapi import FastAPI
+import fastapi_offline
+from fastapi import FastAPI, Request
 from fastapi.dependencies.models import Dependant
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse
 from fastapi.routing import APIRoute, iter_route_contexts
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -372,8 +376,53 @@ def describe(app: FastAPI, document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+# Swagger UI and ReDoc, served by the server itself from the assets the `fastapi-offline`
+# package ships (mounted once, at this path, by `app.create_app`): the docs pages work offline,
+# where FastAPI's own load their scripts from a public CDN.
+DOCS_ASSETS = Path(fastapi_offline.__file__).parent / "static"
+DOCS_ASSETS_URL = "/static/docs"
+
+
 class DescribedApp(FastAPI):
-    """A FastAPI application whose OpenAPI document declares exactly what it answers."""
+    """A FastAPI application whose OpenAPI document declares exactly what it answers, with its
+    Swagger UI at `docs_url` and ReDoc at `redoc_url`, both working offline."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        docs_url = kwargs.pop("docs_url", "/docs")
+        redoc_url = kwargs.pop("redoc_url", "/redoc")
+        super().__init__(docs_url=None, redoc_url=None, **kwargs)
+        if docs_url:
+            self.add_api_route(docs_url, self._swagger_ui, include_in_schema=False)
+        if redoc_url:
+            self.add_api_route(redoc_url, self._redoc, include_in_schema=False)
+
+    def _urls(self, request: Request) -> tuple[str, str]:
+        """The description's URL (under this application's mount) and the assets' (under the
+        server's root: they are mounted once for every application)."""
+        scope = request.scope
+        assets = f"{scope.get('app_root_path', '')}{DOCS_ASSETS_URL}"
+        return f"{scope.get('root_path', '')}{self.openapi_url}", assets
+
+    async def _swagger_ui(self, request: Request) -> HTMLResponse:
+        openapi, assets = self._urls(request)
+        return get_swagger_ui_html(
+            openapi_url=openapi,
+            title=f"{self.title} - Swagger UI",
+            swagger_js_url=f"{assets}/swagger-ui-bundle.js",
+            swagger_css_url=f"{assets}/swagger-ui.css",
+            swagger_favicon_url=f"{assets}/favicon.png",
+            swagger_ui_parameters=self.swagger_ui_parameters,
+        )
+
+    async def _redoc(self, request: Request) -> HTMLResponse:
+        openapi, assets = self._urls(request)
+        return get_redoc_html(
+            openapi_url=openapi,
+            title=f"{self.title} - ReDoc",
+            redoc_js_url=f"{assets}/redoc.standalone.js",
+            redoc_favicon_url=f"{assets}/favicon.png",
+            with_google_fonts=False,
+        )
 
     def openapi(self) -> dict[str, Any]:
         if not self.openapi_schema:

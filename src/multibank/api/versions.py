@@ -22,7 +22,7 @@ def _version_app(version: str) -> FastAPI:
         description=DESCRIPTION.format(version=version),
         openapi_url="/openapi.json",
         docs_url="/docs",
-        redoc_url=None,
+        redoc_url="/redoc",
     )
     install_error_handlers(app)
     IndexedRouter.adopt(app.router)

@@ -349,7 +349,7 @@ def build_simulator() -> FastAPI:
         version="1",
         openapi_url="/openapi.json",
         docs_url="/docs",
-        redoc_url=None,
+        redoc_url="/redoc",
     )
     install_error_handlers(app)
     for r in ROUTERS:
