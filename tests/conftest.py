@@ -7,6 +7,7 @@ Tests never share data: each asks the `programme` factory for a programme of its
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -49,20 +50,34 @@ async def _pg_admin(sql: str) -> None:
         await engine.dispose()
 
 
-@pytest.fixture(scope="session")
-async def database_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+@contextlib.asynccontextmanager
+async def empty_database(folder: Path, label: str) -> AsyncIterator[str]:
+    """The URL of a new, empty database of the kind under test: a file in `folder` (SQLite) or
+    a database created on the server and dropped afterwards (PostgreSQL)."""
     if DB_KIND == "sqlite":
-        path: Path = tmp_path_factory.mktemp("db") / "multibank.db"
-        yield f"sqlite+aiosqlite:///{path}"
+        yield f"sqlite+aiosqlite:///{folder / f'{label}.db'}"
         return
     if DB_KIND != "postgres":
         raise pytest.UsageError(f"MULTIBANK_TEST_DB must be sqlite or postgres, not {DB_KIND!r}")
-    name = f"multibank_test_{os.getpid()}_{secrets.token_hex(3)}"
+    name = f"multibank_{label}_{os.getpid()}_{secrets.token_hex(3)}"
     await _pg_admin(f'CREATE DATABASE "{name}"')
     try:
         yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
     finally:
         await _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+async def database_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    async with empty_database(tmp_path_factory.mktemp("db"), "test") as url:
+        yield url
+
+
+@pytest.fixture
+async def fresh_database_url(tmp_path: Path) -> AsyncIterator[str]:
+    """An empty database of the kind under test, of one test's own (migrations, `db upgrade`)."""
+    async with empty_database(tmp_path, "fresh") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,24 @@ import httpx
 from tests.conftest import Prog
 
 PASSWORD = "Sup3r-secret!"
+# What a new programme has (D4, D12): its profiles in the order the summary names them, and the
+# default fee of each payment kind in every currency. Written out here, not imported from the
+# server, so the tests say what a client sees.
+PROFILE_KINDS = (
+    "corporate",
+    "consumer",
+    "corporateManagedAccount",
+    "consumerManagedAccount",
+    "transfers",
+    "sends",
+    "outgoingWireTransfers",
+)
+MOVEMENT_KINDS = ("transfers", "sends", "outgoingWireTransfers")
+DEFAULT_MOVEMENT_FEES = {
+    "transfers": {"EUR": 0, "GBP": 0, "USD": 0},
+    "sends": {"EUR": 0, "GBP": 0, "USD": 0},
+    "outgoingWireTransfers": {"EUR": 100, "GBP": 100, "USD": 100},
+}
 CODE = "123456"
 
 

@@ -27,7 +27,8 @@ from typer.testing import CliRunner
 
 from multibank.cli import app as cli_app
 from multibank.settings import get_settings
-from tests.conftest import DB_KIND, PG_ADMIN_URL, _pg_admin
+from tests.conftest import DB_KIND
+from tests.factories import DEFAULT_MOVEMENT_FEES, PROFILE_KINDS
 
 PORTAL = "/portal/api/programmes"
 STRONG_PASSWORD = {"password": {"value": "Abcdef1!"}}
@@ -36,21 +37,6 @@ D4_FEE_TYPES = {
         "DEFAULT": {"EUR": 100, "GBP": 100, "USD": 100},
         "PREMIUM": {"EUR": 50, "GBP": 50, "USD": 50},
     }
-}
-PROFILE_KINDS = (
-    "corporate",
-    "consumer",
-    "corporateManagedAccount",
-    "consumerManagedAccount",
-    "transfers",
-    "sends",
-    "outgoingWireTransfers",
-)
-# D12: the default fee of each payment kind, in every currency of the programme.
-D12_MOVEMENT_FEES = {
-    "transfers": {"EUR": 0, "GBP": 0, "USD": 0},
-    "sends": {"EUR": 0, "GBP": 0, "USD": 0},
-    "outgoingWireTransfers": {"EUR": 100, "GBP": 100, "USD": 100},
 }
 DIGITS = re.compile(r"^[0-9]{1,19}$")
 MULTIBANK = Path(sys.executable).with_name("multibank")
@@ -113,7 +99,7 @@ def assert_d4_shape(data: dict[str, Any]) -> None:
     assert len({data["programmeId"], *ids}) == 8
     assert data["currencies"] == ["EUR", "GBP", "USD"]
     assert data["feeTypes"] == D4_FEE_TYPES
-    assert data["movementFees"] == D12_MOVEMENT_FEES
+    assert data["movementFees"] == DEFAULT_MOVEMENT_FEES
 
 
 # programme create / show / list
@@ -212,7 +198,7 @@ async def test_movement_fee_sets_one_payment_kind_in_one_currency(cli_env, clien
             "35",
         )
     )
-    expected = {**D12_MOVEMENT_FEES, "sends": {"EUR": 0, "GBP": 35, "USD": 0}}
+    expected = {**DEFAULT_MOVEMENT_FEES, "sends": {"EUR": 0, "GBP": 35, "USD": 0}}
     assert json.loads(out) == expected
     # The operator API sees the same fees: one rule, two doors.
     r = await client.get(f"{PORTAL}/{data['programmeId']}/summary", headers=admin_headers)
@@ -238,7 +224,7 @@ async def test_movement_fee_refusals_change_nothing(cli_env, args, says):
     assert result.exit_code != 0
     assert says in result.output
     shown = json.loads(ok(await cli("programme", "show", name, "--json")))
-    assert shown["movementFees"] == D12_MOVEMENT_FEES
+    assert shown["movementFees"] == DEFAULT_MOVEMENT_FEES
 
 
 async def test_movement_fee_of_an_unknown_programme_fails(cli_env):
@@ -336,22 +322,6 @@ async def test_programme_show_of_an_unknown_name_fails(cli_env):
 
 
 # db upgrade
-
-
-@pytest.fixture
-async def fresh_database_url(tmp_path: Path) -> AsyncIterator[str]:
-    """An empty database of the kind under test."""
-    if DB_KIND == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
-        return
-    from sqlalchemy.engine import make_url
-
-    name = f"multibank_cli_{os.getpid()}_{secrets.token_hex(3)}"
-    await _pg_admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        await _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def test_db_upgrade_creates_the_schema(fresh_database_url, monkeypatch):

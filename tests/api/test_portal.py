@@ -10,18 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.factories import DEFAULT_MOVEMENT_FEES, MOVEMENT_KINDS, PROFILE_KINDS
+
 PORTAL = "/portal/api/programmes"
 STRONG_PASSWORD = {"password": {"value": "Abcdef1!"}}
 D4_KEYS = {"programmeId", "apiKey", "profiles", "currencies", "feeTypes", "movementFees"}
-PROFILE_KINDS = (
-    "corporate",
-    "consumer",
-    "corporateManagedAccount",
-    "consumerManagedAccount",
-    "transfers",
-    "sends",
-    "outgoingWireTransfers",
-)
 DEFAULT_FEE_TYPES = {
     "ADMIN_FEE": {
         "DEFAULT": {"EUR": 100, "GBP": 100, "USD": 100},
@@ -462,14 +455,6 @@ async def test_list_profiles(client, admin_headers):
         if p["kind"] in MOVEMENT_KINDS:  # D12: the payment profiles carry their fees
             expected["fees"] = DEFAULT_MOVEMENT_FEES[p["kind"]]
         assert p == expected
-
-
-MOVEMENT_KINDS = ("transfers", "sends", "outgoingWireTransfers")
-DEFAULT_MOVEMENT_FEES = {
-    "transfers": {"EUR": 0, "GBP": 0, "USD": 0},
-    "sends": {"EUR": 0, "GBP": 0, "USD": 0},
-    "outgoingWireTransfers": {"EUR": 100, "GBP": 100, "USD": 100},
-}
 
 
 async def test_programme_summary_lists_movement_fees(client, admin_headers):

@@ -3,21 +3,15 @@ the models exactly, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import text
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import Connection
 
 from multibank.kernel.db import Base, Database
 from multibank.kernel.migrate import upgrade
 from multibank.models import load_all
 from multibank.programmes import repository
-from tests.conftest import DB_KIND, PG_ADMIN_URL, _pg_admin
 
 
 async def test_migrations_match_the_models(container):
@@ -30,20 +24,6 @@ async def test_migrations_match_the_models(container):
     async with container.db.engine.connect() as conn:
         differences = await conn.run_sync(diff)
     assert differences == []
-
-
-@pytest.fixture
-async def fresh_database_url(tmp_path: Path) -> AsyncIterator[str]:
-    """An empty database of the suite's kind, for migrating step by step."""
-    if DB_KIND == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}"
-        return
-    name = f"multibank_mig_{secrets.token_hex(4)}"
-    await _pg_admin(f"CREATE DATABASE {name}")
-    try:
-        yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        await _pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 async def test_programmes_of_an_older_database_get_their_payment_profiles(fresh_database_url):

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import secrets
 import shutil
 import socket
 import ssl
@@ -25,7 +23,6 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 from sqlalchemy import select, update
-from sqlalchemy.engine import make_url
 
 from multibank.app import build_container, create_app
 from multibank.kernel import notify
@@ -41,7 +38,7 @@ from multibank.kernel.notify import (
 )
 from multibank.kernel.outbox import DeliveryPolicy, OutboxWorker, deliver_pending
 from multibank.settings import Settings
-from tests.conftest import DB_KIND, PG_ADMIN_URL, _pg_admin
+from tests.conftest import empty_database
 
 NOW = 1_800_000_000_000
 
@@ -51,15 +48,8 @@ NOW = 1_800_000_000_000
 
 @pytest.fixture(scope="module")
 async def outbox_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
-    if DB_KIND == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('outbox') / 'outbox.db'}"
-        return
-    name = f"multibank_outbox_{os.getpid()}_{secrets.token_hex(3)}"
-    await _pg_admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        await _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    async with empty_database(tmp_path_factory.mktemp("outbox"), "outbox") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from multibank.kernel.ids import new_id
 from multibank.programmes import repository as repo
 from multibank.programmes.models import (
     DEFAULT_MOVEMENT_FEES,
-    IDENTITY_AND_ACCOUNT_KINDS,
     MOVEMENT_KINDS,
+    PROFILE_KINDS,
     ApiKey,
     FeeType,
     Profile,
@@ -77,7 +77,8 @@ async def create_programme(
             await session.flush()
     except IntegrityError:  # another request took the name between the check and the insert
         raise Conflict("PROGRAMME_NAME_NOT_UNIQUE") from None
-    for kind in IDENTITY_AND_ACCOUNT_KINDS:
+    for kind in PROFILE_KINDS:
+        movement = kind in MOVEMENT_KINDS
         session.add(
             Profile(
                 id=new_id(),
@@ -85,18 +86,9 @@ async def create_programme(
                 kind=kind,
                 currencies=list(data.currencies),
                 active=True,
-                created_at=now,
-            )
-        )
-    for kind in MOVEMENT_KINDS:
-        session.add(
-            Profile(
-                id=new_id(),
-                programme_id=programme.id,
-                kind=kind,
-                currencies=list(data.currencies),
-                active=True,
-                fees={c: DEFAULT_MOVEMENT_FEES[kind] for c in data.currencies},
+                fees={c: DEFAULT_MOVEMENT_FEES[kind] for c in data.currencies}
+                if movement
+                else None,
                 created_at=now,
             )
         )
@@ -343,7 +335,11 @@ async def set_movement_fee(
     (the one the D4 summary names): what the CLI changes, through the same rule as the portal."""
     if kind not in MOVEMENT_KINDS:
         raise NotFound(f"no payment kind {kind!r}: one of {', '.join(MOVEMENT_KINDS)}")
-    profile = next(p for p in await repo.list_profiles(session, programme.id) if p.kind == kind)
+    profile = next(
+        (p for p in await repo.list_profiles(session, programme.id) if p.kind == kind), None
+    )
+    if profile is None:
+        raise NotFound(f"the programme has no {kind} profile")
     return await update_profile(
         session, programme, profile.id, ProfileUpdate(fees={currency: amount})
     )
