@@ -14,5 +14,6 @@ def load_all() -> None:
     import multibank.kernel.notify
     import multibank.kernel.tokens
     import multibank.ledger.models
+    import multibank.payments.models
     import multibank.programmes.models
     import multibank.users.models  # noqa: F401

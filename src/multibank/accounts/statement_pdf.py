@@ -24,6 +24,9 @@ _TYPES = {
     "INSTRUMENT_DELETE": "Account removed",
     "DEPOSIT": "Deposit",
     "CHARGE_FEE": "Fee",
+    "TRANSFER": "Transfer",
+    "SEND": "Send",
+    "OUTGOING_WIRE_TRANSFER": "Wire transfer",
 }
 COLUMNS = ("Date (UTC)", "Type", "Description", "Amount", "Balance after")
 _WIDTHS = (30, 36, 64, 30, 30)  # mm, 190 in all: A4 less 10 mm margins
@@ -69,6 +72,14 @@ def describe(entry: Entry) -> str:
         return f"{text}: {d['reference']}" if "reference" in d else text
     if entry.type == "CHARGE_FEE":
         return f"Fee {d['chargeFeeType']}" if "chargeFeeType" in d else "Fee"
+    if entry.type in ("TRANSFER", "SEND"):
+        label = _TYPES[entry.type]
+        if "destinationInstrumentFriendlyName" in d:
+            label = f"{label} to {d['destinationInstrumentFriendlyName']}"
+        elif "sourceInstrumentFriendlyName" in d:
+            label = f"{label} from {d['sourceInstrumentFriendlyName']}"
+        fee = Money(entry.fee, entry.currency).format()
+        return f"{label}, fee {fee}" if entry.fee else label
     return _TYPES.get(entry.type, entry.type.replace("_", " ").capitalize())
 
 

@@ -167,9 +167,14 @@ async def post(
     state: str = "COMPLETED",
     details: dict[str, Any] | None = None,
     external_id: int | None = None,
+    transaction_id: int | None = None,
 ) -> LedgerTransaction:
     """Writes one transaction. Raises Unbalanced when the legs do not sum to zero per currency,
-    InsufficientFunds when a guarded debit would take a balance below zero."""
+    InsufficientFunds when a guarded debit would take a balance below zero.
+
+    `transaction_id` names the transaction after the resource it moves money for (a payment's
+    statement entry has the payment's id); `details` may hold `byAccount`, each account's own
+    statement `additionalFields` and fee (`account_details`)."""
     sums: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for leg in legs:
         sums[leg.currency][0] += leg.available
@@ -177,7 +182,7 @@ async def post(
     if any(a or b for a, b in sums.values()):
         raise Unbalanced(f"postings of {type_} do not sum to zero: {dict(sums)}")
     tx = LedgerTransaction(
-        id=new_id(),
+        id=transaction_id or new_id(),
         programme_id=programme_id,
         type=type_,
         state=state,

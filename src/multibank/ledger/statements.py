@@ -62,6 +62,8 @@ class Entry:
     actual_after: int
     timestamp: int  # epoch ms
     details: dict[str, Any] = field(default_factory=dict)
+    # What the account paid on top of the movement (a payment's fee), included in the amounts.
+    fee: int = 0
 
     @property
     def amount(self) -> int:
@@ -123,28 +125,45 @@ async def statement(db: AsyncSession, q: StatementQuery) -> StatementPage:
             Posting.actual_after,
             Posting.created_at,
             LedgerTransaction.details,
+            Posting.account_id,
         )
         .join(ids, ids.c.id == Posting.id)
         .join(LedgerTransaction, LedgerTransaction.id == Posting.transaction_id)
         .order_by(*order)
     )
-    entries = [
-        Entry(
-            posting_id=int(r[0]),
-            transaction_id=int(r[1]),
-            type=str(r[2]),
-            state=str(r[3]),
-            currency=str(r[4]),
-            available_amount=int(r[5]),
-            actual_amount=int(r[6]),
-            available_after=int(r[7]),
-            actual_after=int(r[8]),
-            timestamp=int(r[9]),
-            details=dict(r[10] or {}),
+    entries = []
+    for r in (await db.execute(stmt)).all():
+        details, fee = account_details(dict(r[10] or {}), int(r[11]))
+        entries.append(
+            Entry(
+                posting_id=int(r[0]),
+                transaction_id=int(r[1]),
+                type=str(r[2]),
+                state=str(r[3]),
+                currency=str(r[4]),
+                available_amount=int(r[5]),
+                actual_amount=int(r[6]),
+                available_after=int(r[7]),
+                actual_after=int(r[8]),
+                timestamp=int(r[9]),
+                details=details,
+                fee=fee,
+            )
         )
-        for r in (await db.execute(stmt)).all()
-    ]
     return StatementPage(entries, await _count(db, q, len(entries)))
+
+
+def account_details(details: dict[str, Any], account_id: int) -> tuple[dict[str, Any], int]:
+    """A transaction's details as one of its accounts sees them, with that account's fee.
+
+    A payment's transaction keeps each side's own details under `byAccount` (the source sees
+    the destination, and pays the fee; the destination sees the source); other transactions
+    show the same details on every account."""
+    by_account = details.get("byAccount")
+    if not isinstance(by_account, dict):
+        return details, 0
+    own = by_account.get(str(account_id)) or {}
+    return dict(own.get("fields") or {}), int(own.get("fee") or 0)
 
 
 async def _count(db: AsyncSession, q: StatementQuery, on_page: int) -> int:

@@ -32,6 +32,10 @@ REMOVED: set[str] = {
     "stepupSCAChallenge",
     "stepupSCAVerify",
     "stepupSCAChallengePush",
+    # Money movement (D12) is built on the 3.29.1 base URLs only.
+    "transferCreate",
+    "transfersGet",
+    "transferGet",
 }
 # Routers whose routes replace the 3.29.1 route of the same method and path, or add 3.1.0-only ones.
 OVERRIDES: list[APIRouter] = [

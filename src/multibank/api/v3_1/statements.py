@@ -30,7 +30,7 @@ router = APIRouter(tags=["Managed Accounts"], route_class=UnitOfWorkRoute)
 
 class StatementEntry(BaseModel):
     """As in 3.29.1, `originalAmount`, `forexRate` and `sourceAmount` are left out (no currency
-    conversion) and `cardholderFee` is zero in the account's currency."""
+    conversion); `cardholderFee` is a payment's fee, else zero in the account's currency."""
 
     transactionId: TransactionId
     transactionAmount: CurrencyAmount
@@ -51,7 +51,7 @@ def entry_body(e: Entry) -> dict[str, Any]:
         "transactionId": {"type": e.type, "id": str(e.transaction_id)},
         "transactionAmount": money(e.amount, e.currency),
         "balanceAfter": money(e.actual_after, e.currency),
-        "cardholderFee": money(0, e.currency),
+        "cardholderFee": money(e.fee, e.currency),
         "processedTimestamp": e.timestamp,
         "additionalFields": additional_fields(e),
     }

@@ -14,6 +14,7 @@ from multibank.api.v3_29 import (
     passwords,
     statements,
     stepup,
+    transfers,
     users,
 )
 
@@ -28,4 +29,5 @@ ROUTERS: list[APIRouter] = [
     managed_accounts.router,
     statements.router,
     fees.router,
+    transfers.router,
 ]

@@ -37,9 +37,10 @@ INT64_MAX = 2**63 - 1
 
 class StatementEntry(BaseModel):
     """3.29.1 entry. No currency conversion happens on this server, so `originalAmount`,
-    `forexRate` and `sourceAmount` (which describe one) are left out; the fees charged on top of a
-    movement (`transactionFee`, `cardholderFee`) are zero in the account's currency, because a fee
-    is an entry of its own (CHARGE_FEE)."""
+    `forexRate` and `sourceAmount` (which describe one) are left out. `cardholderFee` is what
+    the account paid on top of a payment (a transfer's, send's or wire transfer's fee, included
+    in the amounts); it is zero for other entries, a fee charge being an entry of its own
+    (CHARGE_FEE). `transactionFee` is zero in the account's currency."""
 
     transactionId: TransactionId
     entryState: Literal["PENDING", "COMPLETED"]
@@ -83,7 +84,7 @@ def entry_body(e: Entry) -> dict[str, Any]:
         "availableBalanceAfter": money(e.available_after, c),
         "actualBalanceAfter": money(e.actual_after, c),
         "transactionFee": money(0, c),
-        "cardholderFee": money(0, c),
+        "cardholderFee": money(e.fee, c),
         "processedTimestamp": e.timestamp,
         "additionalFields": additional_fields(e),
     }

@@ -1,0 +1,1 @@
+"""Payments (D12 to D15): transfers, sends and outgoing wire transfers."""

@@ -1,0 +1,62 @@
+"""One table for the three payment kinds (D12): what was asked, its fee, its state, and the
+ledger transaction that moved (or reserved) its money. A transfer and a send name a destination
+instrument; an outgoing wire transfer names an external beneficiary instead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, ForeignKey, Index, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from multibank.kernel.db import Base
+
+TRANSFER = "TRANSFER"
+SEND = "SEND"
+OWT = "OUTGOING_WIRE_TRANSFER"
+# The profile kind (D12) that configures each payment kind.
+PROFILE_KIND = {TRANSFER: "transfers", SEND: "sends", OWT: "outgoingWireTransfers"}
+
+
+class Payment(Base):
+    __tablename__ = "payments"
+    __table_args__ = (
+        # Lists are one identity's payments of one kind, newest first.
+        Index("ix_payments_owner", "programme_id", "identity_id", "kind", "created_at", "id"),
+        # What the background worker must step (a challenge expiring, an OWT settling).
+        Index("ix_payments_due", "due_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
+    kind: Mapped[str] = mapped_column(String(30))  # TRANSFER | SEND | OUTGOING_WIRE_TRANSFER
+    identity_id: Mapped[int] = mapped_column(ForeignKey("identities.id"))
+    identity_type: Mapped[str] = mapped_column(String(10))
+    user_id: Mapped[int]  # the user whose session created it
+    profile_id: Mapped[int] = mapped_column(ForeignKey("profiles.id"))
+    tag: Mapped[str | None] = mapped_column(String(50), nullable=True)
+    source_type: Mapped[str] = mapped_column(String(20))
+    source_id: Mapped[int]
+    destination_type: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    destination_id: Mapped[int | None] = mapped_column(nullable=True)
+    # Sends: the identity that receives the money.
+    destination_identity_id: Mapped[int | None] = mapped_column(nullable=True)
+    # Outgoing wire transfers: the beneficiary as sent, its scheme and the reference text.
+    beneficiary: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    scheme: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    description: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    currency: Mapped[str] = mapped_column(String(3))
+    amount: Mapped[int]
+    fee: Mapped[int]
+    state: Mapped[str] = mapped_column(String(25))
+    rejected_info: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    # Why a create was refused although the payment is kept (OWT `INVALID`), e.g.
+    # INSUFFICIENT_FUNDS; or why it ended other than COMPLETED.
+    failure: Mapped[str | None] = mapped_column(String(50), nullable=True)
+    exemption: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    # The ledger transaction that moved or reserved the money (its id is the payment's).
+    transaction_id: Mapped[int | None] = mapped_column(nullable=True)
+    # The programme-clock time of the next background step, when one is pending.
+    due_at: Mapped[int | None] = mapped_column(nullable=True)
+    created_at: Mapped[int]
+    updated_at: Mapped[int]

@@ -1,0 +1,85 @@
+"""Every query on payments; each starts from the owner's own rows of one kind."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import bindparam, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from multibank.payments.models import Payment
+
+_GET = select(Payment).where(
+    Payment.programme_id == bindparam("programme_id"),
+    Payment.identity_id == bindparam("identity_id"),
+    Payment.kind == bindparam("kind"),
+    Payment.id == bindparam("payment_id"),
+)
+
+
+async def get(
+    db: AsyncSession, programme_id: int, identity_id: int, kind: str, payment_id: int
+) -> Payment | None:
+    params = {
+        "programme_id": programme_id,
+        "identity_id": identity_id,
+        "kind": kind,
+        "payment_id": payment_id,
+    }
+    return (await db.execute(_GET, params)).scalar_one_or_none()
+
+
+@dataclass(frozen=True)
+class Filters:
+    profile_id: int | None = None
+    # (type, id): payments from or to this instrument.
+    instrument: tuple[str, int] | None = None
+    # (type, id): payments from this instrument.
+    source: tuple[str, int] | None = None
+    states: Sequence[str] = ()
+    created_from: int | None = None
+    created_to: int | None = None
+    tag: str | None = None
+
+
+async def page(
+    db: AsyncSession,
+    programme_id: int,
+    identity_id: int,
+    kind: str,
+    filters: Filters,
+    offset: int,
+    limit: int,
+) -> tuple[int, list[Payment]]:
+    """Newest first; `count` is the number matching the filters over all pages."""
+    f = filters
+    stmt = select(Payment).where(
+        Payment.programme_id == programme_id,
+        Payment.identity_id == identity_id,
+        Payment.kind == kind,
+    )
+    if f.profile_id is not None:
+        stmt = stmt.where(Payment.profile_id == f.profile_id)
+    if f.instrument is not None:
+        kind_, id_ = f.instrument
+        stmt = stmt.where(
+            or_(
+                (Payment.source_type == kind_) & (Payment.source_id == id_),
+                (Payment.destination_type == kind_) & (Payment.destination_id == id_),
+            )
+        )
+    if f.source is not None:
+        stmt = stmt.where(Payment.source_type == f.source[0], Payment.source_id == f.source[1])
+    if f.states:
+        stmt = stmt.where(Payment.state.in_(list(f.states)))
+    if f.created_from is not None:
+        stmt = stmt.where(Payment.created_at >= f.created_from)
+    if f.created_to is not None:
+        stmt = stmt.where(Payment.created_at <= f.created_to)
+    if f.tag is not None:
+        stmt = stmt.where(Payment.tag == f.tag)
+    total = (await db.execute(select(func.count()).select_from(stmt.subquery()))).scalar_one()
+    ordered = stmt.order_by(Payment.created_at.desc(), Payment.id.desc())
+    rows = (await db.execute(ordered.offset(offset).limit(limit))).scalars().all()
+    return int(total), list(rows)
