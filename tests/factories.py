@@ -28,6 +28,16 @@ DEFAULT_MOVEMENT_FEES = {
     "sends": {"EUR": 0, "GBP": 0, "USD": 0},
     "outgoingWireTransfers": {"EUR": 100, "GBP": 100, "USD": 100},
 }
+# A new programme's payment settings (D13, D14).
+PAYMENT_SETTINGS = {
+    "sendsScaRequired": True,
+    "owtScaRequired": True,
+    "scaChallengeLimit": 5,
+    "lowValueExemptionMaxAmount": 3000,
+    "lowValueExemptionMaxCount": 5,
+    "lowValueExemptionMaxTotal": 10000,
+    "owtProcessingDelaySeconds": 2,
+}
 CODE = "123456"
 
 

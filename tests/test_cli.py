@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from multibank.cli import app as cli_app
 from multibank.settings import get_settings
 from tests.conftest import DB_KIND
-from tests.factories import DEFAULT_MOVEMENT_FEES, PROFILE_KINDS
+from tests.factories import DEFAULT_MOVEMENT_FEES, PAYMENT_SETTINGS, PROFILE_KINDS
 
 PORTAL = "/portal/api/programmes"
 STRONG_PASSWORD = {"password": {"value": "Abcdef1!"}}
@@ -125,6 +125,7 @@ async def test_programme_create_json_prints_exactly_the_d4_shape(cli_env, client
         "failedLoginLimit": 5,
         "ibanAllocationDelaySeconds": 2,
         "passwordExpiryDays": None,
+        **PAYMENT_SETTINGS,
     }
 
 
@@ -152,6 +153,7 @@ async def test_programme_create_options_set_the_settings(cli_env, client, admin_
         "failedLoginLimit": 3,
         "ibanAllocationDelaySeconds": 0,
         "passwordExpiryDays": None,
+        **PAYMENT_SETTINGS,
     }
 
 

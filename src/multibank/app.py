@@ -29,6 +29,7 @@ from multibank.kernel.ratelimit import RateLimiter
 from multibank.kernel.tokens import TokenKeyring
 from multibank.kyc.page import router as kyc_pages
 from multibank.observability import configure_logging, render_metrics
+from multibank.payments.steps import PaymentWorker
 from multibank.portal.router import build_portal
 from multibank.settings import Settings, get_settings
 from multibank.simulator.router import build_simulator
@@ -128,11 +129,19 @@ def create_app(
                 container.settings.idempotency_retention_hours,
             )
             keeper.start()
+        payments = None
+        if container.settings.payments_poll_seconds > 0:
+            payments = PaymentWorker(
+                container.db, container.clock, container.settings.payments_poll_seconds
+            )
+            payments.start()
         if serving:
             tune_gc()
         try:
             yield
         finally:
+            if payments is not None:
+                await payments.stop()
             if keeper is not None:
                 await keeper.stop()
             if worker is not None:

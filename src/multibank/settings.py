@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     smtp_timeout_seconds: float = Field(default=10.0, gt=0)
     # Seconds between polls of the outbox by each server process; 0 disables delivery here.
     outbox_poll_seconds: float = Field(default=1.0, ge=0)
+    # How often each server process looks for payment steps that are due (challenge expiry,
+    # wire transfer processing); 0 turns the loop off.
+    payments_poll_seconds: float = Field(default=1.0, ge=0)
     outbox_batch_size: int = Field(default=20, ge=1, le=1000)
     outbox_max_attempts: int = Field(default=8, ge=1)
 

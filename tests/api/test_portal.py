@@ -10,7 +10,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.factories import DEFAULT_MOVEMENT_FEES, MOVEMENT_KINDS, PROFILE_KINDS
+from tests.factories import (
+    DEFAULT_MOVEMENT_FEES,
+    MOVEMENT_KINDS,
+    PAYMENT_SETTINGS,
+    PROFILE_KINDS,
+)
 
 PORTAL = "/portal/api/programmes"
 STRONG_PASSWORD = {"password": {"value": "Abcdef1!"}}
@@ -26,6 +31,7 @@ DEFAULT_SETTINGS = {
     "failedLoginLimit": 5,
     "ibanAllocationDelaySeconds": 2,
     "passwordExpiryDays": None,
+    **PAYMENT_SETTINGS,
 }
 DIGITS = re.compile(r"^[0-9]{1,19}$")
 INT64_OVERFLOW = str(2**63)  # 19 digits: passes the path pattern, is no id at all
@@ -146,6 +152,7 @@ async def test_create_programme_with_settings_and_currencies(client, admin_heade
         "failedLoginLimit": 3,
         "ibanAllocationDelaySeconds": 0,
         "passwordExpiryDays": 90,
+        **PAYMENT_SETTINGS,
     }
     profiles = await get_json(client, admin_headers, f"/{body['programmeId']}/profiles")
     assert [p["currencies"] for p in profiles] == [["GBP", "USD"]] * 7
@@ -454,6 +461,8 @@ async def test_list_profiles(client, admin_headers):
         }
         if p["kind"] in MOVEMENT_KINDS:  # D12: the payment profiles carry their fees
             expected["fees"] = DEFAULT_MOVEMENT_FEES[p["kind"]]
+        if p["kind"] == "outgoingWireTransfers":  # D14: a return keeps the fee by default
+            expected["returnFeeRefunded"] = False
         assert p == expected
 
 
@@ -492,6 +501,8 @@ async def test_movement_fee_refusals_change_nothing(client, admin_headers):
     cases = [
         # Fees belong to payment profiles only.
         (profiles["corporate"], {"fees": {"EUR": 1}}, 409, "PROFILE_HAS_NO_FEES"),
+        # The return-fee rule belongs to wire transfer profiles only.
+        (profiles["sends"], {"returnFeeRefunded": True}, 409, "PROFILE_HAS_NO_RETURN_FEE"),
         # Only in the profile's own currencies (one it does not serve yet, in the same request).
         (profiles["transfers"], {"fees": {"CHF": 1}}, 409, "CURRENCY_NOT_SUPPORTED_BY_PROFILE"),
         (

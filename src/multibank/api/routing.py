@@ -11,6 +11,7 @@ from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette._utils import get_route_path
@@ -48,7 +49,7 @@ class UnitOfWorkRoute(APIRoute):
                     response = await handler(request)
                 except DomainError as exc:
                     if exc.keep_changes:
-                        await _commit_refusal(request, session)
+                        await _commit_refusal(request, session, exc)
                     else:
                         await session.rollback()
                     raise
@@ -74,12 +75,22 @@ class UnitOfWorkRoute(APIRoute):
         return run
 
 
-async def _commit_refusal(request: Request, session: AsyncSession) -> None:
-    """Keeps what a refused request had to record, but never its idempotency placeholder: a
-    refusal is not stored as the ref's answer, so a retry runs again."""
+async def _commit_refusal(request: Request, session: AsyncSession, exc: DomainError) -> None:
+    """Keeps what a refused request had to record. Its idempotency placeholder goes, so a retry
+    runs again, unless the refusal itself is the answer the ref keeps (`store_answer`)."""
     record: IdempotencyRecord | None = getattr(request.state, "idempotency_record", None)
     if record is not None:
-        await session.delete(record)
+        if exc.store_answer:
+            body = exc.body()
+            content = b"" if body is None else JSONResponse(body).body
+            await IdempotencyStore(session).complete(
+                record,
+                exc.status_code,
+                None if body is None else "application/json",
+                bytes(content),
+            )
+        else:
+            await session.delete(record)
     await session.commit()
 
 

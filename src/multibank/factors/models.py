@@ -36,3 +36,5 @@ class ScaChallenge(Base):
     created_at: Mapped[int]
     expires_at: Mapped[int]
     settled_at: Mapped[int | None] = mapped_column(nullable=True)
+    # A payment's push challenge (D13); none for a step-up.
+    payment_id: Mapped[int | None] = mapped_column(nullable=True, index=True)

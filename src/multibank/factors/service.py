@@ -285,3 +285,18 @@ async def settle_challenge(ctx: Ctx, user_id: int, challenge_id: int, outcome: s
         await repo.mark_stepped_up(ctx.db, ctx.programme.id, row.session_id)
     await ctx.db.flush()
     return outcome
+
+
+# Payments (D13) confirm with the same factors: the user's verified SMS factor, or an active
+# push device.
+
+
+async def registered_mobile(ctx: Ctx, auth: AuthSession) -> str:
+    """The mobile of the user's active SMS factor; else 409 CHANNEL_NOT_REGISTERED."""
+    return await _registered_mobile(ctx, auth)
+
+
+async def require_push(ctx: Ctx, auth: AuthSession, channel: str) -> None:
+    factor = await repo.factor(ctx.db, ctx.programme.id, auth.user_id, channel)
+    if factor is None or factor.status != ACTIVE:
+        raise Conflict("CHANNEL_NOT_REGISTERED")

@@ -10,9 +10,16 @@ class DomainError(Exception):
     # Set when the refusal itself must be remembered (a wrong code's try, a failed login):
     # the request's changes are committed although the answer is an error.
     keep_changes: bool = False
+    # Set when the refusal is the operation's answer for its idempotency-ref: a wire transfer
+    # refused yet stored as INVALID took the ref, so a retry replays the refusal (D12).
+    store_answer: bool = False
 
     def keeping_changes(self) -> DomainError:
         self.keep_changes = True
+        return self
+
+    def storing_answer(self) -> DomainError:
+        self.store_answer = True
         return self
 
     def body(self) -> dict[str, Any] | None:

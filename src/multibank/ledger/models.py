@@ -12,6 +12,9 @@ from multibank.kernel.db import Base
 MANAGED_ACCOUNT = "MANAGED_ACCOUNT"
 REVENUE = "REVENUE"
 SETTLEMENT = "SETTLEMENT"
+# Amounts held for payments that wait (SCA, processing): the counterpart of each reservation's
+# available-only debit on the paying account, released or paid out when the payment ends.
+RESERVED = "RESERVED"
 
 
 class LedgerAccount(Base):

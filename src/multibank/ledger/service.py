@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from multibank.kernel.ids import new_id
 from multibank.ledger.models import (
     MANAGED_ACCOUNT,
+    RESERVED,
     REVENUE,
     LedgerAccount,
     LedgerTransaction,
@@ -192,14 +193,28 @@ async def post(
     )
     db.add(tx)
     await db.flush()
+    await _write(db, programme_id, tx.id, legs, now_ms)
+    return tx
+
+
+def _by_id(leg: Leg) -> int:
+    return leg.account_id
+
+
+async def _write(
+    db: AsyncSession, programme_id: int, transaction_id: int, legs: Sequence[Leg], now_ms: int
+) -> None:
+    """Applies each leg to its balance (in account id order) and records its posting."""
+    if not legs:
+        return
     postings = []
-    for leg in sorted(legs, key=lambda leg: leg.account_id):
+    for leg in sorted(legs, key=_by_id):
         available_after, actual_after = await _apply(db, programme_id, leg)
         postings.append(
             {
                 "id": new_id(),
                 "programme_id": programme_id,
-                "transaction_id": tx.id,
+                "transaction_id": transaction_id,
                 "account_id": leg.account_id,
                 "currency": leg.currency,
                 "available_amount": leg.available,
@@ -212,7 +227,6 @@ async def post(
         LEDGER_POSTINGS.labels(leg.currency).inc()
     # The postings in one statement, without the unit of work: nothing reads them as objects.
     await db.execute(_INSERT_POSTINGS, postings)
-    return tx
 
 
 async def _apply(db: AsyncSession, programme_id: int, leg: Leg) -> tuple[int, int]:
@@ -251,3 +265,149 @@ async def external_id_used(db: AsyncSession, programme_id: int, external_id: int
         LedgerTransaction.external_id == external_id,
     )
     return (await db.execute(stmt.limit(1))).first() is not None
+
+
+# Reservations (D12, D13): a payment that waits holds amount + fee on its source. The hold is one
+# posting on the source (available down, actual unchanged) in the payment's own transaction,
+# state PENDING, against the programme's RESERVED account. When the payment ends, that same
+# posting becomes the movement (settle: actual down too) or no movement at all (release), so the
+# source's statement keeps one entry per payment whose `entryState` follows it; the other side's
+# postings are added to the same transaction then.
+
+
+def reserved_shard(source_account_id: int) -> int:
+    """Holds of different paying accounts go to different RESERVED rows, as revenue does."""
+    return revenue_shard(source_account_id)
+
+
+async def reserve(
+    db: AsyncSession,
+    *,
+    programme_id: int,
+    type_: str,
+    account_id: int,
+    currency: str,
+    total: int,
+    now_ms: int,
+    details: dict[str, Any],
+    transaction_id: int,
+) -> LedgerTransaction:
+    """Holds `total` of the account's available balance; InsufficientFunds if it lacks it."""
+    held = await system_account(
+        db, programme_id, RESERVED, currency, now_ms, shard=reserved_shard(account_id)
+    )
+    return await post(
+        db,
+        programme_id=programme_id,
+        type_=type_,
+        legs=[Leg(account_id, currency, -total, 0), Leg(held, currency, total, 0, guarded=False)],
+        now_ms=now_ms,
+        state="PENDING",
+        details=details,
+        transaction_id=transaction_id,
+    )
+
+
+_SETTLE_SOURCE = (
+    update(LedgerAccount)
+    .where(LedgerAccount.id == bindparam("b_id"), LedgerAccount.actual >= bindparam("b_total"))
+    .values(actual=LedgerAccount.actual - bindparam("b_total"))
+    .returning(LedgerAccount.actual)
+    .execution_options(synchronize_session=False)
+)
+_SETTLE_POSTING = (
+    update(Posting)
+    .where(
+        Posting.transaction_id == bindparam("b_tx"),
+        Posting.account_id == bindparam("b_id"),
+    )
+    .values(actual_amount=bindparam("b_amount"), actual_after=bindparam("b_after"))
+    .execution_options(synchronize_session=False)
+)
+_RELEASE_SOURCE = (
+    update(LedgerAccount)
+    .where(LedgerAccount.id == bindparam("b_id"))
+    .values(
+        available=LedgerAccount.available + bindparam("b_total"),
+        movement_count=LedgerAccount.movement_count - 1,
+    )
+    .execution_options(synchronize_session=False)
+)
+_RELEASE_POSTING = (
+    update(Posting)
+    .where(
+        Posting.transaction_id == bindparam("b_tx"),
+        Posting.account_id == bindparam("b_id"),
+    )
+    .values(available_amount=0, available_after=Posting.available_after + bindparam("b_total"))
+    .execution_options(synchronize_session=False)
+)
+_SET_STATE = (
+    update(LedgerTransaction)
+    .where(LedgerTransaction.id == bindparam("b_tx"))
+    .values(state=bindparam("b_state"))
+    .execution_options(synchronize_session=False)
+)
+
+
+async def settle(
+    db: AsyncSession,
+    *,
+    programme_id: int,
+    transaction_id: int,
+    account_id: int,
+    currency: str,
+    total: int,
+    credits: Sequence[Leg],
+    now_ms: int,
+) -> None:
+    """The held `total` leaves the account (actual down; available went down at the hold) and
+    goes to `credits` (which sum to `total`), in the hold's transaction, now COMPLETED."""
+    if sum(c.available for c in credits) != total or sum(c.actual for c in credits) != total:
+        raise Unbalanced(f"credits of {transaction_id} do not sum to {total}")
+    held = await system_account(
+        db, programme_id, RESERVED, currency, now_ms, shard=reserved_shard(account_id)
+    )
+    # Every balance in account id order, the paying account's among them, as `post` does: two
+    # movements over the same accounts never wait on each other in a cycle. A hold is settled
+    # once: the caller holds the payment's row lock and checks its state first.
+    legs = sorted([Leg(held, currency, -total, 0, guarded=False), *credits], key=_by_id)
+    before = [leg for leg in legs if leg.account_id < account_id]
+    await _write(db, programme_id, transaction_id, before, now_ms)
+    row = (await db.execute(_SETTLE_SOURCE, {"b_id": account_id, "b_total": total})).one_or_none()
+    if row is None:  # cannot happen while a hold is only released or settled once
+        raise InsufficientFunds(account_id)
+    await db.execute(
+        _SETTLE_POSTING,
+        {"b_tx": transaction_id, "b_id": account_id, "b_amount": -total, "b_after": int(row[0])},
+    )
+    await _write(db, programme_id, transaction_id, legs[len(before) :], now_ms)
+    await db.execute(_SET_STATE, {"b_tx": transaction_id, "b_state": "COMPLETED"})
+
+
+async def release(
+    db: AsyncSession,
+    *,
+    programme_id: int,
+    transaction_id: int,
+    account_id: int,
+    currency: str,
+    total: int,
+    now_ms: int,
+    state: str,
+) -> None:
+    """The hold is given back: the account's available balance is whole again, and the hold's
+    posting becomes one that moved nothing. The transaction ends in `state`."""
+    held = await system_account(
+        db, programme_id, RESERVED, currency, now_ms, shard=reserved_shard(account_id)
+    )
+    give_back = [Leg(held, currency, -total, 0, guarded=False)]
+    if held < account_id:  # balances in account id order, as everywhere
+        await _write(db, programme_id, transaction_id, give_back, now_ms)
+    await db.execute(_RELEASE_SOURCE, {"b_id": account_id, "b_total": total})
+    await db.execute(
+        _RELEASE_POSTING, {"b_tx": transaction_id, "b_id": account_id, "b_total": total}
+    )
+    if held > account_id:
+        await _write(db, programme_id, transaction_id, give_back, now_ms)
+    await db.execute(_SET_STATE, {"b_tx": transaction_id, "b_state": state})

@@ -64,12 +64,20 @@ class Entry:
     details: dict[str, Any] = field(default_factory=dict)
     # What the account paid on top of the movement (a payment's fee), included in the amounts.
     fee: int = 0
+    # The amount the entry names when it is not the posting's (a wire transfer shows the amount
+    # sent, its fee apart); only while the posting moves money.
+    shown_amount: int | None = None
 
     @property
     def amount(self) -> int:
         """The movement the entry stands for: the actual amount, or the available one for a
         movement that has not reached the actual balance yet."""
         return self.actual_amount or self.available_amount
+
+    @property
+    def transaction_amount(self) -> int:
+        moved = self.amount
+        return self.shown_amount if moved and self.shown_amount is not None else moved
 
 
 @dataclass(frozen=True)
@@ -133,7 +141,7 @@ async def statement(db: AsyncSession, q: StatementQuery) -> StatementPage:
     )
     entries = []
     for r in (await db.execute(stmt)).all():
-        details, fee = account_details(dict(r[10] or {}), int(r[11]))
+        details, fee, shown = account_details(dict(r[10] or {}), int(r[11]))
         entries.append(
             Entry(
                 posting_id=int(r[0]),
@@ -148,12 +156,15 @@ async def statement(db: AsyncSession, q: StatementQuery) -> StatementPage:
                 timestamp=int(r[9]),
                 details=details,
                 fee=fee,
+                shown_amount=shown,
             )
         )
     return StatementPage(entries, await _count(db, q, len(entries)))
 
 
-def account_details(details: dict[str, Any], account_id: int) -> tuple[dict[str, Any], int]:
+def account_details(
+    details: dict[str, Any], account_id: int
+) -> tuple[dict[str, Any], int, int | None]:
     """A transaction's details as one of its accounts sees them, with that account's fee.
 
     A payment's transaction keeps each side's own details under `byAccount` (the source sees
@@ -161,9 +172,14 @@ def account_details(details: dict[str, Any], account_id: int) -> tuple[dict[str,
     show the same details on every account."""
     by_account = details.get("byAccount")
     if not isinstance(by_account, dict):
-        return details, 0
+        return details, 0, None
     own = by_account.get(str(account_id)) or {}
-    return dict(own.get("fields") or {}), int(own.get("fee") or 0)
+    shown = own.get("transactionAmount")
+    return (
+        dict(own.get("fields") or {}),
+        int(own.get("fee") or 0),
+        None if shown is None else int(shown),
+    )
 
 
 async def _count(db: AsyncSession, q: StatementQuery, on_page: int) -> int:

@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
+from multibank.ledger.models import (
+    MANAGED_ACCOUNT,
+    RESERVED,
+    LedgerAccount,
+    LedgerTransaction,
+    Posting,
+)
+from multibank.payments.models import Payment
 
 
 @dataclass(frozen=True)
@@ -108,4 +115,63 @@ async def verify(db: AsyncSession, programme_id: int | None = None) -> list[Viol
         negative = negative.where(LedgerAccount.programme_id == programme_id)
     for (account_id,) in (await db.execute(negative)).all():
         out.append(Violation("customer balance below zero", f"account {account_id}"))
+    out.extend(await _reservations(db, programme_id))
+    return out
+
+
+async def _reservations(db: AsyncSession, programme_id: int | None) -> list[Violation]:
+    """What is held equals the holds of the payments still waiting: per programme and currency
+    on the RESERVED accounts, and per paying account as actual minus available."""
+    out: list[Violation] = []
+    held = (
+        select(
+            LedgerAccount.programme_id,
+            LedgerAccount.currency,
+            func.sum(LedgerAccount.available).label("held"),
+        )
+        .where(LedgerAccount.kind == RESERVED)
+        .group_by(LedgerAccount.programme_id, LedgerAccount.currency)
+    )
+    open_ = (
+        select(Payment.programme_id, Payment.currency, func.sum(Payment.reserved))
+        .where(Payment.reserved != 0)
+        .group_by(Payment.programme_id, Payment.currency)
+    )
+    if programme_id is not None:
+        held = held.where(LedgerAccount.programme_id == programme_id)
+        open_ = open_.where(Payment.programme_id == programme_id)
+    on_accounts = {(int(p), c): int(v or 0) for p, c, v in (await db.execute(held)).all()}
+    by_payments = {(int(p), c): int(v or 0) for p, c, v in (await db.execute(open_)).all()}
+    for key in sorted(set(on_accounts) | set(by_payments)):
+        if on_accounts.get(key, 0) != by_payments.get(key, 0):
+            out.append(
+                Violation(
+                    "reserved amounts differ from the open reservations",
+                    f"programme {key[0]} {key[1]}: reserved {on_accounts.get(key, 0)}, "
+                    f"payments waiting {by_payments.get(key, 0)}",
+                )
+            )
+    per_source = (
+        select(Payment.source_id, func.sum(Payment.reserved).label("held"))
+        .where(Payment.reserved != 0)
+        .group_by(Payment.source_id)
+        .subquery()
+    )
+    differing = (
+        select(LedgerAccount.id, LedgerAccount.actual - LedgerAccount.available, per_source.c.held)
+        .outerjoin(per_source, per_source.c.source_id == LedgerAccount.id)
+        .where(
+            LedgerAccount.kind == MANAGED_ACCOUNT,
+            LedgerAccount.actual - LedgerAccount.available != func.coalesce(per_source.c.held, 0),
+        )
+    )
+    if programme_id is not None:
+        differing = differing.where(LedgerAccount.programme_id == programme_id)
+    for account_id, gap, payments in (await db.execute(differing)).all():
+        out.append(
+            Violation(
+                "held amount differs from the account's open reservations",
+                f"account {account_id}: actual - available {gap}, reserved {payments or 0}",
+            )
+        )
     return out

@@ -14,6 +14,19 @@ from multibank.kernel.db import Base
 TRANSFER = "TRANSFER"
 SEND = "SEND"
 OWT = "OUTGOING_WIRE_TRANSFER"
+# States (money-movement.md §1.2 to §1.4).
+PENDING = "PENDING"
+PENDING_CHALLENGE = "PENDING_CHALLENGE"
+COMPLETED = "COMPLETED"
+REJECTED = "REJECTED"
+FAILED = "FAILED"
+INVALID = "INVALID"
+SUBMITTED = "SUBMITTED"
+APPROVED = "APPROVED"
+RETURNED = "RETURNED"
+# States in which a payment waits for its SCA challenge.
+AWAITING_SCA = (PENDING, PENDING_CHALLENGE)
+LOW_VALUE = "LOW_VALUE"
 # The profile kind (D12) that configures each payment kind.
 PROFILE_KIND = {TRANSFER: "transfers", SEND: "sends", OWT: "outgoingWireTransfers"}
 
@@ -56,6 +69,16 @@ class Payment(Base):
     exemption: Mapped[str | None] = mapped_column(String(20), nullable=True)
     # The ledger transaction that moved or reserved the money (its id is the payment's).
     transaction_id: Mapped[int | None] = mapped_column(nullable=True)
+    # Amount + fee held on the source (available down, actual not yet) while the payment waits;
+    # 0 once it moved or was released. `ledger verify` checks these against the balances.
+    reserved: Mapped[int] = mapped_column(default=0, server_default="0")
+    # SCA (D13): the challenge in flight (channel, the user who started it, when), the wrong
+    # answers so far, and when the payment passed SCA.
+    challenge_channel: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    challenge_user_id: Mapped[int | None] = mapped_column(nullable=True)
+    challenge_started_at: Mapped[int | None] = mapped_column(nullable=True)
+    challenge_failures: Mapped[int] = mapped_column(default=0, server_default="0")
+    sca_at: Mapped[int | None] = mapped_column(nullable=True)
     # The programme-clock time of the next background step, when one is pending.
     due_at: Mapped[int | None] = mapped_column(nullable=True)
     created_at: Mapped[int]

@@ -16,18 +16,40 @@ _GET = select(Payment).where(
     Payment.kind == bindparam("kind"),
     Payment.id == bindparam("payment_id"),
 )
+_GET_FOR_UPDATE = _GET.with_for_update()
 
 
 async def get(
-    db: AsyncSession, programme_id: int, identity_id: int, kind: str, payment_id: int
+    db: AsyncSession,
+    programme_id: int,
+    identity_id: int,
+    kind: str,
+    payment_id: int,
+    lock: bool = False,
 ) -> Payment | None:
+    """With `lock`, the row is held until commit (PostgreSQL): a payment's steps run in turn."""
     params = {
         "programme_id": programme_id,
         "identity_id": identity_id,
         "kind": kind,
         "payment_id": payment_id,
     }
-    return (await db.execute(_GET, params)).scalar_one_or_none()
+    stmt = _GET_FOR_UPDATE if lock else _GET
+    return (await db.execute(stmt, params)).scalar_one_or_none()
+
+
+_BY_ID = select(Payment).where(
+    Payment.programme_id == bindparam("programme_id"), Payment.id == bindparam("payment_id")
+)
+
+
+async def by_id(
+    db: AsyncSession, programme_id: int, payment_id: int, lock: bool = False
+) -> Payment | None:
+    """Any payment of the programme (the simulator and the background steps act on them)."""
+    stmt = _BY_ID.with_for_update() if lock else _BY_ID
+    params = {"programme_id": programme_id, "payment_id": payment_id}
+    return (await db.execute(stmt, params)).scalar_one_or_none()
 
 
 @dataclass(frozen=True)

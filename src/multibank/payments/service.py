@@ -1,15 +1,21 @@
-"""Payments (D12): a transfer moves money between two instruments of one identity, at once.
+"""Payments (D12, D13): transfers between an identity's own instruments, sends to another
+identity's, and what every payment kind shares (fees, holds, completion, release, reads).
 
 Every create checks what the caller may do in the order a client can fix it (profile, source,
 destination, their states, currency, amount, fee), then writes the payment and its ledger
-transaction in the request's transaction: the source pays amount + fee, the destination gets the
-amount, the programme's revenue the fee. A refusal raises before anything is written, so the
-request's rollback leaves no trace (no pending amount, no payment, no idempotency answer).
+transaction in the request's transaction. A transfer, and a send that needs no SCA, moves at once:
+the source pays amount + fee, the destination gets the amount, the programme's revenue the fee. A
+send that needs SCA holds amount + fee on the source (available down, actual unchanged) and waits
+for its challenge (`payments.sca`). A refusal raises before anything is written, so the request's
+rollback leaves no trace (no hold, no payment, no idempotency answer).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
 
 from multibank.accounts import repository as accounts
 from multibank.accounts.models import ManagedAccount
@@ -19,9 +25,18 @@ from multibank.kernel.errors import Conflict, NotFound
 from multibank.kernel.ids import new_id
 from multibank.kernel.validation import parse_id
 from multibank.ledger import service as ledger
-from multibank.ledger.models import REVENUE
+from multibank.ledger.models import REVENUE, SETTLEMENT
 from multibank.payments import repository as repo
-from multibank.payments.models import PROFILE_KIND, TRANSFER, Payment
+from multibank.payments.models import (
+    COMPLETED,
+    LOW_VALUE,
+    OWT,
+    PENDING,
+    PROFILE_KIND,
+    SEND,
+    TRANSFER,
+    Payment,
+)
 from multibank.payments.schemas import INT64_MAX, InstrumentId, TransferCreate
 from multibank.programmes import repository as programmes
 from multibank.programmes.context import Ctx
@@ -29,6 +44,7 @@ from multibank.programmes.models import Profile
 from multibank.programmes.service import movement_fees_of
 
 MANAGED_ACCOUNTS = "managed_accounts"
+CHALLENGE_TTL_MS = 5 * 60_000  # D13: a payment waits 5 minutes for its challenge
 
 
 @dataclass(frozen=True)
@@ -40,13 +56,13 @@ class Owner:
     user_id: int
 
 
-async def _profile(ctx: Ctx, kind: str, profile_id: str) -> Profile | None:
+async def profile_of(ctx: Ctx, kind: str, profile_id: str) -> Profile | None:
     pid = parse_id(profile_id)
     profile = None if pid is None else await programmes.get_profile(ctx.db, ctx.programme.id, pid)
     return profile if profile is not None and profile.kind == PROFILE_KIND[kind] else None
 
 
-async def _instruments(ctx: Ctx, wanted: list[InstrumentId]) -> dict[int, ManagedAccount]:
+async def instruments(ctx: Ctx, wanted: list[InstrumentId]) -> dict[int, ManagedAccount]:
     """The programme's managed accounts among `wanted`, locked in id order (the order the ledger
     locks balances in, so two payments between the same accounts never deadlock); a state
     checked here holds until the payment commits. Cards are not issued here: never found."""
@@ -61,7 +77,7 @@ async def _instruments(ctx: Ctx, wanted: list[InstrumentId]) -> dict[int, Manage
     return found
 
 
-def _own(
+def own(
     found: dict[int, ManagedAccount], wanted: InstrumentId, owner: Owner
 ) -> ManagedAccount | None:
     if wanted.type != MANAGED_ACCOUNTS:
@@ -70,18 +86,25 @@ def _own(
     return account if account is not None and account.identity_id == owner.identity_id else None
 
 
-def _check_source(account: ManagedAccount) -> None:
+def check_source(account: ManagedAccount) -> None:
     if account.state == "DESTROYED":
         raise Conflict("SOURCE_INSTRUMENT_DESTROYED")
     if account.state == "BLOCKED":
         raise Conflict("SOURCE_INSTRUMENT_BLOCKED")
 
 
-def _check_destination(account: ManagedAccount) -> None:
+def check_destination(account: ManagedAccount) -> None:
     if account.state == "DESTROYED":
         raise Conflict("DESTINATION_INSTRUMENT_DESTROYED")
     if account.state == "BLOCKED":
         raise Conflict("DESTINATION_INSTRUMENT_BLOCKED")
+
+
+async def check_verified(ctx: Ctx, identity_id: int) -> None:
+    identity = await identities.get(ctx.db, ctx.programme.id, identity_id)
+    if identity is None or not is_verified(identity):
+        # Due diligence no longer approved: its instruments may not move money.
+        raise Conflict("INSTRUMENT_DENIED_TRANSACTION")
 
 
 def fee_of(profile: Profile, currency: str) -> int:
@@ -98,41 +121,58 @@ def check_amount(amount: int, fee: int) -> None:
         raise Conflict("FUNDS_INSUFFICIENT")
 
 
+def new_payment(
+    ctx: Ctx, kind: str, owner: Owner, profile: Profile, tag: str | None, **fields: Any
+) -> Payment:
+    return Payment(
+        id=new_id(),
+        programme_id=ctx.programme.id,
+        kind=kind,
+        identity_id=owner.identity_id,
+        identity_type=owner.identity_type,
+        user_id=owner.user_id,
+        profile_id=profile.id,
+        tag=tag,
+        reserved=0,
+        challenge_failures=0,
+        created_at=ctx.now,
+        updated_at=ctx.now,
+        **fields,
+    )
+
+
+# Transfers
+
+
 async def create_transfer(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payment:
-    profile = await _profile(ctx, TRANSFER, data.profileId)
+    profile = await profile_of(ctx, TRANSFER, data.profileId)
     if profile is None:
         raise NotFound("Transfer profile not found")
     if not profile.active:
         raise Conflict("PROFILE_INACTIVE")
-    found = await _instruments(ctx, [data.source, data.destination])
-    source = _own(found, data.source, owner)
+    found = await instruments(ctx, [data.source, data.destination])
+    source = own(found, data.source, owner)
     if source is None:
         raise Conflict("SOURCE_NOT_FOUND")
-    destination = _own(found, data.destination, owner)
+    destination = own(found, data.destination, owner)
     if destination is None:
         raise Conflict("DESTINATION_NOT_FOUND")
     if source.id == destination.id:
         raise Conflict("SOURCE_AND_DESTINATION_MUST_BE_DIFFERENT")
-    _check_source(source)
-    _check_destination(destination)
-    identity = await identities.get(ctx.db, ctx.programme.id, owner.identity_id)
-    if identity is None or not is_verified(identity):
-        # Due diligence no longer approved: its instruments may not move money.
-        raise Conflict("INSTRUMENT_DENIED_TRANSACTION")
+    check_source(source)
+    check_destination(destination)
+    await check_verified(ctx, owner.identity_id)
     currency, amount = data.destinationAmount.currency, data.destinationAmount.amount
     if source.currency != currency or destination.currency != currency:
         raise Conflict("CURRENCY_MISMATCH")
     fee = fee_of(profile, currency)
     check_amount(amount, fee)
-    payment = Payment(
-        id=new_id(),
-        programme_id=ctx.programme.id,
-        kind=TRANSFER,
-        identity_id=owner.identity_id,
-        identity_type=owner.identity_type,
-        user_id=owner.user_id,
-        profile_id=profile.id,
-        tag=data.tag,
+    payment = new_payment(
+        ctx,
+        TRANSFER,
+        owner,
+        profile,
+        data.tag,
         source_type=MANAGED_ACCOUNTS,
         source_id=source.id,
         destination_type=MANAGED_ACCOUNTS,
@@ -140,17 +180,171 @@ async def create_transfer(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payme
         currency=currency,
         amount=amount,
         fee=fee,
-        state="COMPLETED",
-        created_at=ctx.now,
-        updated_at=ctx.now,
+        state=COMPLETED,
     )
-    await _move(ctx, payment, source, destination)
+    await move_now(ctx, payment, source, destination)
     ctx.db.add(payment)
     await ctx.db.flush()
     return payment
 
 
-async def _move(
+# Sends
+
+
+async def create_send(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payment:
+    """A send to another identity of the programme: at once when SCA does not apply (the
+    programme's `sendsScaRequired` off, or the low-value exemption), else held and `PENDING`
+    until its challenge is verified (or expires after 5 minutes)."""
+    profile = await profile_of(ctx, SEND, data.profileId)
+    if profile is None:
+        raise Conflict("PROFILE_NOT_FOUND")
+    if not profile.active:
+        raise Conflict("PROFILE_INACTIVE")
+    found = await instruments(ctx, [data.source, data.destination])
+    source = own(found, data.source, owner)
+    if source is None:
+        raise Conflict("SOURCE_NOT_FOUND")
+    destination = found.get(parse_id(data.destination.id) or 0)
+    if data.destination.type != MANAGED_ACCOUNTS:
+        destination = None
+    if destination is None:
+        if data.destination.type == MANAGED_ACCOUNTS and await _elsewhere(ctx, data.destination):
+            raise Conflict("SOURCE_AND_DESTINATION_MUST_BE_IN_SAME_PROGRAMME")
+        raise Conflict("DESTINATION_NOT_FOUND")
+    if destination.identity_id == owner.identity_id:
+        raise Conflict("DESTINATION_BELONGS_TO_SAME_IDENTITY")
+    check_source(source)
+    check_destination(destination)
+    await check_verified(ctx, owner.identity_id)
+    currency, amount = data.destinationAmount.currency, data.destinationAmount.amount
+    if source.currency != currency or destination.currency != currency:
+        raise Conflict("CURRENCY_MISMATCH")
+    fee = fee_of(profile, currency)
+    check_amount(amount, fee)
+    payment = new_payment(
+        ctx,
+        SEND,
+        owner,
+        profile,
+        data.tag,
+        source_type=MANAGED_ACCOUNTS,
+        source_id=source.id,
+        destination_type=MANAGED_ACCOUNTS,
+        destination_id=destination.id,
+        destination_identity_id=destination.identity_id,
+        currency=currency,
+        amount=amount,
+        fee=fee,
+        state=PENDING,
+    )
+    exemption = await sca_exemption(ctx, owner, amount)
+    if not ctx.programme.sends_sca_required or exemption is not None:
+        payment.exemption = exemption
+        payment.state = COMPLETED
+        await move_now(ctx, payment, source, destination)
+    else:
+        await hold(ctx, payment, source, details_of(payment, source, destination))
+        payment.due_at = ctx.now + CHALLENGE_TTL_MS
+    ctx.db.add(payment)
+    await ctx.db.flush()
+    return payment
+
+
+async def _elsewhere(ctx: Ctx, wanted: InstrumentId) -> bool:
+    """Whether the account exists in another programme (the reference names that case)."""
+    account_id = parse_id(wanted.id)
+    if account_id is None:
+        return False
+    stmt = select(ManagedAccount.programme_id).where(ManagedAccount.id == account_id)
+    programme_id = (await ctx.db.execute(stmt)).scalar_one_or_none()
+    return programme_id is not None and programme_id != ctx.programme.id
+
+
+async def sca_exemption(ctx: Ctx, owner: Owner, amount: int) -> str | None:
+    """`LOW_VALUE` (PSD2 RTS Art. 16, D13) when the amount is at most the programme's limit and
+    the identity's exempted payments since its last SCA, this one included, stay within the
+    count and cumulative limits; else None (SCA applies).
+
+    The identity's row is locked first, so two payments of one identity decide in turn and
+    cannot both take the last exempted place."""
+    p = ctx.programme
+    if amount > p.low_value_max_amount or p.low_value_max_count <= 0:
+        return None
+    await identities.get_for_update(ctx.db, p.id, owner.identity_id)
+    mine = (Payment.programme_id == p.id) & (Payment.identity_id == owner.identity_id)
+    last_sca = select(func.coalesce(func.max(Payment.sca_at), -1)).where(mine).scalar_subquery()
+    stmt = select(func.count(), func.coalesce(func.sum(Payment.amount), 0)).where(
+        mine, Payment.exemption == LOW_VALUE, Payment.created_at > last_sca
+    )
+    count, total = (await ctx.db.execute(stmt)).one()
+    if int(count) + 1 > p.low_value_max_count or int(total) + amount > p.low_value_max_total:
+        return None
+    return LOW_VALUE
+
+
+# Money: at once, or held and then paid out or given back
+
+
+def details_of(
+    payment: Payment, source: ManagedAccount, destination: ManagedAccount | None
+) -> dict[str, Any]:
+    """The ledger transaction's details: what each side's statement entry shows (D12), and the
+    fee on the source's. A send's sides do not see each other's account names."""
+    fields: dict[str, Any] = {}
+    if destination is not None:
+        fields = {
+            "destinationInstrumentType": MANAGED_ACCOUNTS,
+            "destinationInstrumentId": str(destination.id),
+        }
+        if payment.kind == TRANSFER:
+            fields["destinationInstrumentFriendlyName"] = destination.friendly_name
+    elif payment.beneficiary is not None:
+        fields = beneficiary_fields(payment)
+    by_account: dict[str, Any] = {str(source.id): {"fee": payment.fee, "fields": fields}}
+    if payment.kind == OWT:
+        # The wire transfer's entry shows the amount sent; the fee is its cardholderFee.
+        by_account[str(source.id)]["transactionAmount"] = -payment.amount
+    if destination is not None:
+        theirs = {
+            "sourceInstrumentType": MANAGED_ACCOUNTS,
+            "sourceInstrumentId": str(source.id),
+        }
+        if payment.kind == TRANSFER:
+            theirs["sourceInstrumentFriendlyName"] = source.friendly_name
+        by_account[str(destination.id)] = {"fields": theirs}
+    return {"byAccount": by_account, "profileId": str(payment.profile_id)}
+
+
+def beneficiary_fields(payment: Payment) -> dict[str, Any]:
+    b = payment.beneficiary or {}
+    details = b.get("bankAccountDetails") or {}
+    out = {
+        "beneficiaryName": b.get("name"),
+        "beneficiaryIban": details.get("iban"),
+        "beneficiaryBankIdentifierCode": details.get("bankIdentifierCode"),
+        "beneficiaryAccountNumber": details.get("accountNumber"),
+        "beneficiarySortCode": details.get("sortCode"),
+        "reference": payment.description,
+        "type": payment.scheme,
+    }
+    return {k: v for k, v in out.items() if v}
+
+
+async def _revenue(ctx: Ctx, payment: Payment) -> ledger.Leg | None:
+    if not payment.fee:
+        return None
+    revenue = await ledger.system_account(
+        ctx.db,
+        ctx.programme.id,
+        REVENUE,
+        payment.currency,
+        ctx.now,
+        shard=ledger.revenue_shard(payment.source_id),
+    )
+    return ledger.Leg(revenue, payment.currency, payment.fee, payment.fee, guarded=False)
+
+
+async def move_now(
     ctx: Ctx, payment: Payment, source: ManagedAccount, destination: ManagedAccount
 ) -> None:
     """One ledger transaction, named after the payment: source -(amount + fee), destination
@@ -160,36 +354,9 @@ async def _move(
         ledger.Leg(source.id, payment.currency, -total, -total),
         ledger.Leg(destination.id, payment.currency, payment.amount, payment.amount),
     ]
-    if payment.fee:
-        revenue = await ledger.system_account(
-            ctx.db,
-            ctx.programme.id,
-            REVENUE,
-            payment.currency,
-            ctx.now,
-            shard=ledger.revenue_shard(source.id),
-        )
-        legs.append(ledger.Leg(revenue, payment.currency, payment.fee, payment.fee, guarded=False))
-    details = {
-        "byAccount": {
-            str(source.id): {
-                "fee": payment.fee,
-                "fields": {
-                    "destinationInstrumentType": MANAGED_ACCOUNTS,
-                    "destinationInstrumentId": str(destination.id),
-                    "destinationInstrumentFriendlyName": destination.friendly_name,
-                },
-            },
-            str(destination.id): {
-                "fields": {
-                    "sourceInstrumentType": MANAGED_ACCOUNTS,
-                    "sourceInstrumentId": str(source.id),
-                    "sourceInstrumentFriendlyName": source.friendly_name,
-                },
-            },
-        },
-        "profileId": str(payment.profile_id),
-    }
+    revenue = await _revenue(ctx, payment)
+    if revenue is not None:
+        legs.append(revenue)
     try:
         tx = await ledger.post(
             ctx.db,
@@ -197,8 +364,8 @@ async def _move(
             type_=payment.kind,
             legs=legs,
             now_ms=ctx.now,
-            state="COMPLETED",
-            details=details,
+            state=COMPLETED,
+            details=details_of(payment, source, destination),
             transaction_id=payment.id,
         )
     except ledger.InsufficientFunds:
@@ -206,17 +373,93 @@ async def _move(
     payment.transaction_id = tx.id
 
 
-async def load(ctx: Ctx, owner: Owner, kind: str, payment_id: str) -> Payment:
+async def hold(ctx: Ctx, payment: Payment, source: ManagedAccount, details: dict[str, Any]) -> None:
+    """Amount + fee held on the source; FUNDS_INSUFFICIENT if its available balance lacks it."""
+    total = payment.amount + payment.fee
+    try:
+        tx = await ledger.reserve(
+            ctx.db,
+            programme_id=ctx.programme.id,
+            type_=payment.kind,
+            account_id=source.id,
+            currency=payment.currency,
+            total=total,
+            now_ms=ctx.now,
+            details=details,
+            transaction_id=payment.id,
+        )
+    except ledger.InsufficientFunds:
+        raise Conflict("FUNDS_INSUFFICIENT") from None
+    payment.transaction_id = tx.id
+    payment.reserved = total
+
+
+async def pay_out(ctx: Ctx, payment: Payment) -> None:
+    """The hold leaves the source: to the destination account (a send) or out of the
+    programme through its settlement account (a wire transfer), the fee to revenue."""
+    if payment.destination_id is not None:
+        to = payment.destination_id
+    else:
+        to = await ledger.system_account(
+            ctx.db, ctx.programme.id, SETTLEMENT, payment.currency, ctx.now
+        )
+    credits = [ledger.Leg(to, payment.currency, payment.amount, payment.amount, guarded=False)]
+    revenue = await _revenue(ctx, payment)
+    if revenue is not None:
+        credits.append(revenue)
+    await ledger.settle(
+        ctx.db,
+        programme_id=ctx.programme.id,
+        transaction_id=payment.id,
+        account_id=payment.source_id,
+        currency=payment.currency,
+        total=payment.reserved,
+        credits=credits,
+        now_ms=ctx.now,
+    )
+    payment.reserved = 0
+    payment.state = COMPLETED
+    payment.due_at = None
+    payment.updated_at = ctx.now
+
+
+async def give_back(ctx: Ctx, payment: Payment, state: str, failure: str | None) -> None:
+    """The payment ends without moving money: the hold is released, the payment is `state`."""
+    if payment.reserved:
+        await ledger.release(
+            ctx.db,
+            programme_id=ctx.programme.id,
+            transaction_id=payment.id,
+            account_id=payment.source_id,
+            currency=payment.currency,
+            total=payment.reserved,
+            now_ms=ctx.now,
+            state=state,
+        )
+    payment.reserved = 0
+    payment.state = state
+    payment.failure = failure
+    payment.due_at = None
+    payment.updated_at = ctx.now
+
+
+# Reads
+
+
+async def load(ctx: Ctx, owner: Owner, kind: str, payment_id: str, lock: bool = False) -> Payment:
     """The owner's payment of `kind`; another identity's or an unknown one is 404."""
     pid = parse_id(payment_id)
     payment = (
         None
         if pid is None
-        else await repo.get(ctx.db, ctx.programme.id, owner.identity_id, kind, pid)
+        else await repo.get(ctx.db, ctx.programme.id, owner.identity_id, kind, pid, lock)
     )
     if payment is None:
-        raise NotFound(f"{kind.replace('_', ' ').capitalize()} not found")
+        raise NotFound(f"{NAMES[kind]} not found")
     return payment
+
+
+NAMES = {TRANSFER: "Transfer", SEND: "Send", OWT: "Outgoing wire transfer"}
 
 
 async def page(

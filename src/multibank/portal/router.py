@@ -172,13 +172,16 @@ async def create_profile(
 @router.patch(
     "/{programme_id}/profiles/{profile_id}",
     operation_id="profileUpdate",
-    responses=FEE_CONFLICTS,
+    responses=conflicts(
+        "PROFILE_HAS_NO_FEES", "CURRENCY_NOT_SUPPORTED_BY_PROFILE", "PROFILE_HAS_NO_RETURN_FEE"
+    ),
     response_model_exclude_none=True,
 )
 async def update_profile(
     body: ProfileUpdate, profile_id: IdPath, programme: ProgrammePath, db: Db
 ) -> ProfileRead:
-    """Changes the fields sent; `fees` changes the fee of each currency it names."""
+    """Changes the fields sent; `fees` changes the fee of each currency it names;
+    `returnFeeRefunded` (outgoing wire transfer profiles) gives a returned transfer's fee back."""
     return await service.update_profile(db, programme, _int_id(profile_id, "Profile"), body)
 
 

@@ -20,6 +20,17 @@ class Programme(Base):
     failed_login_limit: Mapped[int] = mapped_column(Integer, default=5)
     iban_allocation_delay_seconds: Mapped[int] = mapped_column(Integer, default=2)
     password_expiry_days: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Payments (D13, D14): SCA of sends and wire transfers, wrong answers a challenge allows,
+    # the low-value exemption's limits, and how long a submitted wire transfer takes.
+    sends_sca_required: Mapped[bool] = mapped_column(Boolean, default=True, server_default="1")
+    owt_sca_required: Mapped[bool] = mapped_column(Boolean, default=True, server_default="1")
+    sca_challenge_limit: Mapped[int] = mapped_column(Integer, default=5, server_default="5")
+    low_value_max_amount: Mapped[int] = mapped_column(default=3000, server_default="3000")
+    low_value_max_count: Mapped[int] = mapped_column(Integer, default=5, server_default="5")
+    low_value_max_total: Mapped[int] = mapped_column(default=10000, server_default="10000")
+    owt_processing_delay_seconds: Mapped[int] = mapped_column(
+        Integer, default=2, server_default="2"
+    )
     # Sandbox only: how far this programme's clock runs ahead of the server's (D8 clock/advance).
     clock_offset_ms: Mapped[int] = mapped_column(default=0)
     created_at: Mapped[int]
@@ -62,6 +73,8 @@ class Profile(Base):
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     # Movement kinds only: {currency: fee in minor units}; a currency not named costs 0.
     fees: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
+    # Outgoing wire transfer profiles: whether a returned transfer gives its fee back (D14).
+    return_fee_refunded: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     created_at: Mapped[int]
 
 

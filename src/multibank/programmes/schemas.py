@@ -81,11 +81,22 @@ class _Strict(StrictBody):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+MINOR_UNITS_MAX = 2**53  # amounts a JSON client reads exactly
+
+
 class ProgrammeSettings(_Strict):
     stepUpRequired: bool = False
     failedLoginLimit: int = Field(default=5, ge=1, le=100)
     ibanAllocationDelaySeconds: int = Field(default=2, ge=0, le=86400)
     passwordExpiryDays: int | None = Field(default=None, ge=1, le=3650)
+    # Payments (D13, D14).
+    sendsScaRequired: bool = True
+    owtScaRequired: bool = True
+    scaChallengeLimit: int = Field(default=5, ge=1, le=100)
+    lowValueExemptionMaxAmount: int = Field(default=3000, ge=0, le=MINOR_UNITS_MAX)
+    lowValueExemptionMaxCount: int = Field(default=5, ge=0, le=1000)
+    lowValueExemptionMaxTotal: int = Field(default=10000, ge=0, le=MINOR_UNITS_MAX)
+    owtProcessingDelaySeconds: int = Field(default=2, ge=0, le=86400)
 
 
 class ProgrammeSettingsUpdate(_Strict):
@@ -93,6 +104,13 @@ class ProgrammeSettingsUpdate(_Strict):
     failedLoginLimit: int | None = Field(default=None, ge=1, le=100)
     ibanAllocationDelaySeconds: int | None = Field(default=None, ge=0, le=86400)
     passwordExpiryDays: int | None = Field(default=None, ge=1, le=3650)
+    sendsScaRequired: bool | None = None
+    owtScaRequired: bool | None = None
+    scaChallengeLimit: int | None = Field(default=None, ge=1, le=100)
+    lowValueExemptionMaxAmount: int | None = Field(default=None, ge=0, le=MINOR_UNITS_MAX)
+    lowValueExemptionMaxCount: int | None = Field(default=None, ge=0, le=1000)
+    lowValueExemptionMaxTotal: int | None = Field(default=None, ge=0, le=MINOR_UNITS_MAX)
+    owtProcessingDelaySeconds: int | None = Field(default=None, ge=0, le=86400)
 
 
 class ProgrammeCreate(ProgrammeSettings):
@@ -175,6 +193,8 @@ class ProfileCreate(_Strict):
 class ProfileUpdate(_Strict):
     currencies: list[CurrencyCode] | None = Field(default=None, min_length=1)
     active: bool | None = None
+    # Outgoing wire transfer profiles only.
+    returnFeeRefunded: bool | None = None
     # Movement kinds only: the fees named change, the others stay.
     fees: MovementFees | None = None
 
@@ -191,6 +211,8 @@ class ProfileRead(BaseModel):
     active: bool
     # Movement kinds: the fee of each of the profile's currencies (D12); other kinds: none.
     fees: dict[str, int] | None = None
+    # Outgoing wire transfer profiles: whether a return gives the fee back (D14).
+    returnFeeRefunded: bool | None = None
 
 
 class FeeTypeWrite(_Strict):

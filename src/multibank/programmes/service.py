@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
@@ -64,10 +63,7 @@ async def create_programme(
         id=new_id(),
         name=data.name,
         mode=data.mode,
-        step_up_required=data.stepUpRequired,
-        failed_login_limit=data.failedLoginLimit,
-        iban_allocation_delay_seconds=data.ibanAllocationDelaySeconds,
-        password_expiry_days=data.passwordExpiryDays,
+        **{column: getattr(data, wire) for wire, column in SETTING_COLUMNS.items()},
         clock_offset_ms=0,
         created_at=now,
     )
@@ -195,25 +191,32 @@ async def read(session: AsyncSession, programme: Programme) -> ProgrammeRead:
     )
 
 
+# Each setting's wire name and the programme column that keeps it.
+SETTING_COLUMNS = {
+    "stepUpRequired": "step_up_required",
+    "failedLoginLimit": "failed_login_limit",
+    "ibanAllocationDelaySeconds": "iban_allocation_delay_seconds",
+    "passwordExpiryDays": "password_expiry_days",
+    "sendsScaRequired": "sends_sca_required",
+    "owtScaRequired": "owt_sca_required",
+    "scaChallengeLimit": "sca_challenge_limit",
+    "lowValueExemptionMaxAmount": "low_value_max_amount",
+    "lowValueExemptionMaxCount": "low_value_max_count",
+    "lowValueExemptionMaxTotal": "low_value_max_total",
+    "owtProcessingDelaySeconds": "owt_processing_delay_seconds",
+}
+
+
 def settings_of(programme: Programme) -> ProgrammeSettings:
     return ProgrammeSettings(
-        stepUpRequired=programme.step_up_required,
-        failedLoginLimit=programme.failed_login_limit,
-        ibanAllocationDelaySeconds=programme.iban_allocation_delay_seconds,
-        passwordExpiryDays=programme.password_expiry_days,
+        **{wire: getattr(programme, column) for wire, column in SETTING_COLUMNS.items()}
     )
 
 
 async def update_settings(
     session: AsyncSession, programme: Programme, data: ProgrammeSettingsUpdate
 ) -> ProgrammeSettings:
-    fields: dict[str, Any] = {
-        "stepUpRequired": "step_up_required",
-        "failedLoginLimit": "failed_login_limit",
-        "ibanAllocationDelaySeconds": "iban_allocation_delay_seconds",
-        "passwordExpiryDays": "password_expiry_days",
-    }
-    for wire, column in fields.items():
+    for wire, column in SETTING_COLUMNS.items():
         if wire in data.model_fields_set:
             value = getattr(data, wire)
             if value is None and wire != "passwordExpiryDays":
@@ -274,6 +277,7 @@ def profile_read(p: Profile) -> ProfileRead:
         currencies=list(p.currencies),
         active=p.active,
         fees=movement_fees_of(p) if p.kind in MOVEMENT_KINDS else None,
+        returnFeeRefunded=p.return_fee_refunded if p.kind == "outgoingWireTransfers" else None,
     )
 
 
@@ -322,6 +326,10 @@ async def update_profile(
         profile.currencies = currencies
     if data.active is not None:
         profile.active = data.active
+    if data.returnFeeRefunded is not None:
+        if profile.kind != "outgoingWireTransfers":
+            raise Conflict("PROFILE_HAS_NO_RETURN_FEE")
+        profile.return_fee_refunded = data.returnFeeRefunded
     if data.fees is not None:
         profile.fees = {**(profile.fees or {}), **data.fees}  # a new dict: JSON is not mutable
     await session.flush()

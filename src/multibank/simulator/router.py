@@ -19,6 +19,12 @@ from multibank.identities.models import CONSUMER, CORPORATE
 from multibank.kernel.errors import Conflict, NotFound
 from multibank.kernel.validation import parse_id
 from multibank.kernel.wire import StrictBody
+from multibank.payments import owt as payment_owt
+from multibank.payments import repository as payments_repo
+from multibank.payments import sca as payment_sca
+from multibank.payments import steps as payment_steps
+from multibank.payments.models import AWAITING_SCA, OWT, REJECTED, SEND, Payment
+from multibank.payments.service import give_back
 from multibank.programmes.context import Ctx
 from multibank.programmes.service import advance_clock
 from multibank.simulator.deps import SimulatorIdempotent, SimulatorProgramme
@@ -45,9 +51,14 @@ class ClockState(BaseModel):
 async def clock_advance(
     body: ClockAdvance, programme: SimulatorProgramme, db: Db, container: AppContainer
 ) -> ClockState:
-    """Moves this programme's clock forward, so token, code and invite expiry can be tested."""
+    """Moves this programme's clock forward, so token, code and invite expiry can be tested;
+    the payment steps the new time makes due are taken before it answers (challenge expiry,
+    wire transfer processing)."""
     offset_ms = await advance_clock(db, programme, body.seconds)
-    return ClockState(offsetSeconds=offset_ms // 1000, now=container.clock.now_ms(offset_ms))
+    now = container.clock.now_ms(offset_ms)
+    # What the new time makes due happens now: payment challenges expire, wire transfers move.
+    await payment_steps.catch_up(Ctx(db, programme, now))
+    return ClockState(offsetSeconds=offset_ms // 1000, now=now)
 
 
 class Reject(Request):
@@ -294,9 +305,13 @@ CHALLENGE_CONFLICTS: dict[int | str, dict[str, Any]] = {
 
 
 async def _settle(ctx: Ctx, credentials_id: str, challenge_id: str, outcome: str) -> ChallengeCode:
+    """A step-up challenge, or a payment's push challenge (named by its id or the payment's)."""
     user_id, number = parse_id(credentials_id), parse_id(challenge_id)
     if user_id is None or number is None:
         raise NotFound("Challenge not found")
+    found = await payment_sca.push_challenge_of(ctx, user_id, number)
+    if found is not None:
+        return ChallengeCode(code=await payment_sca.settle_push(ctx, *found, outcome))
     return ChallengeCode(code=await factors.settle_challenge(ctx, user_id, number, outcome))
 
 
@@ -338,6 +353,121 @@ async def challenge_verify_expired(
 ) -> ChallengeCode:
     """The device never answers: `EXPIRED`; a new challenge may be issued."""
     return await _settle(ctx, credentials_id, challenge_id, factors.EXPIRED)
+
+
+# Payments (D14, D15)
+
+PaymentPath = Annotated[str, Path(pattern=r"^[0-9]+$")]
+
+
+class PaymentCode(BaseModel):
+    code: str
+
+
+async def _locked_payment(ctx: Ctx, value: str) -> Payment | None:
+    number = parse_id(value)
+    if number is None:
+        return None
+    return await payments_repo.by_id(ctx.db, ctx.programme.id, number, lock=True)
+
+
+async def _payment(ctx: Ctx, value: str, kind: str, what: str) -> Payment:
+    number = parse_id(value)
+    payment = (
+        None
+        if number is None
+        else await payments_repo.by_id(ctx.db, ctx.programme.id, number, True)
+    )
+    if payment is None or payment.kind != kind:
+        raise NotFound(f"{what} not found")
+    return payment
+
+
+async def _wire(ctx: Ctx, owt_id: str, action: str) -> PaymentCode:
+    number = parse_id(owt_id)
+    payment = (
+        None
+        if number is None
+        else await payments_repo.by_id(ctx.db, ctx.programme.id, number, True)
+    )
+    if payment is None or payment.kind != OWT:
+        return PaymentCode(code="DENIED_WIRE_TRANSFER_NOT_FOUND")
+    return PaymentCode(code=await payment_owt.simulate(ctx, payment, action))
+
+
+@router.post(
+    "/wiretransfers/outgoing/{outgoing_wire_transfer_id}/accept",
+    operation_id="simulateOutgoingWireTransferAccept",
+    dependencies=[SimulatorIdempotent],
+)
+async def owt_accept(outgoing_wire_transfer_id: PaymentPath, ctx: SimCtx) -> PaymentCode:
+    """Completes a submitted (or approved) outgoing wire transfer at once: `COMPLETED`;
+    `DENIED_WIRE_TRANSFER_ALREADY_COMPLETED`, `DENIED_WIRE_TRANSFER_NOT_FOUND`, or `DENIED`
+    for one still waiting for SCA or already ended."""
+    return await _wire(ctx, outgoing_wire_transfer_id, "accept")
+
+
+@router.post(
+    "/wiretransfers/outgoing/{outgoing_wire_transfer_id}/reject",
+    operation_id="simulateOutgoingWireTransferReject",
+    dependencies=[SimulatorIdempotent],
+)
+async def owt_reject(outgoing_wire_transfer_id: PaymentPath, ctx: SimCtx) -> PaymentCode:
+    """The sending institution rejects a submitted outgoing wire transfer: it ends `REJECTED`
+    (rejectedInfo SYSTEM) and amount + fee are released. Codes as for accept."""
+    return await _wire(ctx, outgoing_wire_transfer_id, "reject")
+
+
+@router.post(
+    "/wiretransfers/outgoing/{outgoing_wire_transfer_id}/return",
+    operation_id="simulateOutgoingWireTransferReturn",
+    dependencies=[SimulatorIdempotent],
+)
+async def owt_return(outgoing_wire_transfer_id: PaymentPath, ctx: SimCtx) -> PaymentCode:
+    """The beneficiary's bank returns a completed outgoing wire transfer: it ends `RETURNED`;
+    the amount comes back to the source, and the fee too when the wire transfer profile's
+    `returnFeeRefunded` is on. `DENIED` unless it was `COMPLETED`."""
+    return await _wire(ctx, outgoing_wire_transfer_id, "return")
+
+
+@router.post(
+    "/sends/{send_id}/reject",
+    operation_id="simulateSendReject",
+    dependencies=[SimulatorIdempotent],
+    responses={404: {"description": "No send of that id in this programme"}},
+)
+async def send_reject(send_id: PaymentPath, ctx: SimCtx) -> PaymentCode:
+    """Rejects a send still waiting for SCA: `REJECTED`, amount + fee released (`COMPLETED`);
+    `DENIED` for a send that already ended."""
+    payment = await _payment(ctx, send_id, SEND, "Send")
+    if payment.state not in AWAITING_SCA:
+        return PaymentCode(code="DENIED")
+    await give_back(ctx, payment, REJECTED, "REJECTED_BY_SIMULATOR")
+    return PaymentCode(code="COMPLETED")
+
+
+@router.post(
+    "/challenges/{payment_id}/expire",
+    operation_id="simulateChallengeExpire",
+    dependencies=[SimulatorIdempotent],
+    responses={404: {"description": "No send or outgoing wire transfer of that id"}},
+)
+async def challenge_expire(payment_id: PaymentPath, ctx: SimCtx) -> PaymentCode:
+    """The SCA time of a send or outgoing wire transfer runs out now, as 5 minutes of the
+    programme clock would: a send ends `REJECTED`, a wire transfer `FAILED`, the hold released
+    (`COMPLETED`); `DENIED` for a payment not waiting for SCA."""
+    number = parse_id(payment_id)
+    payment = (
+        None
+        if number is None
+        else await payments_repo.by_id(ctx.db, ctx.programme.id, number, True)
+    )
+    if payment is None or payment.kind not in (SEND, OWT):
+        raise NotFound("Payment not found")
+    if payment.state not in AWAITING_SCA:
+        return PaymentCode(code="DENIED")
+    await payment_sca.expire(ctx, payment)
+    return PaymentCode(code="COMPLETED")
 
 
 ROUTERS: list[APIRouter] = [router]

@@ -36,6 +36,18 @@ REMOVED: set[str] = {
     "transferCreate",
     "transfersGet",
     "transferGet",
+    "sendCreate",
+    "sendsGet",
+    "sendGet",
+    "sendSCAChallenge",
+    "sendSCAVerify",
+    "sendSCAChallengePush",
+    "outgoingWireTransferCreate",
+    "outgoingWireTransfersGet",
+    "outgoingWireTransferGet",
+    "outgoingWireTransferSCAChallenge",
+    "outgoingWireTransferSCAVerify",
+    "outgoingWireTransferSCAChallengePush",
 }
 # Routers whose routes replace the 3.29.1 route of the same method and path, or add 3.1.0-only ones.
 OVERRIDES: list[APIRouter] = [

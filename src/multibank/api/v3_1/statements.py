@@ -49,7 +49,7 @@ class Statement(BaseModel):
 def entry_body(e: Entry) -> dict[str, Any]:
     return {
         "transactionId": {"type": e.type, "id": str(e.transaction_id)},
-        "transactionAmount": money(e.amount, e.currency),
+        "transactionAmount": money(e.transaction_amount, e.currency),
         "balanceAfter": money(e.actual_after, e.currency),
         "cardholderFee": money(e.fee, e.currency),
         "processedTimestamp": e.timestamp,

@@ -11,7 +11,9 @@ from multibank.api.v3_29 import (
     factors,
     fees,
     managed_accounts,
+    outgoing_wire_transfers,
     passwords,
+    sends,
     statements,
     stepup,
     transfers,
@@ -30,4 +32,6 @@ ROUTERS: list[APIRouter] = [
     statements.router,
     fees.router,
     transfers.router,
+    sends.router,
+    outgoing_wire_transfers.router,
 ]

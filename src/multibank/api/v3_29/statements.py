@@ -77,7 +77,7 @@ def entry_body(e: Entry) -> dict[str, Any]:
     return {
         "transactionId": {"type": e.type, "id": str(e.transaction_id)},
         "entryState": "PENDING" if e.state == "PENDING" else "COMPLETED",
-        "transactionAmount": money(e.amount, c),
+        "transactionAmount": money(e.transaction_amount, c),
         "availableBalanceAdjustment": money(e.available_amount, c),
         "actualBalanceAdjustment": money(e.actual_amount, c),
         "balanceAfter": money(e.actual_after, c),

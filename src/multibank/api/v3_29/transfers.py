@@ -5,20 +5,24 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Query
 
 from multibank.api.deps import (
     STEP_UP_RESPONSES,
     CallerIdempotent,
     LoggedIn,
-    Session,
     StepUpRequired,
     conflicts,
 )
 from multibank.api.openapi import not_found
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.kernel.errors import BadRequest
-from multibank.kernel.validation import parse_id
+from multibank.api.v3_29.payments_common import (
+    PaymentId,
+    instrument_filter,
+    known_states,
+    owner,
+    profile_filter,
+)
 from multibank.kernel.vocabulary import Tag
 from multibank.payments import repository, service
 from multibank.payments.models import TRANSFER, Payment
@@ -31,7 +35,6 @@ from multibank.payments.schemas import (
 )
 
 router = APIRouter(tags=["Transfers"], route_class=UnitOfWorkRoute)
-PaymentId = Annotated[str, Path(pattern=r"^[0-9]+$")]
 Id = Annotated[str, Query(pattern=r"^[0-9]+$", max_length=19)]
 CREATE_CONFLICTS = (
     "PROFILE_INACTIVE",
@@ -48,11 +51,6 @@ CREATE_CONFLICTS = (
     "AMOUNT_INVALID",
     "FUNDS_INSUFFICIENT",
 )
-
-
-def owner(session: Session) -> service.Owner:
-    auth = session.auth
-    return service.Owner(auth.identity_id, auth.identity_type, auth.user_id)
 
 
 def transfer_body(p: Payment) -> dict[str, Any]:
@@ -86,25 +84,6 @@ async def transfer_create(body: TransferCreate, session: LoggedIn) -> dict[str, 
     return transfer_body(await service.create_transfer(session.ctx, owner(session), body))
 
 
-def instrument_filter(kind: str | None, id_: str | None, name: str) -> tuple[str, int] | None:
-    """`{name}.id` and `{name}.type` go together: an id without its type is a 400."""
-    if id_ is None:
-        return None
-    if kind is None:
-        raise BadRequest(
-            f"{name}.type is required with {name}.id",
-            [{"fieldName": f"{name}.type", "error": "REQUIRED"}],
-        )
-    return kind, parse_id(id_) or 0  # an id no row can have matches nothing
-
-
-def known_states(states: list[str] | None, known: tuple[str, ...]) -> list[str]:
-    """A state the interface does not know filters nothing (the reference answers every
-    payment then); known ones filter as a set."""
-    given = states or []
-    return [] if any(s not in known for s in given) else given
-
-
 @router.get(
     "/transfers",
     operation_id="transfersGet",
@@ -129,15 +108,13 @@ async def transfers_get(
     """The logged-in identity's transfers, newest first, in pages of at most 100;
     `instrumentId.id` with `instrumentId.type` keeps those from or to that instrument."""
     filters = repository.Filters(
-        profile_id=int(profileId) if profileId and int(profileId) < 2**63 else None,
+        profile_id=profile_filter(profileId),
         instrument=instrument_filter(instrument_type, instrument_id, "instrumentId"),
         states=known_states(state, TRANSFER_STATES),
         created_from=createdFrom,
         created_to=createdTo,
         tag=tag,
     )
-    if profileId and int(profileId) >= 2**63:
-        return {"transfer": [], "count": 0, "responseCount": 0}
     total, rows = await service.page(session.ctx, owner(session), TRANSFER, filters, offset, limit)
     return {
         "transfer": [transfer_body(p) for p in rows],

@@ -1,0 +1,132 @@
+"""What the payment routers share (D12, D13): the owner of a payment, list filters, and the three
+SCA challenge operations every send and outgoing wire transfer has."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Response
+
+from multibank.api.deps import CallerIdempotent, LoggedIn, Session, conflicts
+from multibank.api.limits import CallerCodeSendLimited, CallerCodeVerifyLimited
+from multibank.factors.schemas import SCAOtpChannel, SCAPushChannel
+from multibank.kernel.errors import BadRequest
+from multibank.kernel.validation import parse_id
+from multibank.payments import sca, service
+from multibank.payments.schemas import VerificationCodeBody
+
+PaymentId = Annotated[str, Path(pattern=r"^[0-9]+$")]
+START_CONFLICTS = (
+    "STATE_INVALID",
+    "CHANNEL_NOT_SUPPORTED",
+    "CHANNEL_NOT_REGISTERED",
+    "SCA_EXEMPTION_APPLIED",
+)
+VERIFY_CONFLICTS = (
+    *START_CONFLICTS,
+    "VERIFICATION_CODE_EXPIRED",
+    "VERIFICATION_CODE_INVALID",
+    "ONE_CHALLENGE_LIMIT_REMAINING",
+    "CHALLENGE_LIMIT_EXCEEDED",
+)
+
+
+def owner(session: Session) -> service.Owner:
+    auth = session.auth
+    return service.Owner(auth.identity_id, auth.identity_type, auth.user_id)
+
+
+def instrument_filter(kind: str | None, id_: str | None, name: str) -> tuple[str, int] | None:
+    """`{name}.id` and `{name}.type` go together: an id without its type is a 400."""
+    if id_ is None:
+        return None
+    if kind is None:
+        raise BadRequest(
+            f"request.{name}.type: required with {name}.id",
+            [{"fieldName": f"{name}.type", "error": "REQUIRED", "params": []}],
+        )
+    return kind, parse_id(id_) or 0  # an id no row can have matches nothing
+
+
+def profile_filter(profile_id: str | None) -> int | None:
+    """A `profileId` filter; one no profile can have (over int64) matches nothing."""
+    return None if profile_id is None else (parse_id(profile_id) or 0)
+
+
+def known_states(states: list[str] | None, known: tuple[str, ...]) -> list[str]:
+    """A state the interface does not know filters nothing (the reference answers every
+    payment then); known ones filter as a set."""
+    given = states or []
+    return [] if any(s not in known for s in given) else given
+
+
+def page_body(key: str, total: int, items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {key: items, "count": total, "responseCount": len(items)}
+
+
+def add_challenges(router: APIRouter, path: str, kind: str, prefix: str, what: str) -> None:
+    """`{path}/{id}/challenges/otp/{channel}`, its `/verify`, and `…/push/{channel}`."""
+
+    async def otp_start(id: PaymentId, channel: SCAOtpChannel, session: LoggedIn) -> Response:
+        payment = await service.load(session.ctx, owner(session), kind, id, lock=True)
+        await sca.start_otp(session.ctx, session.auth, payment)
+        return Response(status_code=204)
+
+    otp_start.__doc__ = (
+        f"Sends an SMS code to the user's enrolled mobile to confirm the {what}; its amount and "
+        "payee are in the message. The payment waits 5 minutes for the answer."
+    )
+    router.add_api_route(
+        f"{path}/{{id}}/challenges/otp/{{channel}}",
+        otp_start,
+        methods=["POST"],
+        operation_id=f"{prefix}SCAChallenge",
+        status_code=204,
+        response_class=Response,
+        dependencies=[*CallerCodeSendLimited, CallerIdempotent],
+        responses=conflicts(*START_CONFLICTS),
+    )
+
+    async def otp_verify(
+        id: PaymentId, channel: SCAOtpChannel, body: VerificationCodeBody, session: LoggedIn
+    ) -> Response:
+        payment = await service.load(session.ctx, owner(session), kind, id, lock=True)
+        await sca.verify_otp(session.ctx, session.auth, payment, body.verificationCode)
+        return Response(status_code=204)
+
+    otp_verify.__doc__ = (
+        f"The SMS code of the {what}'s challenge, from the user who started it. Wrong codes "
+        "count down to ONE_CHALLENGE_LIMIT_REMAINING, then CHALLENGE_LIMIT_EXCEEDED ends the "
+        "payment."
+    )
+    router.add_api_route(
+        f"{path}/{{id}}/challenges/otp/{{channel}}/verify",
+        otp_verify,
+        methods=["POST"],
+        operation_id=f"{prefix}SCAVerify",
+        status_code=204,
+        response_class=Response,
+        dependencies=[*CallerCodeVerifyLimited, CallerIdempotent],
+        responses=conflicts(*VERIFY_CONFLICTS),
+    )
+
+    async def push_start(id: PaymentId, channel: SCAPushChannel, session: LoggedIn) -> Response:
+        payment = await service.load(session.ctx, owner(session), kind, id, lock=True)
+        await sca.start_push(session.ctx, session.auth, payment, channel.value)
+        return Response(status_code=204)
+
+    push_start.__doc__ = (
+        f"Sends a push challenge for the {what} to the user's enrolled device. In the sandbox "
+        "the simulator's `factors/{credentials_id}/challenges/{challenge_id}/verify_success` "
+        f"(or verify_invalid, verify_expired) answers it, with the {what}'s id as challenge_id."
+    )
+    router.add_api_route(
+        f"{path}/{{id}}/challenges/push/{{channel}}",
+        push_start,
+        methods=["POST"],
+        operation_id=f"{prefix}SCAChallengePush",
+        status_code=204,
+        response_class=Response,
+        dependencies=[*CallerCodeSendLimited, CallerIdempotent],
+        responses=conflicts(*START_CONFLICTS, "CHALLENGE_LIMIT_EXCEEDED"),
+    )

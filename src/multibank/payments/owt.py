@@ -1,0 +1,341 @@
+"""Outgoing wire transfers (money-movement.md §1.4, D12 to D14): from a managed account with an
+IBAN to an external beneficiary, by SEPA (EUR) or Faster Payments (GBP).
+
+A create that names a bad beneficiary is a 400 and leaves nothing. One refused for the source's
+state, the amount, or the money is still stored, `INVALID`, with why, and answers 409. An accepted
+one holds amount + fee and waits for SCA (`PENDING_CHALLENGE`) unless SCA does not apply; once
+verified it is `SUBMITTED`, then `APPROVED`, then `COMPLETED` after the programme's processing
+delay (programme clock), each step taken once by whichever process finds it due
+(`payments.steps`). The sandbox's canned destination IBANs force the other endings.
+"""
+
+from __future__ import annotations
+
+import re
+
+from stdnum import iban as stdnum_iban
+
+from multibank.accounts.models import ManagedAccount
+from multibank.kernel.errors import BadRequest, Conflict
+from multibank.kernel.ids import new_id
+from multibank.ledger import service as ledger
+from multibank.ledger.models import REVENUE, SETTLEMENT
+from multibank.payments.models import (
+    APPROVED,
+    COMPLETED,
+    FAILED,
+    INVALID,
+    OWT,
+    PENDING_CHALLENGE,
+    REJECTED,
+    RETURNED,
+    SUBMITTED,
+    Payment,
+)
+from multibank.payments.schemas import INT64_MAX, OwtCreate, SepaBankDetails
+from multibank.payments.service import (
+    CHALLENGE_TTL_MS,
+    MANAGED_ACCOUNTS,
+    Owner,
+    check_verified,
+    details_of,
+    fee_of,
+    give_back,
+    hold,
+    instruments,
+    new_payment,
+    own,
+    pay_out,
+    profile_of,
+    sca_exemption,
+)
+from multibank.programmes import repository as programmes
+from multibank.programmes.context import Ctx
+
+SEPA, FASTER_PAYMENTS = "SEPA", "FASTER_PAYMENTS"
+SCHEME_CURRENCY = {SEPA: "EUR", FASTER_PAYMENTS: "GBP"}
+# The most one payment may carry on each scheme, in minor units: a SEPA credit transfer's
+# 999,999,999.99 EUR, and the Faster Payments scheme's 1,000,000.00 GBP.
+SCHEME_LIMIT = {SEPA: 99_999_999_999, FASTER_PAYMENTS: 100_000_000}
+DESCRIPTION_LIMIT = {SEPA: 35, FASTER_PAYMENTS: 18}
+# Characters the Faster Payments scheme carries in a name.
+FPS_TEXT = re.compile(r"^[A-Za-z0-9 /\-?:().,'+#=!\"%&*<>;{@]+$")
+
+# Sandbox destination IBANs that name an outcome (money-movement.md §1.4, D14); accepted as
+# written although their check digits do not verify.
+CANNED_PREFIX = "WV38WEAV50201555"
+CANNED = {
+    f"{CANNED_PREFIX}5551": "REQUIRES_APPROVAL",
+    f"{CANNED_PREFIX}5552": "FAILURE",
+    f"{CANNED_PREFIX}5553": "DECLINED",
+    f"{CANNED_PREFIX}5554": "UNKNOWN_SUCCESS",
+    f"{CANNED_PREFIX}5555": "UNKNOWN_FAILURE",
+    f"{CANNED_PREFIX}5556": "DELAYED_RESPONSE",
+    f"{CANNED_PREFIX}5557": "NOT_SEPA_INSTANT",
+    f"{CANNED_PREFIX}5558": "INTERNAL_TRANSFER",
+    f"{CANNED_PREFIX}5559": "RETURN_OWT",
+    f"{CANNED_PREFIX}5560": "RETURN_BEFORE_COMPLETE_OWT",
+    f"{CANNED_PREFIX}5561": "REJECTED_OWT",
+}
+# Outcomes that stay SUBMITTED until the simulator accepts or rejects.
+WAIT_FOR_SIMULATOR = ("REQUIRES_APPROVAL", "UNKNOWN_FAILURE")
+DELAYED_FACTOR = 10  # DELAYED_RESPONSE takes ten processing delays
+
+
+def _bad(field: str, message: str, error: str = "REGEX") -> BadRequest:
+    return BadRequest(
+        f"request.{field}: {message}",
+        [{"fieldName": field, "error": error, "params": []}],
+    )
+
+
+def _normal_iban(value: str) -> str:
+    return value.replace(" ", "").upper()
+
+
+def scheme_of(data: OwtCreate) -> str:
+    details = data.destinationBeneficiary.bankAccountDetails
+    return SEPA if isinstance(details, SepaBankDetails) else FASTER_PAYMENTS
+
+
+def check_beneficiary(data: OwtCreate, scheme: str, sandbox: bool) -> None:
+    """The 400s the scheme decides: a blank or (FPS) unsupported name, the reference's length
+    and presence, and an IBAN whose check digits fail (the sandbox's canned IBANs excepted)."""
+    b = data.destinationBeneficiary
+    if not b.name.strip():
+        raise _bad("destinationBeneficiary.name", "must not be blank", "NOT_BLANK")
+    if scheme == FASTER_PAYMENTS and not FPS_TEXT.match(b.name):
+        raise _bad("destinationBeneficiary.name", "characters Faster Payments does not carry")
+    description = data.description
+    if scheme == SEPA and not (description and description.strip()):
+        raise _bad("description", "required for SEPA", "REQUIRED")
+    if description is not None and len(description) > DESCRIPTION_LIMIT[scheme]:
+        limit = DESCRIPTION_LIMIT[scheme]
+        raise BadRequest(
+            f"request.description: size must be between 0 and {limit}",
+            [{"fieldName": "description", "error": "SIZE", "params": ["0", str(limit)]}],
+        )
+    details = b.bankAccountDetails
+    if isinstance(details, SepaBankDetails):
+        iban = _normal_iban(details.iban)
+        if not (sandbox and iban in CANNED) and not stdnum_iban.is_valid(iban):
+            raise _bad(
+                "destinationBeneficiary.bankAccountDetails.iban", "check digits do not verify"
+            )
+
+
+def outcome_of(payment: Payment) -> str | None:
+    """The canned outcome a sandbox wire transfer's destination IBAN names, if any."""
+    details = (payment.beneficiary or {}).get("bankAccountDetails") or {}
+    iban = details.get("iban")
+    return CANNED.get(_normal_iban(iban)) if isinstance(iban, str) else None
+
+
+async def create(ctx: Ctx, owner: Owner, data: OwtCreate) -> Payment:
+    scheme = scheme_of(data)
+    check_beneficiary(data, scheme, ctx.sandbox)
+    profile = await profile_of(ctx, OWT, data.profileId)
+    if profile is None:
+        raise Conflict("PROFILE_NOT_FOUND")
+    if not profile.active:
+        raise Conflict("PROFILE_INACTIVE")
+    found = await instruments(ctx, [data.sourceInstrument])
+    source = own(found, data.sourceInstrument, owner)
+    if source is None:
+        raise Conflict("SOURCE_NOT_FOUND")
+    if source.iban_state != "ALLOCATED":
+        raise Conflict("IBAN_UPGRADE_REQUIRED")
+    currency, amount = data.transferAmount.currency, data.transferAmount.amount
+    if SCHEME_CURRENCY[scheme] != currency or source.currency != currency:
+        raise Conflict("CURRENCY_MISMATCH")
+    await check_verified(ctx, owner.identity_id)
+    fee = fee_of(profile, currency)
+    payment = new_payment(
+        ctx,
+        OWT,
+        owner,
+        profile,
+        data.tag,
+        source_type=MANAGED_ACCOUNTS,
+        source_id=source.id,
+        beneficiary=data.destinationBeneficiary.model_dump(exclude_none=True),
+        scheme=scheme,
+        description=data.description,
+        currency=currency,
+        amount=amount,
+        fee=fee,
+        state=INVALID,
+    )
+    refusal = _refusal(source, scheme, amount, fee)
+    if refusal is None:
+        try:
+            # A savepoint: a hold refused for funds leaves no half-written transaction.
+            async with ctx.db.begin_nested():
+                await hold(ctx, payment, source, details_of(payment, source, None))
+        except Conflict:
+            refusal = ("FUNDS_INSUFFICIENT", "INSUFFICIENT_FUNDS")
+    if refusal is not None:
+        # Kept, INVALID, with why; the answer is the refusal, and the ref keeps it (D12).
+        code, payment.failure = refusal
+        ctx.db.add(payment)
+        await ctx.db.flush()
+        raise Conflict(code).keeping_changes().storing_answer()
+    exemption = await sca_exemption(ctx, owner, amount)
+    ctx.db.add(payment)
+    if ctx.programme.owt_sca_required and exemption is None:
+        payment.state = PENDING_CHALLENGE
+        payment.due_at = ctx.now + CHALLENGE_TTL_MS
+    else:
+        payment.exemption = exemption
+        submit(ctx, payment)
+    await ctx.db.flush()
+    return payment
+
+
+def _refusal(source: ManagedAccount, scheme: str, amount: int, fee: int) -> tuple[str, str] | None:
+    """(errorCode, the stored validation failure) of a create that is kept as INVALID."""
+    if source.state == "DESTROYED":
+        return "SOURCE_INSTRUMENT_DESTROYED", "SOURCE_INSTRUMENT_DESTROYED"
+    if source.state == "BLOCKED":
+        return "SOURCE_INSTRUMENT_BLOCKED", "SOURCE_INSTRUMENT_BLOCKED"
+    if amount <= 0 or amount > SCHEME_LIMIT[scheme]:
+        return "AMOUNT_INVALID", "AMOUNT_INVALID"
+    if amount + fee > INT64_MAX:
+        return "FUNDS_INSUFFICIENT", "INSUFFICIENT_FUNDS"
+    return None
+
+
+# Processing (D14)
+
+
+def submit(ctx: Ctx, payment: Payment) -> None:
+    """SCA passed (or not needed): sent to the sending institution. The approval step is due at
+    once, unless the destination is one the simulator must settle."""
+    payment.state = SUBMITTED
+    payment.updated_at = ctx.now
+    payment.due_at = None if outcome_of(payment) in WAIT_FOR_SIMULATOR else ctx.now
+
+
+def _delay_ms(ctx: Ctx, payment: Payment) -> int:
+    delay = ctx.programme.owt_processing_delay_seconds * 1000
+    return delay * DELAYED_FACTOR if outcome_of(payment) == "DELAYED_RESPONSE" else delay
+
+
+async def step(ctx: Ctx, payment: Payment) -> None:
+    """The next step of a due wire transfer past SCA (the caller holds its row lock)."""
+    outcome = outcome_of(payment)
+    if payment.state == SUBMITTED:
+        if outcome == "FAILURE":
+            payment.rejected_info = "SYSTEM"
+            await give_back(ctx, payment, FAILED, "FAILURE")
+        elif outcome in ("DECLINED", "REJECTED_OWT"):
+            payment.rejected_info = "SYSTEM"
+            await give_back(ctx, payment, REJECTED, outcome)
+        elif outcome == "RETURN_BEFORE_COMPLETE_OWT":
+            await give_back(ctx, payment, RETURNED, outcome)
+        else:
+            payment.state = APPROVED
+            payment.updated_at = ctx.now
+            payment.due_at = ctx.now + _delay_ms(ctx, payment)
+    elif payment.state == APPROVED:
+        await complete(ctx, payment)
+    elif payment.state == COMPLETED and outcome == "RETURN_OWT":
+        await give_back_after_completion(ctx, payment)
+    else:  # nothing is due in this state
+        payment.due_at = None
+
+
+async def complete(ctx: Ctx, payment: Payment) -> None:
+    """The money leaves: amount to the settlement account, fee to revenue."""
+    await pay_out(ctx, payment)
+    outcome = outcome_of(payment)
+    if outcome == "INTERNAL_TRANSFER":
+        await _arrives_back(ctx, payment)
+    elif outcome == "RETURN_OWT":
+        payment.due_at = ctx.now + _delay_ms(ctx, payment)
+
+
+async def _arrives_back(ctx: Ctx, payment: Payment) -> None:
+    """The destination is the sender's own account: the amount comes back as a deposit."""
+    settlement = await ledger.system_account(
+        ctx.db, ctx.programme.id, SETTLEMENT, payment.currency, ctx.now
+    )
+    b = payment.beneficiary or {}
+    await ledger.post(
+        ctx.db,
+        programme_id=ctx.programme.id,
+        type_="DEPOSIT",
+        legs=[
+            ledger.Leg(payment.source_id, payment.currency, payment.amount, payment.amount),
+            ledger.Leg(settlement, payment.currency, -payment.amount, -payment.amount, False),
+        ],
+        now_ms=ctx.now,
+        details={
+            k: v
+            for k, v in {"sender": b.get("name"), "reference": payment.description}.items()
+            if v
+        },
+    )
+
+
+async def give_back_after_completion(ctx: Ctx, payment: Payment) -> None:
+    """A return: the amount comes back to the source, and the fee too when the wire transfer
+    profile says so (D14); the payment ends RETURNED."""
+    profile = await programmes.get_profile(ctx.db, ctx.programme.id, payment.profile_id)
+    fee = payment.fee if profile is not None and profile.return_fee_refunded else 0
+    settlement = await ledger.system_account(
+        ctx.db, ctx.programme.id, SETTLEMENT, payment.currency, ctx.now
+    )
+    c = payment.currency
+    legs = [
+        ledger.Leg(payment.source_id, c, payment.amount + fee, payment.amount + fee),
+        ledger.Leg(settlement, c, -payment.amount, -payment.amount, guarded=False),
+    ]
+    if fee:
+        revenue = await ledger.system_account(
+            ctx.db,
+            ctx.programme.id,
+            REVENUE,
+            c,
+            ctx.now,
+            shard=ledger.revenue_shard(payment.source_id),
+        )
+        legs.append(ledger.Leg(revenue, c, -fee, -fee, guarded=False))
+    await ledger.post(
+        ctx.db,
+        programme_id=ctx.programme.id,
+        type_=OWT,
+        legs=legs,
+        now_ms=ctx.now,
+        details={
+            "byAccount": {
+                str(payment.source_id): {"fields": {"returnedTransferId": str(payment.id)}}
+            }
+        },
+        transaction_id=new_id(),
+    )
+    payment.state = RETURNED
+    payment.due_at = None
+    payment.updated_at = ctx.now
+
+
+# The simulator's settlement of a submitted wire transfer (D14, D15)
+
+
+async def simulate(ctx: Ctx, payment: Payment, action: str) -> str:
+    """accept, reject or return; answers the simulator's `code`."""
+    if action == "return":
+        if payment.state != COMPLETED:
+            return "DENIED"
+        await give_back_after_completion(ctx, payment)
+        return "COMPLETED"
+    if payment.state in (COMPLETED, RETURNED):
+        return "DENIED_WIRE_TRANSFER_ALREADY_COMPLETED"
+    if payment.state not in (SUBMITTED, APPROVED):
+        return "DENIED"
+    if action == "accept":
+        await complete(ctx, payment)
+    else:
+        payment.rejected_info = "SYSTEM"
+        await give_back(ctx, payment, REJECTED, "REJECTED_BY_SIMULATOR")
+    return "COMPLETED"
