@@ -3,7 +3,7 @@ one authenticated read, to see where a request's CPU goes while changing the req
 Not a substitute for the wrk figures; a quick loop for profiling (e.g. under py-spy or cProfile).
 
 Usage: .venv/bin/python bench/inproc.py [--requests 3000] [--database-url URL]
-       [--path acct|corp|list|health|fee] [--profile FILE]
+       [--path acct|corp|list|health|fee|transfer] [--profile FILE]
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ async def main() -> None:
             ).json()["token"]
             h["authorization"] = f"Bearer {tok}"
             acc = None
+            accounts = []
             for i in range(10):
                 acc = (
                     await c.post(
@@ -84,8 +85,9 @@ async def main() -> None:
                         },
                     )
                 ).json()
+                accounts.append(acc["id"])
             method, body = "GET", b""
-            if args.path == "fee":
+            if args.path in ("fee", "transfer"):
                 sim = {"programme-key": key}
                 iban = (await c.post(f"/multi/managed_accounts/{acc['id']}/iban", headers=h)).json()
                 if iban["state"] == "PENDING_ALLOCATION":
@@ -103,6 +105,13 @@ async def main() -> None:
                         "feeType": "ADMIN_FEE",
                         "source": {"type": "managed_accounts", "id": acc["id"]},
                     }
+                    if args.path == "fee"
+                    else {
+                        "profileId": profiles["transfers"],
+                        "source": {"type": "managed_accounts", "id": acc["id"]},
+                        "destination": {"type": "managed_accounts", "id": accounts[0]},
+                        "destinationAmount": {"currency": "EUR", "amount": 100},
+                    }
                 ).encode()
         assert acc is not None
         path, query = {
@@ -111,6 +120,7 @@ async def main() -> None:
             "list": ("/multi/managed_accounts", b"limit=10"),
             "health": ("/healthz", b""),
             "fee": ("/multi/corporates/fees/charge", b""),
+            "transfer": ("/multi/transfers", b""),
         }[args.path]
         headers = [(k.encode(), v.encode()) for k, v in h.items()] + [(b"host", b"t")]
         if method == "POST":

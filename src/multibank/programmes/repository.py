@@ -47,9 +47,15 @@ async def list_profiles(session: AsyncSession, programme_id: int) -> Sequence[Pr
     return (await session.execute(stmt)).scalars().all()
 
 
+# Built once: every payment runs it.
+_PROFILE = select(Profile).where(
+    Profile.programme_id == bindparam("programme_id"), Profile.id == bindparam("profile_id")
+)
+
+
 async def get_profile(session: AsyncSession, programme_id: int, profile_id: int) -> Profile | None:
-    stmt = select(Profile).where(Profile.programme_id == programme_id, Profile.id == profile_id)
-    return (await session.execute(stmt)).scalar_one_or_none()
+    params = {"programme_id": programme_id, "profile_id": profile_id}
+    return (await session.execute(_PROFILE, params)).scalar_one_or_none()
 
 
 async def list_fee_types(session: AsyncSession, programme_id: int) -> Sequence[FeeType]:
