@@ -324,3 +324,84 @@ async def test_kill_minus_nine_between_verify_and_completion(tmp_path):
             proc.terminate()
             await proc.wait()
         await assert_ledger_verify_ok(url)
+
+
+async def test_one_ref_twenty_times_is_one_send(client, programme, container):
+    p = await programme()
+    sender = await verified(client, p, "corporates")
+    a = (await open_account(client, sender, "EUR"))["id"]
+    assert await deposit(client, p, a, 100_000) == "COMPLETED"
+    receiver = await verified(client, p, "consumers")
+    r = (await open_account(client, receiver, "EUR"))["id"]
+    tokens = await _sessions(client, p, sender)
+    ref = f"same-{os.urandom(6).hex()}"
+    body = {
+        "profileId": p.profiles["sends"],
+        "source": {"type": "managed_accounts", "id": a},
+        "destination": {"type": "managed_accounts", "id": r},
+        "destinationAmount": {"currency": "EUR", "amount": AMOUNT},
+    }
+    responses = await asyncio.gather(
+        *(
+            client.post(
+                "/multi/sends",
+                headers={**_as(p, tokens[i % SESSIONS]), "idempotency-ref": ref},
+                json=body,
+            )
+            for i in range(20)
+        )
+    )
+    replies = {(x.status_code, x.content) for x in responses}
+    assert len(replies) == 1, Counter((x.status_code, x.text) for x in responses)
+    assert responses[0].status_code == 200
+    assert await balances(client, sender, a) == (100_000 - AMOUNT, 100_000)  # one hold
+    listed = await client.get("/multi/sends", headers=sender.headers)
+    assert listed.json()["count"] == 1
+
+
+async def test_ledger_verify_names_a_hold_that_differs(client, programme, container):
+    from sqlalchemy import update
+
+    from multibank.payments.models import Payment
+
+    p = await programme()
+    sender = await verified(client, p, "corporates")
+    a = (await open_account(client, sender, "EUR"))["id"]
+    assert await deposit(client, p, a, 100_000) == "COMPLETED"
+    receiver = await verified(client, p, "consumers")
+    r = (await open_account(client, receiver, "EUR"))["id"]
+    res = await client.post(
+        "/multi/sends",
+        headers=sender.headers,
+        json={
+            "profileId": p.profiles["sends"],
+            "source": {"type": "managed_accounts", "id": a},
+            "destination": {"type": "managed_accounts", "id": r},
+            "destinationAmount": {"currency": "EUR", "amount": AMOUNT},
+        },
+    )
+    send_id = int(res.json()["id"])
+    verify = f"{PORTAL}/{p.id}/ledger/verify"
+    assert (await client.get(verify, headers=ADMIN)).json() == {"ok": True, "violations": []}
+
+    async def shift(delta: int) -> None:  # behind the ledger's back
+        async with container.db.transaction() as s:
+            await s.execute(
+                update(Payment)
+                .where(Payment.id == send_id)
+                .values(reserved=Payment.reserved + delta)
+            )
+
+    await shift(1)
+    try:
+        found = (await client.get(verify, headers=ADMIN)).json()
+        assert found["ok"] is False
+        whats = {v["what"] for v in found["violations"]}
+        assert whats == {
+            "reserved amounts differ from the open reservations",
+            "held amount differs from the account's open reservations",
+        }, found
+        assert any(a in v["detail"] for v in found["violations"])
+    finally:
+        await shift(-1)
+    assert (await client.get(verify, headers=ADMIN)).json() == {"ok": True, "violations": []}

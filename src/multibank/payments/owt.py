@@ -166,6 +166,10 @@ async def create(ctx: Ctx, owner: Owner, data: OwtCreate) -> Payment:
         fee=fee,
         state=INVALID,
     )
+    # Before the hold: the exemption locks the identity's row, and every payment takes that
+    # lock before any balance's (a send does the same), so two never wait on each other.
+    sca = ctx.programme.owt_sca_required
+    exemption = await sca_exemption(ctx, owner, amount) if sca else None
     refusal = _refusal(source, scheme, amount, fee)
     if refusal is None:
         try:
@@ -180,9 +184,8 @@ async def create(ctx: Ctx, owner: Owner, data: OwtCreate) -> Payment:
         ctx.db.add(payment)
         await ctx.db.flush()
         raise Conflict(code).keeping_changes().storing_answer()
-    exemption = await sca_exemption(ctx, owner, amount)
     ctx.db.add(payment)
-    if ctx.programme.owt_sca_required and exemption is None:
+    if sca and exemption is None:
         payment.state = PENDING_CHALLENGE
         payment.due_at = ctx.now + CHALLENGE_TTL_MS
     else:

@@ -237,7 +237,10 @@ async def create_send(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payment:
         fee=fee,
         state=PENDING,
     )
-    exemption = await sca_exemption(ctx, owner, amount)
+    # The exemption locks the identity's row before any balance is touched (see owt.create).
+    exemption = (
+        await sca_exemption(ctx, owner, amount) if ctx.programme.sends_sca_required else None
+    )
     if not ctx.programme.sends_sca_required or exemption is not None:
         payment.exemption = exemption
         payment.state = COMPLETED

@@ -7,25 +7,17 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
-from multibank.api.deps import (
-    STEP_UP_RESPONSES,
-    CallerIdempotent,
-    LoggedIn,
-    StepUpRequired,
-    conflicts,
-)
+from multibank.api.deps import conflicts
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.v3_29.payments_common import (
-    PaymentId,
-    add_challenges,
+    PaymentOperations,
+    add_payment_operations,
     instrument_filter,
     known_states,
-    owner,
-    page_body,
     profile_filter,
 )
 from multibank.kernel.vocabulary import Tag
-from multibank.payments import owt, repository, service
+from multibank.payments import owt, repository
 from multibank.payments.models import OWT, Payment
 from multibank.payments.schemas import OWT_STATES, OwtCreate, OwtPage, OwtRead
 
@@ -62,35 +54,7 @@ def owt_body(p: Payment) -> dict[str, Any]:
     }
 
 
-@router.post(
-    "/outgoing_wire_transfers",
-    operation_id="outgoingWireTransferCreate",
-    response_model=OwtRead,
-    response_model_exclude_none=True,
-    dependencies=[CallerIdempotent],
-    responses=conflicts(*CREATE_CONFLICTS),
-)
-async def owt_create(body: OwtCreate, session: LoggedIn) -> dict[str, Any]:
-    """Pays `transferAmount` from the caller's account (which needs its IBAN) to
-    `destinationBeneficiary`: SEPA bank details for EUR, Faster Payments for GBP (`type` says
-    which). The source also pays the wire transfer profile's fee. Answers `PENDING_CHALLENGE`
-    (amount + fee held) until a challenge is verified, then it is `SUBMITTED`, `APPROVED` and
-    `COMPLETED` after the programme's processing delay. A create refused for the source's
-    state, the amount or the funds is kept as `INVALID` and answers 409."""
-    return owt_body(await owt.create(session.ctx, owner(session), body))
-
-
-@router.get(
-    "/outgoing_wire_transfers",
-    operation_id="outgoingWireTransfersGet",
-    response_model=OwtPage,
-    response_model_exclude_none=True,
-    responses=STEP_UP_RESPONSES,
-)
-async def owts_get(
-    session: StepUpRequired,
-    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
-    limit: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+async def owt_filters(
     profileId: Id | None = None,
     source_id: Annotated[
         str | None, Query(alias="sourceInstrument.id", pattern=r"^[0-9]+$")
@@ -102,10 +66,8 @@ async def owts_get(
     createdFrom: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     createdTo: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     tag: Annotated[Tag | None, Query()] = None,
-) -> dict[str, Any]:
-    """The logged-in identity's outgoing wire transfers, newest first, in pages of at most
-    100; `sourceInstrument.id` needs `sourceInstrument.type`."""
-    filters = repository.Filters(
+) -> repository.Filters:
+    return repository.Filters(
         profile_id=profile_filter(profileId),
         source=instrument_filter(source_type, source_id, "sourceInstrument"),
         states=known_states(state, OWT_STATES),
@@ -113,22 +75,32 @@ async def owts_get(
         created_to=createdTo,
         tag=tag,
     )
-    total, rows = await service.page(session.ctx, owner(session), OWT, filters, offset, limit)
-    return page_body("transfer", total, [owt_body(p) for p in rows])
 
 
-@router.get(
-    "/outgoing_wire_transfers/{id}",
-    operation_id="outgoingWireTransferGet",
-    response_model=OwtRead,
-    response_model_exclude_none=True,
-    responses=STEP_UP_RESPONSES,
-)
-async def owt_get(id: PaymentId, session: StepUpRequired) -> dict[str, Any]:
-    """One of the logged-in identity's outgoing wire transfers; another identity's is 404."""
-    return owt_body(await service.load(session.ctx, owner(session), OWT, id))
-
-
-add_challenges(
-    router, "/outgoing_wire_transfers", OWT, "outgoingWireTransfer", "outgoing wire transfer"
+add_payment_operations(
+    router,
+    PaymentOperations(
+        kind=OWT,
+        path="/outgoing_wire_transfers",
+        key="transfer",
+        prefix="outgoingWireTransfer",
+        what="outgoing wire transfer",
+        body=owt_body,
+        read_model=OwtRead,
+        page_model=OwtPage,
+        create_model=OwtCreate,
+        create=owt.create,
+        create_doc="""Pays `transferAmount` from the caller's account (which needs its IBAN)
+        to `destinationBeneficiary`: SEPA bank details for EUR, Faster Payments for GBP (`type`
+        says which). The source also pays the wire transfer profile's fee. Answers
+        `PENDING_CHALLENGE` (amount + fee held) until a challenge is verified, then it is
+        `SUBMITTED`, `APPROVED` and `COMPLETED` after the programme's processing delay. A create
+        refused for the source's state, the amount or the funds is kept as `INVALID` and answers
+        409.""",
+        create_responses=conflicts(*CREATE_CONFLICTS),
+        filters=owt_filters,
+        list_doc="""The logged-in identity's outgoing wire transfers, newest first, in pages of
+        at most 100; `sourceInstrument.id` needs `sourceInstrument.type`.""",
+        challenges=True,
+    ),
 )

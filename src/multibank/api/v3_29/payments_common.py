@@ -1,19 +1,33 @@
-"""What the payment routers share (D12, D13): the owner of a payment, list filters, and the three
-SCA challenge operations every send and outgoing wire transfer has."""
+"""The payment operations of every kind (D12, D13), from one skeleton: create, list and get, and
+the three SCA challenge operations of sends and outgoing wire transfers. Each kind's router
+describes its wire shape, create service, 409 codes and list filters (`PaymentOperations`)."""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
+from pydantic import BaseModel
 
-from multibank.api.deps import CallerIdempotent, LoggedIn, Session, conflicts
+from multibank.api.deps import (
+    STEP_UP_RESPONSES,
+    CallerIdempotent,
+    LoggedIn,
+    Session,
+    StepUpRequired,
+    conflicts,
+)
 from multibank.api.limits import CallerCodeSendLimited, CallerCodeVerifyLimited
 from multibank.factors.schemas import SCAOtpChannel, SCAPushChannel
 from multibank.kernel.errors import BadRequest
 from multibank.kernel.validation import parse_id
-from multibank.payments import sca, service
+from multibank.payments import repository, sca, service
+from multibank.payments.models import Payment
 from multibank.payments.schemas import VerificationCodeBody
+from multibank.programmes.context import Ctx
 
 PaymentId = Annotated[str, Path(pattern=r"^[0-9]+$")]
 START_CONFLICTS = (
@@ -130,3 +144,95 @@ def add_challenges(router: APIRouter, path: str, kind: str, prefix: str, what: s
         dependencies=[*CallerCodeSendLimited, CallerIdempotent],
         responses=conflicts(*START_CONFLICTS, "CHALLENGE_LIMIT_EXCEEDED"),
     )
+
+
+# One skeleton for the three payment kinds: create, list and get (and, for sends and wire
+# transfers, the challenge operations) registered from a description of the kind.
+
+Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]
+Limit = Annotated[int | None, Query(ge=1, le=2**31 - 1)]
+
+
+@dataclass(frozen=True)
+class PaymentOperations:
+    kind: str  # payments.models kind
+    path: str  # "/transfers"
+    key: str  # the list envelope's key: "transfer"
+    prefix: str  # operationIds: {prefix}Create, {prefix}sGet, {prefix}Get
+    what: str  # "transfer", in descriptions
+    body: Callable[[Payment], dict[str, Any]]
+    read_model: type[BaseModel]
+    page_model: type[BaseModel]
+    create_model: type[BaseModel]
+    create: Callable[[Ctx, service.Owner, Any], Awaitable[Payment]]
+    create_doc: str
+    create_responses: dict[int | str, dict[str, Any]]
+    # A dependency reading the kind's list filters from the query string.
+    filters: Callable[..., Awaitable[repository.Filters]]
+    list_doc: str
+    challenges: bool
+
+
+def _typed(fn: Callable[..., Any], **annotations: Any) -> None:
+    """Gives `fn` the parameter types of this kind, for FastAPI to read."""
+    signature = inspect.signature(fn)
+    fn.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[
+            p.replace(annotation=annotations.get(p.name, p.annotation))
+            for p in signature.parameters.values()
+        ]
+    )
+
+
+def add_payment_operations(router: APIRouter, k: PaymentOperations) -> None:
+    async def create(data: Any, session: LoggedIn) -> dict[str, Any]:
+        return k.body(await k.create(session.ctx, owner(session), data))
+
+    _typed(create, data=k.create_model)
+    create.__doc__ = k.create_doc
+    router.add_api_route(
+        k.path,
+        create,
+        methods=["POST"],
+        operation_id=f"{k.prefix}Create",
+        response_model=k.read_model,
+        response_model_exclude_none=True,
+        dependencies=[CallerIdempotent],
+        responses=k.create_responses,
+    )
+
+    async def list_(
+        session: StepUpRequired, filters: Any, offset: Offset = 0, limit: Limit = None
+    ) -> dict[str, Any]:
+        total, rows = await service.page(
+            session.ctx, owner(session), k.kind, filters, offset, limit
+        )
+        return page_body(k.key, total, [k.body(p) for p in rows])
+
+    _typed(list_, filters=Annotated[repository.Filters, Depends(k.filters)])
+    list_.__doc__ = k.list_doc
+    router.add_api_route(
+        k.path,
+        list_,
+        methods=["GET"],
+        operation_id=f"{k.prefix}sGet",
+        response_model=k.page_model,
+        response_model_exclude_none=True,
+        responses=STEP_UP_RESPONSES,
+    )
+
+    async def get(id: PaymentId, session: StepUpRequired) -> dict[str, Any]:
+        return k.body(await service.load(session.ctx, owner(session), k.kind, id))
+
+    get.__doc__ = f"One of the logged-in identity's {k.what}s; another identity's is 404."
+    router.add_api_route(
+        f"{k.path}/{{id}}",
+        get,
+        methods=["GET"],
+        operation_id=f"{k.prefix}Get",
+        response_model=k.read_model,
+        response_model_exclude_none=True,
+        responses=STEP_UP_RESPONSES,
+    )
+    if k.challenges:
+        add_challenges(router, k.path, k.kind, k.prefix, k.what)

@@ -3,30 +3,23 @@ confirmed by SCA unless the programme turns it off or the low-value exemption ap
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from multibank.api.deps import (
-    STEP_UP_RESPONSES,
-    CallerIdempotent,
-    LoggedIn,
-    StepUpRequired,
-    conflicts,
-)
+from multibank.api.deps import conflicts
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.v3_29.payments_common import (
-    PaymentId,
-    add_challenges,
+    PaymentOperations,
+    add_payment_operations,
     instrument_filter,
     known_states,
-    owner,
-    page_body,
     profile_filter,
 )
+from multibank.api.v3_29.transfers import transfer_body
 from multibank.kernel.vocabulary import Tag
 from multibank.payments import repository, service
-from multibank.payments.models import SEND, Payment
+from multibank.payments.models import SEND
 from multibank.payments.schemas import (
     SEND_STATES,
     InstrumentType,
@@ -56,46 +49,7 @@ CREATE_CONFLICTS = (
 )
 
 
-def send_body(p: Payment) -> dict[str, Any]:
-    return {
-        "id": str(p.id),
-        "profileId": str(p.profile_id),
-        "tag": p.tag,
-        "source": {"type": p.source_type, "id": str(p.source_id)},
-        "destination": {"type": p.destination_type, "id": str(p.destination_id)},
-        "destinationAmount": {"currency": p.currency, "amount": p.amount},
-        "state": p.state,
-        "creationTimestamp": p.created_at,
-    }
-
-
-@router.post(
-    "/sends",
-    operation_id="sendCreate",
-    response_model=SendRead,
-    response_model_exclude_none=True,
-    dependencies=[CallerIdempotent],
-    responses=conflicts(*CREATE_CONFLICTS),
-)
-async def send_create(body: TransferCreate, session: LoggedIn) -> dict[str, Any]:
-    """Sends `destinationAmount` from the caller's `source` to another identity's
-    `destination` in the same currency; the source also pays the send profile's fee.
-    `COMPLETED` when SCA does not apply; otherwise `PENDING`, amount + fee held, until a
-    challenge on it is verified (5 minutes)."""
-    return send_body(await service.create_send(session.ctx, owner(session), body))
-
-
-@router.get(
-    "/sends",
-    operation_id="sendsGet",
-    response_model=SendsPage,
-    response_model_exclude_none=True,
-    responses=STEP_UP_RESPONSES,
-)
-async def sends_get(
-    session: StepUpRequired,
-    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
-    limit: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+async def send_filters(
     profileId: Id | None = None,
     source_id: Annotated[str | None, Query(alias="source.id", pattern=r"^[0-9]+$")] = None,
     source_type: Annotated[InstrumentType | None, Query(alias="source.type")] = None,
@@ -103,9 +57,8 @@ async def sends_get(
     createdFrom: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     createdTo: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     tag: Annotated[Tag | None, Query()] = None,
-) -> dict[str, Any]:
-    """The logged-in identity's sends, newest first, in pages of at most 100."""
-    filters = repository.Filters(
+) -> repository.Filters:
+    return repository.Filters(
         profile_id=profile_filter(profileId),
         source=instrument_filter(source_type, source_id, "source"),
         states=known_states(state, SEND_STATES),
@@ -113,20 +66,29 @@ async def sends_get(
         created_to=createdTo,
         tag=tag,
     )
-    total, rows = await service.page(session.ctx, owner(session), SEND, filters, offset, limit)
-    return page_body("send", total, [send_body(p) for p in rows])
 
 
-@router.get(
-    "/sends/{id}",
-    operation_id="sendGet",
-    response_model=SendRead,
-    response_model_exclude_none=True,
-    responses=STEP_UP_RESPONSES,
+add_payment_operations(
+    router,
+    PaymentOperations(
+        kind=SEND,
+        path="/sends",
+        key="send",
+        prefix="send",
+        what="send",
+        body=transfer_body,  # a send has the transfer's shape
+        read_model=SendRead,
+        page_model=SendsPage,
+        create_model=TransferCreate,
+        create=service.create_send,
+        create_doc="""Sends `destinationAmount` from the caller's `source` to another identity's
+        `destination` in the same currency; the source also pays the send profile's fee.
+        `COMPLETED` when SCA does not apply; otherwise `PENDING`, amount + fee held, until a
+        challenge on it is verified (5 minutes).""",
+        create_responses=conflicts(*CREATE_CONFLICTS),
+        filters=send_filters,
+        list_doc="""The logged-in identity's sends, newest first, in pages of at most 100;
+        `source.id` needs `source.type`.""",
+        challenges=True,
+    ),
 )
-async def send_get(id: PaymentId, session: StepUpRequired) -> dict[str, Any]:
-    """One of the logged-in identity's sends; another identity's is 404."""
-    return send_body(await service.load(session.ctx, owner(session), SEND, id))
-
-
-add_challenges(router, "/sends", SEND, "send", "send")

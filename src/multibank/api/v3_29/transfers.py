@@ -7,20 +7,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from multibank.api.deps import (
-    STEP_UP_RESPONSES,
-    CallerIdempotent,
-    LoggedIn,
-    StepUpRequired,
-    conflicts,
-)
+from multibank.api.deps import conflicts
 from multibank.api.openapi import not_found
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.v3_29.payments_common import (
-    PaymentId,
+    PaymentOperations,
+    add_payment_operations,
     instrument_filter,
     known_states,
-    owner,
     profile_filter,
 )
 from multibank.kernel.vocabulary import Tag
@@ -66,35 +60,7 @@ def transfer_body(p: Payment) -> dict[str, Any]:
     }
 
 
-@router.post(
-    "/transfers",
-    operation_id="transferCreate",
-    response_model=TransferRead,
-    response_model_exclude_none=True,
-    dependencies=[CallerIdempotent],
-    responses={
-        **conflicts(*CREATE_CONFLICTS),
-        **not_found("no transfer profile of the programme has this profileId"),
-    },
-)
-async def transfer_create(body: TransferCreate, session: LoggedIn) -> dict[str, Any]:
-    """Moves `destinationAmount` from `source` to `destination`, two instruments of the
-    logged-in identity in the same currency. The source also pays the transfer profile's fee in
-    that currency. Answers the transfer, `COMPLETED`: the money has moved."""
-    return transfer_body(await service.create_transfer(session.ctx, owner(session), body))
-
-
-@router.get(
-    "/transfers",
-    operation_id="transfersGet",
-    response_model=TransfersPage,
-    response_model_exclude_none=True,
-    responses=STEP_UP_RESPONSES,
-)
-async def transfers_get(
-    session: StepUpRequired,
-    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
-    limit: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+async def transfer_filters(
     profileId: Id | None = None,
     instrument_id: Annotated[
         str | None, Query(alias="instrumentId.id", pattern=r"^[0-9]+$")
@@ -104,10 +70,8 @@ async def transfers_get(
     createdFrom: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     createdTo: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     tag: Annotated[Tag | None, Query()] = None,
-) -> dict[str, Any]:
-    """The logged-in identity's transfers, newest first, in pages of at most 100;
-    `instrumentId.id` with `instrumentId.type` keeps those from or to that instrument."""
-    filters = repository.Filters(
+) -> repository.Filters:
+    return repository.Filters(
         profile_id=profile_filter(profileId),
         instrument=instrument_filter(instrument_type, instrument_id, "instrumentId"),
         states=known_states(state, TRANSFER_STATES),
@@ -115,21 +79,32 @@ async def transfers_get(
         created_to=createdTo,
         tag=tag,
     )
-    total, rows = await service.page(session.ctx, owner(session), TRANSFER, filters, offset, limit)
-    return {
-        "transfer": [transfer_body(p) for p in rows],
-        "count": total,
-        "responseCount": len(rows),
-    }
 
 
-@router.get(
-    "/transfers/{id}",
-    operation_id="transferGet",
-    response_model=TransferRead,
-    response_model_exclude_none=True,
-    responses=STEP_UP_RESPONSES,
+add_payment_operations(
+    router,
+    PaymentOperations(
+        kind=TRANSFER,
+        path="/transfers",
+        key="transfer",
+        prefix="transfer",
+        what="transfer",
+        body=transfer_body,
+        read_model=TransferRead,
+        page_model=TransfersPage,
+        create_model=TransferCreate,
+        create=service.create_transfer,
+        create_doc="""Moves `destinationAmount` from `source` to `destination`, two instruments
+        of the logged-in identity in the same currency. The source also pays the transfer
+        profile's fee in that currency. Answers the transfer, `COMPLETED`: the money has
+        moved.""",
+        create_responses={
+            **conflicts(*CREATE_CONFLICTS),
+            **not_found("no transfer profile of the programme has this profileId"),
+        },
+        filters=transfer_filters,
+        list_doc="""The logged-in identity's transfers, newest first, in pages of at most 100;
+        `instrumentId.id` with `instrumentId.type` keeps those from or to that instrument.""",
+        challenges=False,
+    ),
 )
-async def transfer_get(id: PaymentId, session: StepUpRequired) -> dict[str, Any]:
-    """One of the logged-in identity's transfers; another identity's is 404."""
-    return transfer_body(await service.load(session.ctx, owner(session), TRANSFER, id))
