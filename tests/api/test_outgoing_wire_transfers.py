@@ -19,6 +19,7 @@ from tests.api.payments_support import (
     advance,
     balances,
     customer,
+    enrol_push,
     entries,
     ledger_ok,
     profile,
@@ -424,3 +425,21 @@ async def test_list_filters_step_up_and_scoping(client, programme, admin_headers
     for path in (OWT, f"{OWT}/{ids[0]}"):
         r = await client.get(path, headers=ident.headers)
         assert (r.status_code, r.json()["errorCode"]) == (403, "STEP_UP_REQUIRED")
+
+
+async def test_a_push_challenge_submits_it(client, programme, admin_headers):
+    p = await programme()
+    ident, acc = await customer(client, p, funds=FUNDS, sms=False)
+    await enrol_push(client, ident.headers, "BIOMETRIC")
+    owt_id = await created(client, ident, body(p, acc))
+    push = f"{OWT}/{owt_id}/challenges/push/BIOMETRIC"
+    assert (await client.post(push, headers=ident.headers)).status_code == 204
+    again = await client.post(push, headers=ident.headers)
+    assert again.json() == {"errorCode": "STATE_INVALID"}  # one challenge at a time
+    res = await simulate(client, p, f"/factors/{ident.root_id}/challenges/{owt_id}/verify_success")
+    assert res.json() == {"code": "COMPLETED"}
+    assert await state(client, ident, owt_id) == "SUBMITTED"
+    # The device's answer counts once.
+    res = await simulate(client, p, f"/factors/{ident.root_id}/challenges/{owt_id}/verify_success")
+    assert res.json() == {"errorCode": "CHALLENGE_ALREADY_SETTLED"}
+    await ledger_ok(client, admin_headers, p)

@@ -139,11 +139,18 @@ class FasterPaymentsBankDetails(Wire):
     sortCode: Annotated[str, StringConstraints(pattern=r"^[0-9]{6}$")]
 
 
+# The interface's addresses here are text (1-150); the demo app's client types them as address
+# objects, so an object of short text fields is taken too, and answered as sent.
+AddressObject = Annotated[
+    dict[Annotated[str, StringConstraints(max_length=50)], Text150], Field(max_length=10)
+]
+
+
 class Beneficiary(Wire):
     name: Annotated[str, StringConstraints(min_length=1, max_length=200)]
-    address: Text150 | None = None
+    address: Text150 | AddressObject | None = None
     bankName: Annotated[str, StringConstraints(max_length=150)] | None = None
-    bankAddress: Text150 | None = None
+    bankAddress: Text150 | AddressObject | None = None
     bankCountry: Annotated[str, StringConstraints(pattern=r"^[A-Z]{2}$")] | None = None
     bankAccountDetails: SepaBankDetails | FasterPaymentsBankDetails
 
@@ -171,9 +178,9 @@ class FasterPaymentsBankDetailsRead(BaseModel):
 
 class BeneficiaryRead(BaseModel):
     name: str
-    address: str | None = None
+    address: str | dict[str, str] | None = None
     bankName: str | None = None
-    bankAddress: str | None = None
+    bankAddress: str | dict[str, str] | None = None
     bankCountry: str | None = None
     bankAccountDetails: SepaBankDetailsRead | FasterPaymentsBankDetailsRead
 
