@@ -33,6 +33,7 @@ from multibank.payments.steps import PaymentWorker
 from multibank.portal.router import build_portal
 from multibank.settings import Settings, get_settings
 from multibank.simulator.router import build_simulator
+from multibank.webhooks.delivery import WebhookWorker
 
 BASES = {"/multi": "3.29.1", "/3.29.1/multi": "3.29.1", "/3.1.0/multi": "3.1.0"}
 
@@ -135,11 +136,22 @@ def create_app(
                 container.db, container.clock, container.settings.payments_poll_seconds
             )
             payments.start()
+        hooks = None
+        if container.settings.webhooks_poll_seconds > 0:
+            hooks = WebhookWorker(
+                container.db,
+                container.clock,
+                container.settings.webhooks_poll_seconds,
+                container.settings.webhooks_allow_private,
+            )
+            hooks.start()
         if serving:
             tune_gc()
         try:
             yield
         finally:
+            if hooks is not None:
+                await hooks.stop()
             if payments is not None:
                 await payments.stop()
             if keeper is not None:

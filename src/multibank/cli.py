@@ -207,6 +207,14 @@ def programme_create(
     step_up_required: Annotated[bool, typer.Option("--step-up-required")] = False,
     failed_login_limit: Annotated[int, typer.Option("--failed-login-limit", min=1)] = 5,
     iban_allocation_delay: Annotated[int, typer.Option("--iban-allocation-delay", min=0)] = 2,
+    webhook_url: Annotated[
+        str | None,
+        typer.Option(
+            "--webhook-url",
+            metavar="URL",
+            help="Where the programme's webhook events go (each to URL + its path).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the D4 JSON shape.")] = False,
 ) -> None:
     """Create a programme with its profiles, the ADMIN_FEE fee type and a first API key."""
@@ -217,6 +225,7 @@ def programme_create(
             stepUpRequired=step_up_required,
             failedLoginLimit=failed_login_limit,
             ibanAllocationDelaySeconds=iban_allocation_delay,
+            webhookUrl=webhook_url,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
@@ -229,7 +238,9 @@ def programme_create(
         await nodes.start(renew_in_background=False)
         try:
             async with db.transaction() as session:
-                programme, key = await service.create_programme(session, Clock(), data)
+                programme, key = await service.create_programme(
+                    session, Clock(), data, get_settings().webhooks_allow_private
+                )
                 return await service.describe(session, programme, api_key=key)
         finally:
             await nodes.stop()
@@ -237,7 +248,8 @@ def programme_create(
     try:
         description = _run(work, creates=True)
     except Conflict as exc:
-        _fail(f"cannot create programme {name!r}: {exc.error_code}")
+        reason = f"{exc.error_code} ({exc.message})" if exc.message else exc.error_code
+        _fail(f"cannot create programme {name!r}: {reason}")
         return
     _print_description(description, as_json)
 

@@ -16,4 +16,5 @@ def load_all() -> None:
     import multibank.ledger.models
     import multibank.payments.models
     import multibank.programmes.models
-    import multibank.users.models  # noqa: F401
+    import multibank.users.models
+    import multibank.webhooks.models  # noqa: F401

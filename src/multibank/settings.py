@@ -75,6 +75,10 @@ class Settings(BaseSettings):
     # How often each server process looks for payment steps that are due (challenge expiry,
     # wire transfer processing); 0 turns the loop off.
     payments_poll_seconds: float = Field(default=1.0, ge=0)
+    # Webhooks (D16): how often each server process looks for events to deliver (0: never), and
+    # whether live programmes may send to loopback, link-local or private addresses.
+    webhooks_poll_seconds: float = Field(default=0.5, ge=0)
+    webhooks_allow_private: bool = False
     outbox_batch_size: int = Field(default=20, ge=1, le=1000)
     outbox_max_attempts: int = Field(default=8, ge=1)
 

@@ -16,6 +16,7 @@ from multibank.kernel.validation import parse_id
 from multibank.programmes.context import Ctx
 from multibank.users import repository as users
 from multibank.users.models import ROOT, User
+from multibank.webhooks import events as webhooks
 
 PASSWORD_UPDATE = "PASSWORD_UPDATE"
 LOST_PASSWORD = "LOST_PASSWORD"
@@ -157,6 +158,7 @@ async def login(
                 user.active = False
                 await end_user_sessions(ctx.db, ctx.programme.id, user.id, ctx.now)
         await ctx.db.flush()
+        await webhooks.login(ctx, user, "DECLINED")
         raise Forbidden().keeping_changes()
     if not user.active:
         raise Forbidden()
@@ -166,6 +168,7 @@ async def login(
         # Interface: an expired password yields a token good only for updating the password.
         temporary = await open_user_session(ctx, user, PASSWORD_UPDATE)
         raise PasswordExpired(temporary).keeping_changes()
+    await webhooks.login(ctx, user, "VERIFIED")
     return LoginResult(await open_user_session(ctx, user), user)
 
 

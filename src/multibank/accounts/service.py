@@ -20,6 +20,7 @@ from multibank.ledger import service as ledger
 from multibank.ledger.models import SETTLEMENT, LedgerAccount
 from multibank.programmes import repository as programmes
 from multibank.programmes.context import Ctx
+from multibank.webhooks import events as webhooks
 
 ACTIVE, BLOCKED, DESTROYED = "ACTIVE", "BLOCKED", "DESTROYED"
 MAX_PAGE = 100
@@ -74,7 +75,15 @@ async def create(ctx: Ctx, owner: Owner, data: ManagedAccountCreate) -> ManagedA
     ctx.db.add(account)
     await ctx.db.flush()
     await _event(ctx, account, "INSTRUMENT_CREATE")
+    await announce(ctx, "CREATED", account)
     return account
+
+
+async def announce(ctx: Ctx, kind: str, account: ManagedAccount) -> None:
+    """The account's webhook event (D16), with its balances as they are now."""
+    ledger_account = await ctx.db.get(LedgerAccount, account.id, populate_existing=True)
+    if ledger_account is not None:
+        await webhooks.account(ctx, kind, account, ledger_account)
 
 
 async def load(ctx: Ctx, owner: Owner, account_id: str) -> repo.Row:
@@ -101,6 +110,7 @@ async def update_details(
     if "friendlyName" in sent and friendly_name is not None:
         account.friendly_name = friendly_name
     await ctx.db.flush()
+    await announce(ctx, "UPDATED", account)
     return await load(ctx, owner, account_id)
 
 
@@ -129,6 +139,7 @@ async def block(ctx: Ctx, account: ManagedAccount, reason: str) -> None:
     account.blocked_reason = reason
     await ctx.db.flush()
     await _event(ctx, account, "INSTRUMENT_BLOCK")
+    await announce(ctx, "BLOCKED", account)
 
 
 async def unblock(ctx: Ctx, account: ManagedAccount, by_operator: bool) -> None:
@@ -143,6 +154,7 @@ async def unblock(ctx: Ctx, account: ManagedAccount, by_operator: bool) -> None:
     account.blocked_reason = None
     await ctx.db.flush()
     await _event(ctx, account, "INSTRUMENT_UNBLOCK")
+    await announce(ctx, "UNBLOCKED", account)
 
 
 async def remove(ctx: Ctx, owner: Owner, account_id: str) -> None:
@@ -157,6 +169,7 @@ async def remove(ctx: Ctx, owner: Owner, account_id: str) -> None:
     account.destroyed_reason = "USER"
     await ctx.db.flush()
     await _event(ctx, account, "INSTRUMENT_DELETE")
+    await announce(ctx, "DESTROYED", account)
 
 
 # IBAN
@@ -178,6 +191,7 @@ async def upgrade_iban(ctx: Ctx, owner: Owner, account_id: str) -> ManagedAccoun
     account.iban_state = "PENDING_ALLOCATION"
     account.iban_requested_at = ctx.now
     await ctx.db.flush()
+    await webhooks.iban(ctx, "REQUESTED", account)
     if ctx.programme.iban_allocation_delay_seconds == 0:
         await allocate_iban(ctx, account)
     return account
@@ -214,6 +228,11 @@ async def allocate_iban(ctx: Ctx, account: ManagedAccount) -> bool:
     )
     done = (await ctx.db.execute(stmt)).rowcount == 1  # type: ignore[attr-defined]
     await ctx.db.refresh(account)
+    if done:
+        # (On a read, whose statements commit one at a time, the event follows the allocation
+        # rather than sharing its transaction.)
+        await webhooks.iban(ctx, "CREATED", account)
+        await ctx.db.flush()
     return bool(done)
 
 
@@ -285,7 +304,7 @@ async def deposit(
     try:
         # A savepoint, so a txId another request took at the same moment answers a code.
         async with ctx.db.begin_nested():
-            await ledger.post(
+            tx = await ledger.post(
                 ctx.db,
                 programme_id=ctx.programme.id,
                 type_="DEPOSIT",
@@ -299,6 +318,7 @@ async def deposit(
             )
     except IntegrityError:
         return "DENIED_INVALID_TX_ID"
+    await webhooks.deposit(ctx, account, tx.id, amount, details)
     return "COMPLETED"
 
 

@@ -22,6 +22,7 @@ from multibank.kernel.ids import new_id
 from multibank.kernel.tokens import AuthSession
 from multibank.programmes.context import Ctx
 from multibank.users.models import User
+from multibank.webhooks import events as webhooks
 
 SMS = "SMS"
 AUTHY = "AUTHY"
@@ -179,6 +180,7 @@ async def enrol_sms_verify(ctx: Ctx, auth: AuthSession, code: str) -> None:
     factor.updated_at = ctx.now
     user.mobile_verified = True
     await ctx.db.flush()
+    await webhooks.factor(ctx, user.id, SMS, ACTIVE)
 
 
 async def enrol_push(ctx: Ctx, auth: AuthSession, channel: str) -> str:
@@ -191,6 +193,8 @@ async def enrol_push(ctx: Ctx, auth: AuthSession, channel: str) -> str:
     # Kept hashed like every one-time code (10 minutes, 5 tries); `123456` in sandbox (D1).
     issued = await ctx.issue_code(f"user:{user.id}", LINK_PUSH + channel)
     await _save_factor(ctx, user, factor, channel, ACTIVE if ctx.sandbox else PENDING_VERIFICATION)
+    if ctx.sandbox:
+        await webhooks.factor(ctx, user.id, channel, ACTIVE)
     return issued.code
 
 
@@ -203,6 +207,7 @@ async def unlink_push(ctx: Ctx, auth: AuthSession, channel: str) -> None:
     factor.updated_at = ctx.now
     await repo.expire_pending_of_channel(ctx.db, ctx.programme.id, auth.user_id, channel, ctx.now)
     await ctx.db.flush()
+    await webhooks.factor(ctx, auth.user_id, channel, INACTIVE)
 
 
 # Step-up
@@ -236,6 +241,7 @@ async def stepup_sms_verify(ctx: Ctx, auth: AuthSession, code: str) -> None:
         raise Conflict("STATE_INVALID")  # no challenge was issued in this session
     await _consume(ctx, subject, STEPUP_SMS, code)
     await repo.mark_stepped_up(ctx.db, ctx.programme.id, auth.id)
+    await webhooks.stepup(ctx, await _user(ctx, auth), auth.id, SMS, "VERIFIED")
 
 
 async def stepup_push_start(ctx: Ctx, auth: AuthSession, channel: str) -> int:
@@ -283,6 +289,10 @@ async def settle_challenge(ctx: Ctx, user_id: int, challenge_id: int, outcome: s
     row.settled_at = ctx.now
     if outcome == COMPLETED:
         await repo.mark_stepped_up(ctx.db, ctx.programme.id, row.session_id)
+    user = await repo.user(ctx.db, ctx.programme.id, user_id)
+    if user is not None:
+        status = {COMPLETED: "VERIFIED", DENIED: "DECLINED"}.get(outcome, "EXPIRED")
+        await webhooks.stepup(ctx, user, row.id, row.channel, status)
     await ctx.db.flush()
     return outcome
 

@@ -13,6 +13,7 @@ from multibank.ledger import service as ledger
 from multibank.ledger.models import REVENUE, LedgerTransaction
 from multibank.programmes import repository as programmes
 from multibank.programmes.context import Ctx
+from multibank.webhooks import events as webhooks
 
 
 @dataclass(frozen=True)
@@ -74,4 +75,7 @@ async def charge(
         )
     except ledger.InsufficientFunds:
         raise Conflict("FUNDS_INSUFFICIENT") from None
+    await webhooks.fee(
+        ctx, tx.id, fee_type, account.id, account.currency, int(amount), account.profile_id
+    )
     return FeeCharge(tx, account.profile_id, fee_type, account.id, account.currency, int(amount))

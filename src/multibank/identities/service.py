@@ -23,6 +23,7 @@ from multibank.programmes.context import Ctx
 from multibank.programmes.service import fee_groups
 from multibank.users import repository as users
 from multibank.users.models import ROOT, User
+from multibank.webhooks import events as webhooks
 
 EMAIL_VERIFY = "EMAIL_VERIFY"
 MOBILE_VERIFY = "MOBILE_VERIFY"
@@ -417,12 +418,15 @@ async def start_due_diligence(ctx: Ctx, identity_id: int, kind: str, level: str 
     return identity.dd_reference
 
 
-async def decide(identity: Identity, outcome: str, permanent: bool = False) -> None:
-    """The provider's verdict (sandbox page or simulator): PENDING_REVIEW, APPROVED or REJECTED."""
+async def decide(ctx: Ctx, identity: Identity, outcome: str, permanent: bool = False) -> None:
+    """The provider's verdict (sandbox page or simulator): PENDING_REVIEW, APPROVED or REJECTED;
+    the programme's webhook hears of it (KYB or KYC event)."""
     identity.dd_status = outcome
     identity.dd_permanently_rejected = outcome == KyiStatus.REJECTED and permanent
     if outcome == KyiStatus.APPROVED and identity.type == CONSUMER and identity.dd_level is None:
         identity.dd_level = "KYC_LEVEL_2"
+    root = await users.root_of(ctx.db, ctx.programme.id, identity.id)
+    await webhooks.due_diligence(ctx, identity, root.email)
 
 
 async def simulate_verify(ctx: Ctx, identity_id: int, kind: str) -> None:
@@ -430,13 +434,13 @@ async def simulate_verify(ctx: Ctx, identity_id: int, kind: str) -> None:
     identity, root = await load(ctx, identity_id, kind)
     root.email_verified = True
     root.mobile_verified = True
-    await decide(identity, KyiStatus.APPROVED)
+    await decide(ctx, identity, KyiStatus.APPROVED)
     await ctx.db.flush()
 
 
 async def simulate_reject(ctx: Ctx, identity_id: int, kind: str, permanent: bool) -> None:
     identity, _ = await load(ctx, identity_id, kind)
-    await decide(identity, KyiStatus.REJECTED, permanent)
+    await decide(ctx, identity, KyiStatus.REJECTED, permanent)
     await ctx.db.flush()
 
 

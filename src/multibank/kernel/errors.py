@@ -34,11 +34,14 @@ class Conflict(DomainError):
 
     status_code = 409
 
-    def __init__(self, error_code: str) -> None:
+    def __init__(self, error_code: str, message: str | None = None) -> None:
         super().__init__(error_code)
         self.error_code = error_code
+        self.message = message
 
     def body(self) -> dict[str, Any]:
+        if self.message:
+            return {"errorCode": self.error_code, "message": self.message}
         return {"errorCode": self.error_code}
 
 

@@ -9,12 +9,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from multibank.api.deps import Db
+from multibank.api.deps import AppContainer, Db
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.identities import repository as identities_repo
 from multibank.identities import service as identities
 from multibank.identities.models import Identity
 from multibank.kernel.errors import NotFound
+from multibank.programmes.context import Ctx
 from multibank.programmes.repository import get_programme
 from multibank.users import repository as users_repo
 from multibank.users.models import User
@@ -82,10 +83,15 @@ async def decide(
     reference: Reference,
     found: Subject,
     outcome: Annotated[str, Form(pattern="^(review|approve|reject|reject_permanently)$")],
+    db: Db,
+    container: AppContainer,
 ) -> Response:
     status = OUTCOMES[outcome]
     if isinstance(found, User):
         found.kyc_status = status
     else:
-        await identities.decide(found, status, permanent=outcome == "reject_permanently")
+        programme = await get_programme(db, found.programme_id)
+        assert programme is not None  # `subject` found it
+        ctx = Ctx(db, programme, container.clock.now_ms(programme.clock_offset_ms))
+        await identities.decide(ctx, found, status, permanent=outcome == "reject_permanently")
     return RedirectResponse(f"/kyc/{reference}", status_code=303)

@@ -51,6 +51,7 @@ from multibank.payments.service import (
 )
 from multibank.programmes import repository as programmes
 from multibank.programmes.context import Ctx
+from multibank.webhooks import events as webhooks
 
 SEPA, FASTER_PAYMENTS = "SEPA", "FASTER_PAYMENTS"
 SCHEME_CURRENCY = {SEPA: "EUR", FASTER_PAYMENTS: "GBP"}
@@ -183,15 +184,18 @@ async def create(ctx: Ctx, owner: Owner, data: OwtCreate) -> Payment:
         code, payment.failure = refusal
         ctx.db.add(payment)
         await ctx.db.flush()
+        await webhooks.payment(ctx, payment)
         raise Conflict(code).keeping_changes().storing_answer()
     ctx.db.add(payment)
     if sca and exemption is None:
         payment.state = PENDING_CHALLENGE
         payment.due_at = ctx.now + CHALLENGE_TTL_MS
+        await ctx.db.flush()
+        await webhooks.payment(ctx, payment)
     else:
         payment.exemption = exemption
-        submit(ctx, payment)
-    await ctx.db.flush()
+        await ctx.db.flush()
+        await submit(ctx, payment)
     return payment
 
 
@@ -211,12 +215,13 @@ def _refusal(source: ManagedAccount, scheme: str, amount: int, fee: int) -> tupl
 # Processing (D14)
 
 
-def submit(ctx: Ctx, payment: Payment) -> None:
+async def submit(ctx: Ctx, payment: Payment) -> None:
     """SCA passed (or not needed): sent to the sending institution. The approval step is due at
     once, unless the destination is one the simulator must settle."""
     payment.state = SUBMITTED
     payment.updated_at = ctx.now
     payment.due_at = None if outcome_of(payment) in WAIT_FOR_SIMULATOR else ctx.now
+    await webhooks.payment(ctx, payment)
 
 
 def _delay_ms(ctx: Ctx, payment: Payment) -> int:
@@ -240,6 +245,7 @@ async def step(ctx: Ctx, payment: Payment) -> None:
             payment.state = APPROVED
             payment.updated_at = ctx.now
             payment.due_at = ctx.now + _delay_ms(ctx, payment)
+            await webhooks.payment(ctx, payment)
     elif payment.state == APPROVED:
         await complete(ctx, payment)
     elif payment.state == COMPLETED and outcome == "RETURN_OWT":
@@ -320,6 +326,7 @@ async def give_back_after_completion(ctx: Ctx, payment: Payment) -> None:
     payment.state = RETURNED
     payment.due_at = None
     payment.updated_at = ctx.now
+    await webhooks.payment(ctx, payment)
 
 
 # The simulator's settlement of a submitted wire transfer (D14, D15)

@@ -163,7 +163,7 @@ async def passed(ctx: Ctx, payment: Payment) -> None:
     if payment.kind == SEND:
         await pay_out(ctx, payment)
     else:
-        owt.submit(ctx, payment)
+        await owt.submit(ctx, payment)
 
 
 async def expire(ctx: Ctx, payment: Payment) -> None:

@@ -42,6 +42,7 @@ from multibank.programmes import repository as programmes
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import Profile
 from multibank.programmes.service import movement_fees_of
+from multibank.webhooks import events as webhooks
 
 MANAGED_ACCOUNTS = "managed_accounts"
 CHALLENGE_TTL_MS = 5 * 60_000  # D13: a payment waits 5 minutes for its challenge
@@ -185,6 +186,7 @@ async def create_transfer(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payme
     await move_now(ctx, payment, source, destination)
     ctx.db.add(payment)
     await ctx.db.flush()
+    await webhooks.payment(ctx, payment)
     return payment
 
 
@@ -250,6 +252,9 @@ async def create_send(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payment:
         payment.due_at = ctx.now + CHALLENGE_TTL_MS
     ctx.db.add(payment)
     await ctx.db.flush()
+    await webhooks.payment(
+        ctx, payment, None if payment.state == COMPLETED else "PENDING_CHALLENGE"
+    )
     return payment
 
 
@@ -424,6 +429,7 @@ async def pay_out(ctx: Ctx, payment: Payment) -> None:
     payment.state = COMPLETED
     payment.due_at = None
     payment.updated_at = ctx.now
+    await webhooks.payment(ctx, payment)
 
 
 async def give_back(ctx: Ctx, payment: Payment, state: str, failure: str | None) -> None:
@@ -444,6 +450,7 @@ async def give_back(ctx: Ctx, payment: Payment, state: str, failure: str | None)
     payment.failure = failure
     payment.due_at = None
     payment.updated_at = ctx.now
+    await webhooks.payment(ctx, payment)
 
 
 # Reads

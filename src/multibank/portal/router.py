@@ -6,9 +6,9 @@ The CLI calls the same `programmes.service` functions, so both always agree.
 from __future__ import annotations
 
 import secrets
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, FastAPI, Path, Response
+from fastapi import APIRouter, Body, Depends, FastAPI, Path, Query, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from multibank.accounts import repository as accounts_repo
@@ -39,6 +39,7 @@ from multibank.programmes.schemas import (
     ProgrammeSettings,
     ProgrammeSettingsUpdate,
 )
+from multibank.webhooks import service as webhooks
 
 admin_scheme = HTTPBearer(scheme_name="admin_token", auto_error=False)
 INT64_MAX = 2**63 - 1
@@ -88,14 +89,16 @@ async def list_programmes(db: Db) -> list[ProgrammeRead]:
     "",
     operation_id="programmeCreate",
     status_code=201,
-    responses=conflicts("PROGRAMME_NAME_NOT_UNIQUE"),
+    responses=conflicts("PROGRAMME_NAME_NOT_UNIQUE", "WEBHOOK_URL_NOT_ALLOWED"),
 )
 async def create_programme(
     body: ProgrammeCreate, db: Db, container: AppContainer
 ) -> ProgrammeDescription:
     """Creates a programme with its four profiles, the ADMIN_FEE fee type and a first API key
     (shown in this response; a sandbox programme's key can be shown again)."""
-    programme, key = await service.create_programme(db, container.clock, body)
+    programme, key = await service.create_programme(
+        db, container.clock, body, container.settings.webhooks_allow_private
+    )
     return await service.describe(db, programme, api_key=key)
 
 
@@ -110,11 +113,20 @@ async def programme_summary(programme: ProgrammePath, db: Db) -> ProgrammeDescri
     return await service.describe(db, programme)
 
 
-@router.patch("/{programme_id}/settings", operation_id="programmeSettingsUpdate")
+@router.patch(
+    "/{programme_id}/settings",
+    operation_id="programmeSettingsUpdate",
+    responses=conflicts("WEBHOOK_URL_NOT_ALLOWED"),
+)
 async def update_settings(
-    body: ProgrammeSettingsUpdate, programme: ProgrammePath, db: Db
+    body: ProgrammeSettingsUpdate, programme: ProgrammePath, db: Db, container: AppContainer
 ) -> ProgrammeSettings:
-    return await service.update_settings(db, programme, body)
+    """Changes the settings sent. `webhookUrl` (null: none) is where the programme's events go;
+    a live programme's may not resolve to a loopback, link-local or private address
+    (`WEBHOOK_URL_NOT_ALLOWED`) unless the server's `MULTIBANK_WEBHOOKS_ALLOW_PRIVATE` is on."""
+    return await service.update_settings(
+        db, programme, body, container.settings.webhooks_allow_private
+    )
 
 
 @router.get("/{programme_id}/api_keys", operation_id="apiKeysList")
@@ -256,6 +268,59 @@ async def system_unblock(account_id: IdPath, ctx: PortalCtx) -> Response:
     """Lifts any block, the operator's own SYSTEM blocks included."""
     await accounts.unblock(ctx, await _account(ctx, account_id), by_operator=True)
     return Response(status_code=204)
+
+
+# Webhooks (D16)
+
+DeliveryState = Annotated[str | None, Query(pattern="^(PENDING|DELIVERED|FAILED)$")]
+
+
+@router.post(
+    "/{programme_id}/webhook_secret",
+    operation_id="webhookSecretRotate",
+    responses=conflicts("WEBHOOK_SECRET_IS_API_KEY"),
+)
+async def rotate_webhook_secret(programme: ProgrammePath, db: Db) -> dict[str, str]:
+    """A live programme's new webhook signing secret, shown in this answer only; the old one
+    stops signing at once. A sandbox programme signs with its API key."""
+    return {"webhookSecret": await service.rotate_webhook_secret(db, programme)}
+
+
+@router.get("/{programme_id}/webhooks/deliveries", operation_id="webhookDeliveriesList")
+async def webhook_deliveries(
+    programme: ProgrammePath,
+    db: Db,
+    eventType: Annotated[str | None, Query(max_length=80)] = None,
+    state: DeliveryState = None,
+    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> dict[str, Any]:
+    """The programme's webhook events, newest first, each with its attempts (time, outcome,
+    response code, error, the start of the answer). `eventType` is a type
+    (`managed_accounts.CREATED`) or a topic (`managed_accounts`)."""
+    return await webhooks.page(db, programme.id, eventType, state, offset, limit)
+
+
+@router.get(
+    "/{programme_id}/webhooks/deliveries/{delivery_id}",
+    operation_id="webhookDeliveryGet",
+    responses=not_found("no webhook delivery of that id in this programme"),
+)
+async def webhook_delivery(delivery_id: IdPath, programme: ProgrammePath, db: Db) -> dict[str, Any]:
+    return await webhooks.get(db, programme.id, _int_id(delivery_id, "Webhook delivery"))
+
+
+@router.post(
+    "/{programme_id}/webhooks/deliveries/{delivery_id}/redeliver",
+    operation_id="webhookDeliveryRedeliver",
+    responses={
+        **conflicts("WEBHOOK_DELIVERY_PENDING"),
+        **not_found("no webhook delivery of that id in this programme"),
+    },
+)
+async def webhook_redeliver(delivery_id: IdPath, ctx: PortalCtx) -> dict[str, Any]:
+    """Sends the event again (same call-ref and payload) as a new series of attempts."""
+    return await webhooks.redeliver(ctx, _int_id(delivery_id, "Webhook delivery"))
 
 
 @router.get("/{programme_id}/ledger/verify", operation_id="ledgerVerify")

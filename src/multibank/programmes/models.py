@@ -31,6 +31,10 @@ class Programme(Base):
     owt_processing_delay_seconds: Mapped[int] = mapped_column(
         Integer, default=2, server_default="2"
     )
+    # Webhooks (D16): where events go (none: no delivery), and a live programme's signing secret
+    # (a sandbox programme signs with its API key).
+    webhook_url: Mapped[str | None] = mapped_column(String(2000), nullable=True)
+    webhook_secret: Mapped[str | None] = mapped_column(String(100), nullable=True)
     # Sandbox only: how far this programme's clock runs ahead of the server's (D8 clock/advance).
     clock_offset_ms: Mapped[int] = mapped_column(default=0)
     created_at: Mapped[int]

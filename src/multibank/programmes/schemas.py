@@ -82,6 +82,9 @@ class _Strict(StrictBody):
 
 
 MINOR_UNITS_MAX = 2**53  # amounts a JSON client reads exactly
+WebhookUrl = Annotated[
+    str, StringConstraints(pattern=r"^https?://[^\s/?#]+[^\s]*$", max_length=2000)
+]
 
 
 class ProgrammeSettings(_Strict):
@@ -97,6 +100,8 @@ class ProgrammeSettings(_Strict):
     lowValueExemptionMaxCount: int = Field(default=5, ge=0, le=1000)
     lowValueExemptionMaxTotal: int = Field(default=10000, ge=0, le=MINOR_UNITS_MAX)
     owtProcessingDelaySeconds: int = Field(default=2, ge=0, le=86400)
+    # Webhooks (D16): events are POSTed to this URL joined with their path; none: no delivery.
+    webhookUrl: WebhookUrl | None = None
 
 
 class ProgrammeSettingsUpdate(_Strict):
@@ -111,6 +116,8 @@ class ProgrammeSettingsUpdate(_Strict):
     lowValueExemptionMaxCount: int | None = Field(default=None, ge=0, le=1000)
     lowValueExemptionMaxTotal: int | None = Field(default=None, ge=0, le=MINOR_UNITS_MAX)
     owtProcessingDelaySeconds: int | None = Field(default=None, ge=0, le=86400)
+    # `null` removes it (no more delivery).
+    webhookUrl: WebhookUrl | None = None
 
 
 class ProgrammeCreate(ProgrammeSettings):

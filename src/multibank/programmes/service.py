@@ -39,6 +39,7 @@ from multibank.programmes.schemas import (
     ProgrammeSettings,
     ProgrammeSettingsUpdate,
 )
+from multibank.webhooks.delivery import refused_destination
 
 DEFAULT_FEE_TYPES: dict[str, dict[str, int]] = {"DEFAULT": {}, "PREMIUM": {}}
 _DEFAULT_FEE = {"DEFAULT": 100, "PREMIUM": 50}
@@ -54,10 +55,11 @@ def _new_key(mode: str) -> str:
 
 
 async def create_programme(
-    session: AsyncSession, clock: Clock, data: ProgrammeCreate
+    session: AsyncSession, clock: Clock, data: ProgrammeCreate, allow_private: bool = False
 ) -> tuple[Programme, str]:
     if await repo.get_programme_by_name(session, data.name) is not None:
         raise Conflict("PROGRAMME_NAME_NOT_UNIQUE")
+    await check_webhook_url(data.mode, data.webhookUrl, allow_private)
     now = clock.system_ms()
     programme = Programme(
         id=new_id(),
@@ -204,7 +206,19 @@ SETTING_COLUMNS = {
     "lowValueExemptionMaxCount": "low_value_max_count",
     "lowValueExemptionMaxTotal": "low_value_max_total",
     "owtProcessingDelaySeconds": "owt_processing_delay_seconds",
+    "webhookUrl": "webhook_url",
 }
+NULLABLE_SETTINGS = ("passwordExpiryDays", "webhookUrl")
+
+
+async def check_webhook_url(mode: str, url: str | None, allow_private: bool) -> None:
+    """A live programme's events may not go to loopback, link-local or private addresses
+    (server-side request forgery, D16) unless the server allows it."""
+    if url is None or mode == "sandbox" or allow_private:
+        return
+    why = await refused_destination(url)
+    if why is not None:
+        raise Conflict("WEBHOOK_URL_NOT_ALLOWED", why)
 
 
 def settings_of(programme: Programme) -> ProgrammeSettings:
@@ -214,12 +228,17 @@ def settings_of(programme: Programme) -> ProgrammeSettings:
 
 
 async def update_settings(
-    session: AsyncSession, programme: Programme, data: ProgrammeSettingsUpdate
+    session: AsyncSession,
+    programme: Programme,
+    data: ProgrammeSettingsUpdate,
+    allow_private: bool = False,
 ) -> ProgrammeSettings:
+    if "webhookUrl" in data.model_fields_set:
+        await check_webhook_url(programme.mode, data.webhookUrl, allow_private)
     for wire, column in SETTING_COLUMNS.items():
         if wire in data.model_fields_set:
             value = getattr(data, wire)
-            if value is None and wire != "passwordExpiryDays":
+            if value is None and wire not in NULLABLE_SETTINGS:
                 continue
             setattr(programme, column, value)
     await session.flush()
@@ -410,3 +429,18 @@ async def advance_clock(session: AsyncSession, programme: Programme, seconds: in
     offset = (await session.execute(stmt)).scalar_one()
     programme.clock_offset_ms = offset
     return int(offset)
+
+
+# Webhook secret (D16)
+
+
+async def rotate_webhook_secret(session: AsyncSession, programme: Programme) -> str:
+    """A new signing secret for a live programme's webhooks, answered once (the old one stops
+    at once). A sandbox programme signs with its API key."""
+    if programme.mode == "sandbox":
+        raise Conflict(
+            "WEBHOOK_SECRET_IS_API_KEY", "a sandbox programme's events are signed with its API key"
+        )
+    programme.webhook_secret = f"whsec_{secrets.token_urlsafe(32)}"
+    await session.flush()
+    return programme.webhook_secret

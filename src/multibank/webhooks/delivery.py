@@ -1,0 +1,383 @@
+"""Delivery of webhook events (D16; money-movement.md §2.1), safely from any number of processes.
+
+A round runs in three steps, no transaction open while the network is used:
+
+1. claim: take due events (state PENDING, next attempt due on the programme's clock, no lease
+   running), each the oldest still pending of its resource, so one resource's events go in the
+   order they happened; set a lease so no other process sends them meanwhile. PostgreSQL reads
+   them `FOR UPDATE SKIP LOCKED`; SQLite's write lock serialises claimers.
+2. send each: `POST {url}{path}` with the payload as recorded, `call-ref`, `published-timestamp`
+   (the programme's clock now), `signature` (HMAC-SHA256 of the timestamp) and `signature-v2`
+   (HMAC-SHA256 of call-ref + payload + timestamp), both base64, keyed by the programme's webhook
+   secret (a sandbox programme's: its API key). 10 s timeout; a redirect is followed only to the
+   same scheme, host and port. Only the first 200 characters of the answer are read.
+3. record the attempt: a 2xx delivers; a connection error, a timeout, 408, 409, 425, 429 or a 5xx
+   retries after 10 s x 6^n of the programme clock, five times, then FAILED; any other answer is
+   final (FAILED).
+
+A process that dies between 1 and 3 leaves a lease that runs out (60 s, well over the 10 s
+timeout): the next claimer sends the event again with the same call-ref. Events are delivered at
+least once, and a receiver dedupes on call-ref.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import hmac
+import ipaddress
+import logging
+import socket
+import time
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+from sqlalchemy import exists, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
+
+from multibank.kernel.clock import Clock
+from multibank.kernel.db import Database
+from multibank.kernel.ids import new_id
+from multibank.programmes.models import ApiKey, Programme
+from multibank.webhooks.models import (
+    DELIVERED,
+    FAILED,
+    PENDING,
+    WebhookAttempt,
+    WebhookEvent,
+)
+
+log = logging.getLogger("multibank.webhooks")
+
+RETRY_STATUSES = frozenset({408, 409, 425, 429})
+MAX_RETRIES = 5
+FIRST_DELAY_MS = 10_000
+FACTOR = 6
+TIMEOUT_SECONDS = 10.0
+LEASE_MS = 60_000
+EXCERPT = 200
+MAX_REDIRECTS = 3
+
+
+def retry_delay_ms(attempts: int) -> int:
+    """The wait after the `attempts`-th failed attempt: 10 s, 1 min, 6 min, 36 min, 3.6 h."""
+    return int(FIRST_DELAY_MS * FACTOR ** max(0, attempts - 1))
+
+
+def signatures(secret: str, call_ref: str, payload: bytes, published: int) -> tuple[str, str]:
+    """(`signature`, `signature-v2`) as the reference computes them."""
+    key = secret.encode()
+    stamp = str(published).encode()
+    v1 = hmac.new(key, stamp, hashlib.sha256).digest()
+    v2 = hmac.new(key, call_ref.encode() + payload + stamp, hashlib.sha256).digest()
+    return base64.b64encode(v1).decode(), base64.b64encode(v2).decode()
+
+
+async def secret_of(db: AsyncSession, programme: Programme) -> str | None:
+    """A live programme's own secret; a sandbox programme's API key (its oldest live one), so
+    receivers written for the reference verify unchanged."""
+    if programme.mode != "sandbox":
+        return programme.webhook_secret
+    stmt = (
+        select(ApiKey.sandbox_plaintext)
+        .where(
+            ApiKey.programme_id == programme.id,
+            ApiKey.revoked_at.is_(None),
+            ApiKey.sandbox_plaintext.is_not(None),
+        )
+        .order_by(ApiKey.created_at, ApiKey.id)
+        .limit(1)
+    )
+    return (await db.execute(stmt)).scalar_one_or_none()
+
+
+# Where events may go (server-side request forgery, D16)
+
+
+def _blocked(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return bool(
+        ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_reserved
+        or ip.is_multicast
+        or ip.is_unspecified
+    )
+
+
+async def refused_destination(url: str) -> str | None:
+    """Why `url` may not receive a live programme's events (it resolves to a loopback,
+    link-local or private address, or not at all); None when it may."""
+    host = urlsplit(url).hostname
+    if not host:
+        return "the URL names no host"
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return f"{host} does not resolve"
+    for info in infos:
+        address = str(info[4][0])
+        if _blocked(address):
+            return f"{host} resolves to {address}, a loopback, link-local or private address"
+    return None
+
+
+# 1. claim
+
+
+@dataclass(frozen=True)
+class Claimed:
+    event_id: int
+    url: str
+    secret: str | None
+    call_ref: str
+    payload: bytes
+    clock_offset_ms: int
+    live: bool
+
+
+async def claim(db: Database, server_now: int, limit: int) -> list[Claimed]:
+    e = WebhookEvent
+    earlier = aliased(WebhookEvent)
+    before_it = exists().where(
+        earlier.programme_id == e.programme_id,
+        earlier.resource == e.resource,
+        earlier.state == PENDING,
+        earlier.id < e.id,
+    )
+    query = (
+        select(e, Programme)
+        .join(Programme, Programme.id == e.programme_id)
+        .where(
+            e.state == PENDING,
+            e.next_attempt_at <= server_now + Programme.clock_offset_ms,
+            or_(e.lease_until.is_(None), e.lease_until < server_now),
+            ~before_it,
+        )
+        .order_by(e.id)
+        .limit(limit)
+    )
+    if not db.is_sqlite:
+        query = query.with_for_update(skip_locked=True, of=e)
+    out: list[Claimed] = []
+    secrets: dict[int, str | None] = {}
+    async with db.transaction() as session:
+        for event, programme in (await session.execute(query)).all():
+            event.lease_until = server_now + LEASE_MS
+            if programme.id not in secrets:
+                secrets[programme.id] = await secret_of(session, programme)
+            base = (programme.webhook_url or "").rstrip("/")
+            out.append(
+                Claimed(
+                    event.id,
+                    f"{base}{event.path}" if base else "",
+                    secrets[programme.id],
+                    event.call_ref,
+                    event.payload.encode(),
+                    programme.clock_offset_ms,
+                    programme.mode != "sandbox",
+                )
+            )
+    return out
+
+
+# 2. send
+
+
+@dataclass(frozen=True)
+class Result:
+    published: int
+    duration_ms: int
+    status: int | None = None
+    error: str | None = None
+    excerpt: str | None = None
+    retry: bool = False
+
+    @property
+    def delivered(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+
+def _retryable(status: int) -> bool:
+    return status in RETRY_STATUSES or status >= 500
+
+
+async def send(
+    client: httpx.AsyncClient, c: Claimed, published: int, allow_private: bool
+) -> Result:
+    started = time.monotonic()
+
+    def took() -> int:
+        return int((time.monotonic() - started) * 1000)
+
+    if not c.url:
+        return Result(published, 0, error="the programme has no webhook URL")
+    if c.secret is None:
+        return Result(published, 0, error="the programme has no webhook secret")
+    if c.live and not allow_private:
+        why = await refused_destination(c.url)
+        if why is not None:
+            return Result(published, took(), error=f"not sent: {why}")
+    v1, v2 = signatures(c.secret, c.call_ref, c.payload, published)
+    headers = {
+        "content-type": "application/json",
+        "call-ref": c.call_ref,
+        "published-timestamp": str(published),
+        "signature": v1,
+        "signature-v2": v2,
+    }
+    url = c.url
+    try:
+        for _ in range(MAX_REDIRECTS + 1):
+            async with client.stream("POST", url, content=c.payload, headers=headers) as answer:
+                excerpt = await _excerpt(answer)
+                status = answer.status_code
+                location = answer.headers.get("location")
+            if status in (307, 308) and location:
+                target = urljoin(url, location)
+                if _origin(target) != _origin(url):
+                    return Result(
+                        published,
+                        took(),
+                        status,
+                        f"redirect to another host not followed: {_origin(target)}",
+                        excerpt,
+                    )
+                url = target
+                continue
+            return Result(published, took(), status, None, excerpt, _retryable(status))
+        return Result(published, took(), status, "too many redirects", excerpt)
+    except httpx.TimeoutException:
+        return Result(published, took(), error="timed out after 10 s", retry=True)
+    except httpx.HTTPError as exc:
+        return Result(published, took(), error=f"{type(exc).__name__}: {exc}"[:300], retry=True)
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or ""), parts.port
+
+
+async def _excerpt(answer: httpx.Response) -> str:
+    """The first characters of the answer, never the whole of a large one."""
+    buf = b""
+    async for chunk in answer.aiter_bytes():
+        buf += chunk
+        if len(buf) >= EXCERPT:
+            break
+    return buf[:EXCERPT].decode("utf-8", errors="replace")
+
+
+# 3. record
+
+
+async def record(db: Database, c: Claimed, result: Result) -> str:
+    """Writes the attempt and the event's new state; answers that state."""
+    async with db.transaction() as session:
+        event = await session.get(WebhookEvent, c.event_id, populate_existing=True)
+        if event is None or event.state != PENDING:  # redelivered or settled meanwhile
+            return event.state if event is not None else FAILED
+        event.attempts += 1
+        event.lease_until = None
+        event.last_status = result.status
+        event.last_error = result.error
+        if result.delivered:
+            event.state = DELIVERED
+            event.delivered_at = result.published
+            event.next_attempt_at = None
+            outcome = DELIVERED
+        elif result.retry and event.attempts <= MAX_RETRIES:
+            event.next_attempt_at = result.published + retry_delay_ms(event.attempts)
+            outcome = "RETRY"
+        else:
+            event.state = FAILED
+            event.next_attempt_at = None
+            outcome = FAILED
+        session.add(
+            WebhookAttempt(
+                id=new_id(),
+                event_id=event.id,
+                url=c.url[:2100],
+                attempted_at=result.published,
+                duration_ms=result.duration_ms,
+                status_code=result.status,
+                error=result.error,
+                excerpt=result.excerpt,
+                outcome=outcome,
+            )
+        )
+        return event.state
+
+
+async def deliver_due(
+    db: Database,
+    clock: Clock,
+    client: httpx.AsyncClient,
+    *,
+    limit: int = 20,
+    allow_private: bool = False,
+) -> int:
+    """One round: claims up to `limit` due events, sends them side by side, records each.
+    Answers how many were claimed."""
+    claimed = await claim(db, clock.system_ms(), limit)
+
+    async def one(c: Claimed) -> None:
+        result = await send(client, c, clock.now_ms(c.clock_offset_ms), allow_private)
+        state = await record(db, c, result)
+        if state == FAILED:
+            log.warning(
+                "webhook event failed",
+                extra={"event_id": str(c.event_id), "status": result.status, "error": result.error},
+            )
+
+    await asyncio.gather(*(one(c) for c in claimed))
+    return len(claimed)
+
+
+class WebhookWorker:
+    """The delivery loop every server process runs (the app's lifespan)."""
+
+    def __init__(self, db: Database, clock: Clock, interval: float, allow_private: bool) -> None:
+        self.db = db
+        self.clock = clock
+        self.interval = interval
+        self.allow_private = allow_private
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._stop.clear()
+            self._task = asyncio.create_task(self._run(), name="multibank-webhooks")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stop.set()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def _run(self) -> None:
+        timeout = httpx.Timeout(TIMEOUT_SECONDS)
+        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
+            while not self._stop.is_set():
+                claimed = 0
+                try:
+                    claimed = await deliver_due(
+                        self.db, self.clock, client, allow_private=self.allow_private
+                    )
+                except Exception:  # the database may be away for a while; try again
+                    log.exception("webhook delivery round failed")
+                if claimed:
+                    continue  # there may be more due now
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), self.interval)
