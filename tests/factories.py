@@ -37,6 +37,7 @@ PAYMENT_SETTINGS = {
     "lowValueExemptionMaxCount": 5,
     "lowValueExemptionMaxTotal": 10000,
     "owtProcessingDelaySeconds": 2,
+    "webhookUrl": None,  # D16: none, no delivery
 }
 CODE = "123456"
 

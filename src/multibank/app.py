@@ -143,6 +143,7 @@ def create_app(
                 container.clock,
                 container.settings.webhooks_poll_seconds,
                 container.settings.webhooks_allow_private,
+                int(container.settings.webhooks_lease_seconds * 1000),
             )
             hooks.start()
         if serving:

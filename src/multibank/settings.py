@@ -79,6 +79,9 @@ class Settings(BaseSettings):
     # whether live programmes may send to loopback, link-local or private addresses.
     webhooks_poll_seconds: float = Field(default=0.5, ge=0)
     webhooks_allow_private: bool = False
+    # How long a process may take to send an event before another may send it again (it must
+    # exceed the 10 s timeout of a send).
+    webhooks_lease_seconds: float = Field(default=60, gt=10)
     outbox_batch_size: int = Field(default=20, ge=1, le=1000)
     outbox_max_attempts: int = Field(default=8, ge=1)
 

@@ -58,7 +58,7 @@ MAX_RETRIES = 5
 FIRST_DELAY_MS = 10_000
 FACTOR = 6
 TIMEOUT_SECONDS = 10.0
-LEASE_MS = 60_000
+LEASE_MS = 60_000  # the default of MULTIBANK_WEBHOOKS_LEASE_SECONDS
 EXCERPT = 200
 MAX_REDIRECTS = 3
 
@@ -143,7 +143,9 @@ class Claimed:
     live: bool
 
 
-async def claim(db: Database, server_now: int, limit: int) -> list[Claimed]:
+async def claim(
+    db: Database, server_now: int, limit: int, lease_ms: int = LEASE_MS
+) -> list[Claimed]:
     e = WebhookEvent
     earlier = aliased(WebhookEvent)
     before_it = exists().where(
@@ -170,7 +172,7 @@ async def claim(db: Database, server_now: int, limit: int) -> list[Claimed]:
     secrets: dict[int, str | None] = {}
     async with db.transaction() as session:
         for event, programme in (await session.execute(query)).all():
-            event.lease_until = server_now + LEASE_MS
+            event.lease_until = server_now + lease_ms
             if programme.id not in secrets:
                 secrets[programme.id] = await secret_of(session, programme)
             base = (programme.webhook_url or "").rstrip("/")
@@ -323,10 +325,11 @@ async def deliver_due(
     *,
     limit: int = 20,
     allow_private: bool = False,
+    lease_ms: int = LEASE_MS,
 ) -> int:
     """One round: claims up to `limit` due events, sends them side by side, records each.
     Answers how many were claimed."""
-    claimed = await claim(db, clock.system_ms(), limit)
+    claimed = await claim(db, clock.system_ms(), limit, lease_ms)
 
     async def one(c: Claimed) -> None:
         result = await send(client, c, clock.now_ms(c.clock_offset_ms), allow_private)
@@ -344,11 +347,19 @@ async def deliver_due(
 class WebhookWorker:
     """The delivery loop every server process runs (the app's lifespan)."""
 
-    def __init__(self, db: Database, clock: Clock, interval: float, allow_private: bool) -> None:
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        interval: float,
+        allow_private: bool,
+        lease_ms: int = LEASE_MS,
+    ) -> None:
         self.db = db
         self.clock = clock
         self.interval = interval
         self.allow_private = allow_private
+        self.lease_ms = lease_ms
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -373,7 +384,11 @@ class WebhookWorker:
                 claimed = 0
                 try:
                     claimed = await deliver_due(
-                        self.db, self.clock, client, allow_private=self.allow_private
+                        self.db,
+                        self.clock,
+                        client,
+                        allow_private=self.allow_private,
+                        lease_ms=self.lease_ms,
                     )
                 except Exception:  # the database may be away for a while; try again
                     log.exception("webhook delivery round failed")

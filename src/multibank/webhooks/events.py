@@ -406,6 +406,7 @@ def _owt(ctx: Ctx, p: Payment) -> dict[str, Any]:
             "sortCode": bank.get("sortCode", ""),
         }
     return {
+        "eventType": p.state,
         "owner": _identity(p.identity_type, p.identity_id),
         "transfer": {
             "id": {"type": "outgoing_wire_transfers", "id": str(p.id)},
