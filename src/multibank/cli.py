@@ -1,11 +1,12 @@
-"""The `multibank` command: serve, db, programme. Every operator action calls the same services
-as the operator API, so the two never disagree."""
+"""The `multibank` command: serve, db, programme, ledger, webhooks. Every operator action calls
+the same services as the operator API, so the two never disagree."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -38,6 +39,8 @@ app.add_typer(db_app, name="db")
 app.add_typer(programme_app, name="programme")
 ledger_app = typer.Typer(help="The double-entry ledger.")
 app.add_typer(ledger_app, name="ledger")
+webhooks_app = typer.Typer(help="Webhook events.")
+app.add_typer(webhooks_app, name="webhooks")
 
 DEFAULT_PROGRAMME = "default"
 
@@ -366,6 +369,38 @@ def ledger_verify(
     if problems:
         _fail(f"ledger verify: {len(problems)} violation(s)")
     typer.echo("ledger verify: ok")
+
+
+@webhooks_app.command("listen")
+def webhooks_listen(
+    programme: Annotated[
+        str, typer.Option(help="The programme (name) whose events to receive.")
+    ] = DEFAULT_PROGRAMME,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="TCP port to receive on (0: any free one).")
+    ] = 8787,
+    host: Annotated[
+        str, typer.Option(help="Interface to receive on; the webhook URL names it.")
+    ] = "127.0.0.1",
+) -> None:
+    """Receive a programme's webhook events here: point its webhook URL at a receiver started
+    now, and print each event as it arrives (path, event type, resource id) with whether both
+    of its signatures verify. Ctrl-C puts the previous webhook URL back."""
+    from multibank.webhooks.listen import ListenError, listen
+
+    async def work(db: Database) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await listen(db, programme, host, port, typer.echo, stop)
+
+    try:
+        _run(work)
+    except NotFound as exc:
+        _fail(exc.message)
+    except ListenError as exc:
+        _fail(str(exc))
 
 
 def main() -> None:
