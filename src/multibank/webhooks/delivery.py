@@ -11,9 +11,9 @@ A round runs in three steps, no transaction open while the network is used:
    (HMAC-SHA256 of call-ref + payload + timestamp), both base64, keyed by the programme's webhook
    secret (a sandbox programme's: its API key). 10 s timeout; a redirect is followed only to the
    same scheme, host and port. Only the first 200 characters of the answer are read.
-3. record the attempt: a 2xx delivers; a connection error, a timeout, 408, 409, 425, 429 or a 5xx
-   retries after 10 s x 6^n of the programme clock, five times, then FAILED; any other answer is
-   final (FAILED).
+3. record the round's attempts, in one transaction: a 2xx delivers; a connection error, a
+   timeout, 408, 409, 425, 429 or a 5xx retries after 10 s x 6^n of the programme clock, five
+   times, then FAILED; any other answer is final (FAILED).
 
 A process that dies between 1 and 3 leaves a lease that runs out (60 s, well over the 10 s
 timeout): the next claimer sends the event again with the same call-ref. Events are delivered at
@@ -280,42 +280,50 @@ async def _excerpt(answer: httpx.Response) -> str:
 # 3. record
 
 
-async def record(db: Database, c: Claimed, result: Result) -> str:
-    """Writes the attempt and the event's new state; answers that state."""
+async def record(db: Database, sent: list[tuple[Claimed, Result]]) -> list[str]:
+    """Writes the attempts of a round and their events' new states, in one transaction;
+    answers each event's state."""
+    states: list[str] = []
     async with db.transaction() as session:
-        event = await session.get(WebhookEvent, c.event_id, populate_existing=True)
-        if event is None or event.state != PENDING:  # redelivered or settled meanwhile
-            return event.state if event is not None else FAILED
-        event.attempts += 1
-        event.lease_until = None
-        event.last_status = result.status
-        event.last_error = result.error
-        if result.delivered:
-            event.state = DELIVERED
-            event.delivered_at = result.published
-            event.next_attempt_at = None
-            outcome = DELIVERED
-        elif result.retry and event.attempts <= MAX_RETRIES:
-            event.next_attempt_at = result.published + retry_delay_ms(event.attempts)
-            outcome = "RETRY"
-        else:
-            event.state = FAILED
-            event.next_attempt_at = None
-            outcome = FAILED
-        session.add(
-            WebhookAttempt(
-                id=new_id(),
-                event_id=event.id,
-                url=c.url[:2100],
-                attempted_at=result.published,
-                duration_ms=result.duration_ms,
-                status_code=result.status,
-                error=result.error,
-                excerpt=result.excerpt,
-                outcome=outcome,
-            )
+        for c, result in sent:
+            states.append(await _record_one(session, c, result))
+    return states
+
+
+async def _record_one(session: AsyncSession, c: Claimed, result: Result) -> str:
+    event = await session.get(WebhookEvent, c.event_id, populate_existing=True)
+    if event is None or event.state != PENDING:  # redelivered or settled meanwhile
+        return event.state if event is not None else FAILED
+    event.attempts += 1
+    event.lease_until = None
+    event.last_status = result.status
+    event.last_error = result.error
+    if result.delivered:
+        event.state = DELIVERED
+        event.delivered_at = result.published
+        event.next_attempt_at = None
+        outcome = DELIVERED
+    elif result.retry and event.attempts <= MAX_RETRIES:
+        event.next_attempt_at = result.published + retry_delay_ms(event.attempts)
+        outcome = "RETRY"
+    else:
+        event.state = FAILED
+        event.next_attempt_at = None
+        outcome = FAILED
+    session.add(
+        WebhookAttempt(
+            id=new_id(),
+            event_id=event.id,
+            url=c.url[:2100],
+            attempted_at=result.published,
+            duration_ms=result.duration_ms,
+            status_code=result.status,
+            error=result.error,
+            excerpt=result.excerpt,
+            outcome=outcome,
         )
-        return event.state
+    )
+    return event.state
 
 
 async def deliver_due(
@@ -330,17 +338,18 @@ async def deliver_due(
     """One round: claims up to `limit` due events, sends them side by side, records each.
     Answers how many were claimed."""
     claimed = await claim(db, clock.system_ms(), limit, lease_ms)
-
-    async def one(c: Claimed) -> None:
-        result = await send(client, c, clock.now_ms(c.clock_offset_ms), allow_private)
-        state = await record(db, c, result)
+    if not claimed:
+        return 0
+    results = await asyncio.gather(
+        *(send(client, c, clock.now_ms(c.clock_offset_ms), allow_private) for c in claimed)
+    )
+    sent = list(zip(claimed, results, strict=True))
+    for (c, result), state in zip(sent, await record(db, sent), strict=True):
         if state == FAILED:
             log.warning(
                 "webhook event failed",
                 extra={"event_id": str(c.event_id), "status": result.status, "error": result.error},
             )
-
-    await asyncio.gather(*(one(c) for c in claimed))
     return len(claimed)
 
 
