@@ -10,7 +10,10 @@ Rows, all against one `multibank serve` (one worker) and the bare FastAPI route,
   arrived (the receiver answers 204 at once; events of one account go one at a time, in order).
 
 Usage: .venv/bin/python bench/bench_webhooks.py [--seconds 10] [--connections 16]
-       [--database-url postgresql://...]   (default: a fresh SQLite file)
+       [--database-url postgresql://...] [--no-delivery]   (default: a fresh SQLite file)
+
+With --no-delivery the server records the events but sends none: the second row then shows what
+recording an event costs the call alone.
 """
 
 from __future__ import annotations
@@ -85,6 +88,11 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--database-url", default=None)
+    ap.add_argument(
+        "--no-delivery",
+        action="store_true",
+        help="the server records events but does not send them: what recording alone costs",
+    )
     args = ap.parse_args()
 
     with bare_server() as bare:
@@ -93,7 +101,8 @@ def main() -> None:
     counter = Counter()
     hooks = receiver(counter)
     url = f"http://127.0.0.1:{hooks.server_address[1]}/hooks"
-    env = {"MULTIBANK_ADMIN_TOKEN": ADMIN_TOKEN, "MULTIBANK_WEBHOOKS_POLL_SECONDS": "0.05"}
+    poll = "0" if args.no_delivery else "0.05"
+    env = {"MULTIBANK_ADMIN_TOKEN": ADMIN_TOKEN, "MULTIBANK_WEBHOOKS_POLL_SECONDS": poll}
     if args.database_url:
         env["MULTIBANK_DATABASE_URL"] = args.database_url
     with multibank_server(env) as server, tempfile.TemporaryDirectory() as tmp:
@@ -130,7 +139,7 @@ def main() -> None:
         rows.append(with_url)
         time.sleep(1)  # the calls wrk left running end
         total = recorded(server.base) - before
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + (0 if args.no_delivery else 300)
         while counter.count < total and time.monotonic() < deadline:
             time.sleep(0.1)
         drained = counter.last - started
@@ -139,6 +148,9 @@ def main() -> None:
 
     print(report(rows, baseline))
     print(f"PATCH with events / without: {with_url.rps / rows[1].rps:.3f}")
+    if args.no_delivery:
+        print(f"events: {total} recorded, none sent (--no-delivery)")
+        return
     print(
         f"events: {total} recorded, {counter.count} delivered in {drained:.1f} s from the start "
         f"of the row: {counter.count / drained:.0f} events/s "

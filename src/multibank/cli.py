@@ -403,5 +403,37 @@ def webhooks_listen(
         _fail(str(exc))
 
 
+@webhooks_app.command("deliver")
+def webhooks_deliver() -> None:
+    """Deliver webhook events from this process, without serving the API: run it beside API
+    processes started with MULTIBANK_WEBHOOKS_POLL_SECONDS=0, so sending events never takes
+    their CPU. Any number may run at once; Ctrl-C stops it."""
+    from multibank.webhooks.delivery import WebhookWorker
+
+    settings = get_settings()
+
+    async def work(db: Database) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        worker = WebhookWorker(
+            db,
+            Clock(),
+            settings.webhooks_poll_seconds or 0.5,
+            settings.webhooks_allow_private,
+            int(settings.webhooks_lease_seconds * 1000),
+        )
+        worker.start()
+        typer.echo("delivering webhook events (Ctrl-C stops)")
+        try:
+            await stop.wait()
+        finally:
+            await worker.stop()
+        typer.echo("stopped")
+
+    _run(work, settings)
+
+
 def main() -> None:
     app()

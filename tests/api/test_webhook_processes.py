@@ -22,7 +22,7 @@ from sqlalchemy import func, select
 
 from multibank.kernel.db import Database
 from multibank.webhooks.models import WebhookEvent
-from tests.api.test_ledger_concurrency import _env, fresh_database
+from tests.api.test_ledger_concurrency import MULTIBANK, _env, fresh_database
 from tests.api.test_payment_concurrency import _start
 from tests.api.webhook_support import receiving, signed_by
 from tests.conftest import ADMIN_TOKEN, Prog
@@ -153,3 +153,33 @@ async def test_kill_minus_nine_while_sending_loses_no_event(tmp_path):
     assert again.body == first.body and signed_by(p.api_key, again)
     # Not before the dead process's lease (11 s from its claim) ran out.
     assert again_at - first_at >= 10, again_at - first_at
+
+
+async def test_a_delivery_process_beside_api_processes_that_send_nothing(tmp_path):
+    async with fresh_database(tmp_path) as url:
+        api_env = {**_server_env(url), "MULTIBANK_WEBHOOKS_POLL_SECONDS": "0"}
+        with receiving() as receiver:
+            async with (
+                servers(api_env, tmp_path, 1) as procs,
+                httpx.AsyncClient(base_url=procs[0][1], timeout=60) as http,
+            ):
+                p = await hooked_programme(http, receiver.url)
+                await verified(http, p, "corporates")
+                await asyncio.sleep(1)
+                assert receiver.received == []  # the API process sends nothing
+                deliverer = await asyncio.create_subprocess_exec(
+                    str(MULTIBANK),
+                    "webhooks",
+                    "deliver",
+                    env={**_server_env(url), "MULTIBANK_WEBHOOKS_POLL_SECONDS": "0.1"},
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                )
+                try:
+                    got = await asyncio.to_thread(receiver.wait_for, 1, 30)
+                finally:
+                    deliverer.send_signal(signal.SIGINT)
+                    out, err = await asyncio.wait_for(deliverer.communicate(), 30)
+            assert deliverer.returncode == 0, err.decode()
+            assert b"stopped" in out
+    assert got[0].path == "/hooks/corporates/kyb/watch" and signed_by(p.api_key, got[0])
