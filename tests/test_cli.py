@@ -524,3 +524,28 @@ async def test_commands_on_an_unmigrated_or_unreachable_database_say_so(tmp_path
             [line] = result.output.strip().splitlines()
             assert line.startswith("cannot use the database at postgresql+asyncpg://nobody:***@")
             assert "secret" not in line
+
+
+async def test_programme_create_with_a_webhook_url(cli_env, client, admin_headers):
+    out = ok(
+        await cli(
+            "programme",
+            "create",
+            "--name",
+            unique_name(),
+            "--webhook-url",
+            "https://hooks.example.com/multibank",
+            "--json",
+        )
+    )
+    pid = json.loads(out)["programmeId"]
+    r = await client.get(f"{PORTAL}/{pid}", headers=admin_headers)
+    assert r.json()["settings"]["webhookUrl"] == "https://hooks.example.com/multibank"
+    # A live programme may not send its events to a private address (D16).
+    name = unique_name()
+    refused = await cli(
+        "programme", "create", "--name", name, "--live", "--webhook-url", "http://10.0.0.7/h"
+    )
+    assert refused.exit_code == 1
+    assert "WEBHOOK_URL_NOT_ALLOWED" in refused.output
+    assert (await cli("programme", "show", name)).exit_code == 1  # nothing was created

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
 
@@ -31,6 +31,7 @@ from multibank.kyc.page import router as kyc_pages
 from multibank.observability import configure_logging, render_metrics
 from multibank.payments.steps import PaymentWorker
 from multibank.portal.router import build_portal
+from multibank.portal.web import router as portal_pages
 from multibank.settings import Settings, get_settings
 from multibank.simulator.router import build_simulator
 from multibank.webhooks.delivery import WebhookWorker
@@ -201,6 +202,13 @@ def create_app(
     app.include_router(kyc_pages)
     app.mount("/simulate/api", build_simulator())
     app.mount("/portal/api", build_portal())
+    # The web portal's pages (D17), beside its API.
+    app.include_router(portal_pages)
+
+    @app.get("/portal", include_in_schema=False)
+    async def portal_root() -> RedirectResponse:
+        return RedirectResponse("/portal/", status_code=308)
+
     app.mount(DOCS_ASSETS_URL, StaticFiles(directory=DOCS_ASSETS), name="docs-assets")
     if settings.cors_allowed_origins:
         app.add_middleware(

@@ -15,6 +15,7 @@ def load_all() -> None:
     import multibank.kernel.tokens
     import multibank.ledger.models
     import multibank.payments.models
+    import multibank.portal.sessions
     import multibank.programmes.models
     import multibank.users.models
     import multibank.webhooks.models  # noqa: F401

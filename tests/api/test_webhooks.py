@@ -97,6 +97,9 @@ async def test_every_event_type_arrives_signed_in_its_shape(
     for step in ("block", "unblock"):
         r = await client.post(f"/multi/managed_accounts/{acc}/{step}", headers=ident.headers)
         assert r.status_code == 204
+    empty = (await open_account(client, ident, "EUR"))["id"]
+    r = await client.post(f"/3.1.0/multi/managed_accounts/{empty}/remove", headers=ident.headers)
+    assert r.status_code == 204
     assert await deposit(client, p, acc, 100_000) == "COMPLETED"  # upgrades to an IBAN first
     r = await client.post(
         "/multi/corporates/fees/charge",
@@ -190,6 +193,13 @@ async def test_every_event_type_arrives_signed_in_its_shape(
         if r.path == f"{hooks}/managed_accounts/watch" and r.json["account"]["id"]["id"] == acc
     ]
     assert first_account == ["CREATED", "UPDATED", "BLOCKED", "UNBLOCKED"]
+    removed = [
+        r.json
+        for r in got
+        if r.path == f"{hooks}/managed_accounts/watch" and r.json["account"]["id"]["id"] == empty
+    ]
+    assert [e["type"] for e in removed] == ["CREATED", "DESTROYED"]
+    assert removed[-1]["account"]["state"]["destroyType"] == "USER"
     assert types(got, f"{hooks}/ibans/watch")[:2] == ["REQUESTED", "CREATED"]
     assert types(got, f"{hooks}/send/watch") == ["PENDING_CHALLENGE", "COMPLETED"]
     assert types(got, f"{hooks}/outgoing_wire_transfers/watch") == [
@@ -513,3 +523,25 @@ async def test_payloads_are_sent_as_recorded(client, container, hooked):
         recorded = {e.call_ref: e.payload.encode() for e in rows}
     assert {r.call_ref: r.body for r in receiver.received} == recorded
     assert all(json.loads(b) for b in recorded.values())
+
+
+async def test_which_answers_are_retried(client, container, admin_headers, hooked):
+    p, receiver = hooked
+    ident = await verified(client, p, "corporates")
+    await deliver(container)
+    statuses = [408, 409, 425, 429, 502, 404, 401, 301]
+    accounts = [(await open_account(client, ident, "EUR"))["id"] for _ in statuses]
+    status_of = dict(zip(accounts, statuses, strict=True))
+
+    def answer(got: Any) -> tuple[int, bytes, dict[str, str]]:
+        # Each account's CREATED event gets its own status.
+        status = status_of.get(got.json.get("account", {}).get("id", {}).get("id"), 204)
+        return status, b"", {"location": "/elsewhere"} if status == 301 else {}
+
+    receiver.answer_for = answer
+    await deliver(container)
+    log = await deliveries(client, admin_headers, p, eventType="managed_accounts", limit=100)
+    outcome = {
+        d["payload"]["account"]["id"]["id"]: d["attempts"][0]["outcome"] for d in log["deliveries"]
+    }
+    assert [outcome[a] for a in accounts] == ["RETRY"] * 5 + ["FAILED"] * 3

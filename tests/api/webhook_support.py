@@ -40,6 +40,8 @@ class Receiver:
     url: str = ""
     received: list[Received] = field(default_factory=list)
     answer: Callable[[str, int], tuple[int, bytes, dict[str, str]]] = lambda path, n: (204, b"", {})
+    # When set, answers instead of `answer`, from the request itself.
+    answer_for: Callable[[Received], tuple[int, bytes, dict[str, str]]] | None = None
     delay: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -65,14 +67,16 @@ def receiving() -> Iterator[Receiver]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            got = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             with receiver.lock:
                 n = sum(1 for r in receiver.received if r.path == self.path)
-                receiver.received.append(
-                    Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-                )
+                receiver.received.append(got)
             if receiver.delay:
                 time.sleep(receiver.delay)
-            status, payload, headers = receiver.answer(self.path, n)
+            if receiver.answer_for is not None:
+                status, payload, headers = receiver.answer_for(got)
+            else:
+                status, payload, headers = receiver.answer(self.path, n)
             self.send_response(status)
             for k, v in headers.items():
                 self.send_header(k, v)

@@ -82,9 +82,8 @@ class _Strict(StrictBody):
 
 
 MINOR_UNITS_MAX = 2**53  # amounts a JSON client reads exactly
-WebhookUrl = Annotated[
-    str, StringConstraints(pattern=r"^https?://[^\s/?#]+[^\s]*$", max_length=2000)
-]
+# An http(s) URL in printable ASCII (an international host is written in its punycode form).
+WebhookUrl = Annotated[str, StringConstraints(pattern=r"^https?://[!-~]+$", max_length=2000)]
 
 
 class ProgrammeSettings(_Strict):

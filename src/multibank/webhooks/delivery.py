@@ -115,12 +115,15 @@ def _blocked(address: str) -> bool:
 async def refused_destination(url: str) -> str | None:
     """Why `url` may not receive a live programme's events (it resolves to a loopback,
     link-local or private address, or not at all); None when it may."""
-    host = urlsplit(url).hostname
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return "the URL is not valid"
     if not host:
         return "the URL names no host"
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except OSError:
+    except (OSError, UnicodeError, ValueError):
         return f"{host} does not resolve"
     for info in infos:
         address = str(info[4][0])

@@ -1,0 +1,256 @@
+"""The operator web portal at /portal/ (issue 14, D17), over HTTP as a browser would use it:
+sign-in with the admin token (an HttpOnly, SameSite=Strict session cookie), every page refusing a
+visitor without a session, every form refusing a post without its CSRF token, and the operator's
+work end to end: programmes, settings, keys, fees, customers and their verification, deposits and
+IBANs, statements and their downloads, the ledger, payments, webhooks, the inbox, the clock.
+The same journey in a real browser is in test_portal_browser.py."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.payments_support import customer
+from tests.conftest import ADMIN_TOKEN
+from tests.factories import open_account, sign_up
+
+PORTAL_API = "/portal/api/programmes"
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, "no CSRF field on the page"
+    return found.group(1)
+
+
+async def signed_in_client(app: Any) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    c = httpx.AsyncClient(transport=transport, base_url="http://testserver")
+    r = await c.post("/portal/login", data={"token": ADMIN_TOKEN})
+    assert r.status_code == 303 and r.headers["location"] == "/portal/"
+    return c
+
+
+@pytest.fixture
+async def browser(app: Any) -> Any:
+    c = await signed_in_client(app)
+    try:
+        yield c
+    finally:
+        await c.aclose()
+
+
+async def page(c: httpx.AsyncClient, url: str) -> str:
+    r = await c.get(url)
+    assert r.status_code == 200, (url, r.status_code, r.text[:300])
+    assert r.headers["content-type"].startswith("text/html")
+    return r.text
+
+
+async def submit(c: httpx.AsyncClient, url: str, form_page: str, **fields: Any) -> httpx.Response:
+    html = await page(c, form_page)
+    return await c.post(url, data={"csrf": csrf_of(html), **fields})
+
+
+async def test_sign_in_sets_a_strict_http_only_cookie(client):
+    r = await client.get("/portal/login")
+    assert r.status_code == 200 and "Admin token" in r.text
+    wrong = await client.post("/portal/login", data={"token": "nope"})
+    assert wrong.status_code == 401 and "Wrong admin token" in wrong.text
+    assert "set-cookie" not in wrong.headers
+    r = await client.post("/portal/login", data={"token": ADMIN_TOKEN})
+    assert r.status_code == 303
+    cookie = r.headers["set-cookie"].lower()
+    for part in ("mb_portal=", "httponly", "samesite=strict", "path=/portal"):
+        assert part in cookie, cookie
+    client.cookies.clear()
+    r = await client.get("/portal")
+    assert r.status_code == 308 and r.headers["location"] == "/portal/"
+
+
+async def test_every_page_refuses_a_visitor_without_a_session(client, programme):
+    p = await programme()
+    ident = await sign_up(client, p, "corporates")
+    client.cookies.clear()
+    base = f"/portal/programmes/{p.id}"
+    for url in (
+        "/portal/",
+        base,
+        f"{base}/customers",
+        f"{base}/customers/{ident.id}",
+        f"{base}/ledger",
+        f"{base}/payments",
+        f"{base}/webhooks",
+        f"{base}/inbox",
+        f"{base}/accounts/1",
+        f"{base}/accounts/1/statement.csv",
+    ):
+        r = await client.get(url)
+        assert (r.status_code, r.headers.get("location")) == (303, "/portal/login"), url
+    for url in (
+        "/portal/programmes",
+        f"{base}/settings",
+        f"{base}/api_keys",
+        f"{base}/clock",
+        f"{base}/customers/{ident.id}/verify",
+        "/portal/logout",
+    ):
+        r = await client.post(url, data={"csrf": "x"})
+        assert (r.status_code, r.headers.get("location")) == (303, "/portal/login"), url
+    # A forged or ended session cookie is no session.
+    client.cookies.set("mb_portal", "forged", path="/portal")
+    assert (await client.get("/portal/")).status_code == 303
+    client.cookies.clear()
+
+
+async def test_a_form_without_its_csrf_token_is_refused_and_changes_nothing(
+    browser, client, admin_headers
+):
+    name = f"web{secrets.token_hex(4)}"
+    for fields in ({"name": name}, {"name": name, "csrf": "wrong"}):
+        r = await browser.post("/portal/programmes", data=fields)
+        assert r.status_code == 403 and "CSRF" in r.text
+    listed = (await client.get(PORTAL_API, headers=admin_headers)).json()
+    assert name not in {p["name"] for p in listed}
+
+
+async def test_programme_settings_keys_and_fees(browser, client, admin_headers):
+    name = f"web{secrets.token_hex(4)}"
+    r = await submit(browser, "/portal/programmes", "/portal/", name=name, currencies="EUR,GBP")
+    assert r.status_code == 200 and name in r.text
+    key = re.search(r'id="new-key">([^<]+)<', r.text)
+    assert key, "the new programme's API key is shown once"
+    listed = (await client.get(PORTAL_API, headers=admin_headers)).json()
+    pid = next(p["programmeId"] for p in listed if p["name"] == name)
+    # The key works on the public API.
+    r = await client.post(
+        "/multi/passwords/validate",
+        headers={"api-key": key.group(1)},
+        json={"password": {"value": "Str0ng-Passw0rd!"}},
+    )
+    assert r.status_code == 204
+    home = f"/portal/programmes/{pid}"
+    r = await submit(
+        browser,
+        f"{home}/settings",
+        home,
+        stepUpRequired="true",
+        failedLoginLimit="7",
+        sendsScaRequired="false",
+        webhookUrl="https://hooks.example.com/x",
+    )
+    assert r.status_code == 303 and "Settings+saved" in r.headers["location"]
+    settings = (await client.get(f"{PORTAL_API}/{pid}", headers=admin_headers)).json()["settings"]
+    assert settings["stepUpRequired"] is True and settings["failedLoginLimit"] == 7
+    assert settings["sendsScaRequired"] is False
+    assert settings["webhookUrl"] == "https://hooks.example.com/x"
+    bad = await submit(browser, f"{home}/settings", home, failedLoginLimit="0")
+    assert "error=1" in bad.headers["location"]
+    r = await submit(
+        browser, f"{home}/movement_fee", home, kind="sends", currency="GBP", amount="25"
+    )
+    assert r.status_code == 303
+    summary = (await client.get(f"{PORTAL_API}/{pid}", headers=admin_headers)).json()
+    assert summary["movementFees"]["sends"]["GBP"] == 25
+    r = await submit(browser, f"{home}/api_keys", home, label="mobile app")
+    second = re.search(r'id="new-key">([^<]+)<', r.text)
+    assert second and second.group(1) != key.group(1)
+    keys = (await client.get(f"{PORTAL_API}/{pid}/api_keys", headers=admin_headers)).json()
+    labelled = next(k for k in keys if k["label"] == "mobile app")
+    r = await submit(browser, f"{home}/api_keys/{labelled['id']}/revoke", home)
+    assert r.status_code == 303
+    r = await client.post(
+        "/multi/passwords/validate",
+        headers={"api-key": second.group(1)},
+        json={"password": {"value": "Str0ng-Passw0rd!"}},
+    )
+    assert r.status_code == 401  # revoked
+
+
+async def test_customers_verification_deposit_statement_and_sandbox_tools(
+    browser, client, programme, admin_headers
+):
+    p = await programme()
+    base = f"/portal/programmes/{p.id}"
+    ident = await sign_up(client, p, "corporates")
+    found = await page(browser, f"{base}/customers?q={ident.email}")
+    assert ident.email in found and "NOT_STARTED" in found
+    detail = f"{base}/customers/{ident.id}"
+    r = await submit(browser, f"{detail}/verify", detail)
+    assert r.status_code == 303
+    assert 'id="dd-status">APPROVED<' in await page(browser, detail)
+    acc = (await open_account(client, ident, "EUR"))["id"]
+    r = await submit(browser, f"{base}/accounts/{acc}/iban", detail)
+    assert "IBAN" in r.headers["location"]
+    r = await submit(browser, f"{base}/accounts/{acc}/deposit", detail, amount="12345")
+    assert "COMPLETED" in r.headers["location"]
+    got = await client.get(f"/multi/managed_accounts/{acc}", headers=ident.headers)
+    assert got.json()["balances"]["actualBalance"] == 12345
+    statement = await page(browser, f"{base}/accounts/{acc}")
+    assert "DEPOSIT" in statement and "123.45 EUR" in statement
+    csv_ = await browser.get(f"{base}/accounts/{acc}/statement.csv")
+    assert csv_.status_code == 200 and "12345" in csv_.text
+    pdf = await browser.get(f"{base}/accounts/{acc}/statement.pdf")
+    assert pdf.content.startswith(b"%PDF")
+    ledger = await page(browser, f"{base}/ledger")
+    assert 'id="verify">ledger verify: ok' in ledger and "DEPOSIT" in ledger
+    inbox = await page(browser, f"{base}/inbox")
+    assert ident.email in inbox and "123456" in inbox  # the e-mail verification code it "sent"
+    r = await submit(browser, f"{base}/clock", base, seconds="60")
+    assert "clock+moved" in r.headers["location"]
+    missing = await browser.get("/portal/programmes/1")
+    assert missing.status_code == 404 and "No such programme" in missing.text
+
+
+async def test_payments_and_webhooks_pages(browser, client, programme, admin_headers):
+    p = await programme()
+    base = f"/portal/programmes/{p.id}"
+    r = await client.patch(
+        f"{PORTAL_API}/{p.id}/settings", headers=admin_headers, json={"owtScaRequired": False}
+    )
+    assert r.status_code == 200
+    ident, acc = await customer(client, p, funds=100_000, sms=False)
+    r = await client.post(
+        "/multi/outgoing_wire_transfers",
+        headers=ident.headers,
+        json={
+            "profileId": p.profiles["outgoingWireTransfers"],
+            "sourceInstrument": {"type": "managed_accounts", "id": acc},
+            "transferAmount": {"currency": "EUR", "amount": 5000},
+            "description": "Rent",
+            "destinationBeneficiary": {
+                "name": "Landlord",
+                "bankAccountDetails": {
+                    "iban": "WV38WEAV502015555551",
+                    "bankIdentifierCode": "COBADEFFXXX",
+                },
+            },
+        },
+    )
+    owt_id = r.json()["id"]
+    payments = await page(browser, f"{base}/payments")
+    assert owt_id in payments and "SUBMITTED" in payments
+    r = await submit(browser, f"{base}/wire/{owt_id}/accept", f"{base}/payments")
+    assert "COMPLETED" in r.headers["location"]
+    r = await client.get(f"/multi/outgoing_wire_transfers/{owt_id}", headers=ident.headers)
+    assert r.json()["state"] == "COMPLETED"
+    hooks = await page(browser, f"{base}/webhooks")
+    assert "no webhook URL" in hooks
+
+
+async def test_sign_out_ends_the_session_everywhere(app, client):
+    c = await signed_in_client(app)
+    try:
+        cookie = c.cookies.get("mb_portal")
+        html = await page(c, "/portal/")
+        r = await c.post("/portal/logout", data={"csrf": csrf_of(html)})
+        assert r.status_code == 303 and r.headers["location"].startswith("/portal/login")
+        # The old cookie, kept by someone, opens nothing any more.
+        c.cookies.set("mb_portal", cookie or "", path="/portal")
+        assert (await c.get("/portal/")).status_code == 303
+    finally:
+        await c.aclose()
