@@ -28,6 +28,7 @@ from multibank.kernel.outbox import DeliveryPolicy, OutboxWorker
 from multibank.kernel.ratelimit import RateLimiter
 from multibank.kernel.tokens import TokenKeyring
 from multibank.kyc.page import router as kyc_pages
+from multibank.landing import router as landing_page
 from multibank.observability import configure_logging, render_metrics
 from multibank.payments.steps import PaymentWorker
 from multibank.portal.router import build_portal
@@ -200,6 +201,7 @@ def create_app(
     app.mount("/3.29.1/multi", build_v3_29())
     app.mount("/3.1.0/multi", build_v3_1())
     app.include_router(kyc_pages)
+    app.include_router(landing_page)
     app.mount("/simulate/api", build_simulator())
     app.mount("/portal/api", build_portal())
     # The web portal's pages (D17), beside its API.

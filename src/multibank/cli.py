@@ -1,5 +1,5 @@
-"""The `multibank` command: serve, db, programme, ledger, webhooks. Every operator action calls
-the same services as the operator API, so the two never disagree."""
+"""The `multibank` command: serve, db, programme, ledger, webhooks, sandbox. Every operator action
+calls the same services as the operator API, so the two never disagree."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 import uvicorn
@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from multibank.kernel.clock import Clock
 from multibank.kernel.db import Database
@@ -31,18 +32,77 @@ from multibank.programmes.schemas import ProfileUpdate, ProgrammeCreate, Program
 from multibank.settings import Settings, get_settings
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
-app = typer.Typer(help="multibank: a self-hostable Multi Product Banking Service server.")
-db_app = typer.Typer(help="Database schema.")
-programme_app = typer.Typer(help="Programmes (tenants) and their API keys.")
+
+# Help for operators. Typer shows each parameter's Python type in the options table (`<bool>`,
+# `<str>`, `<int range>`); here a flag shows nothing, an option the `metavar` it declares (NAME,
+# SECONDS, URL...) and an argument its name alone. tests/test_cli_help.py checks every command.
+
+
+class _NamedArgument(TyperArgument):
+    """An argument shown by its metavar alone, without the Python type beside it."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+
+def _operator_params(params: list[Any]) -> list[Any]:
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""  # a flag takes no value: nothing to show
+        elif type(param) is TyperArgument:
+            param.__class__ = _NamedArgument
+    return params
+
+
+class OperatorGroup(TyperGroup):
+    """A command group whose help shows no Python types."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _operator_params(super().get_params(ctx))
+
+
+class OperatorCommand(TyperCommand):
+    """A command whose help shows no Python types."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _operator_params(super().get_params(ctx))
+
+
+class OperatorApp(typer.Typer):
+    """A typer app whose groups and commands are `OperatorGroup`s and `OperatorCommand`s."""
+
+    def __init__(self, **options: Any) -> None:
+        options.setdefault("cls", OperatorGroup)
+        super().__init__(**options)
+
+    def command(
+        self, name: str | None = None, *, cls: type[TyperCommand] | None = None, **options: Any
+    ) -> Callable[[F], F]:
+        return super().command(name, cls=cls or OperatorCommand, **options)
+
+
+app = OperatorApp(
+    help="multibank: a self-hostable Multi Product Banking Service server.",
+    epilog="First steps: `multibank serve`, then `multibank sandbox seed` in another terminal "
+    "for a ready-made corporate and consumer to try the API with.",
+)
+db_app = OperatorApp(help="The database schema.")
+programme_app = OperatorApp(help="Programmes (tenants): create, show, list, set payment fees.")
 app.add_typer(db_app, name="db")
 app.add_typer(programme_app, name="programme")
-ledger_app = typer.Typer(help="The double-entry ledger.")
+ledger_app = OperatorApp(help="The double-entry ledger.")
 app.add_typer(ledger_app, name="ledger")
-webhooks_app = typer.Typer(help="Webhook events.")
+webhooks_app = OperatorApp(help="Webhook events: receive them locally, or deliver them.")
 app.add_typer(webhooks_app, name="webhooks")
+sandbox_app = OperatorApp(help="Sandbox helpers: ready-made test data.")
+app.add_typer(sandbox_app, name="sandbox")
 
 DEFAULT_PROGRAMME = "default"
+PROGRAMME_JSON_HELP = (
+    "Print the programme as JSON (id, API key, profiles, currencies, fee types, payment fees)."
+)
 
 
 def _run(
@@ -89,7 +149,7 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 
 
 async def ensure_default_programme(db: Database) -> tuple[ProgrammeDescription, bool]:
-    """D4: the `default` sandbox programme exists after the first start; returns it and whether it
+    """The `default` sandbox programme exists after the first start; returns it and whether it
     was created now. Several processes may start at once: the unique name settles the race."""
     async with db.transaction() as session:
         existing = await repository.get_programme_by_name(session, DEFAULT_PROGRAMME)
@@ -131,11 +191,18 @@ async def _reachable(db: Database, within: float) -> None:
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+    host: Annotated[
+        str, typer.Option(metavar="HOST", help="Interface (address) to listen on.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="PORT", help="TCP port to listen on.")] = 8000,
+    workers: Annotated[
+        int, typer.Option(min=1, metavar="N", help="Worker processes serving requests.")
+    ] = 1,
 ) -> None:
-    """Apply migrations, create the `default` sandbox programme on first start, and serve."""
+    """Serve the API, with the `default` sandbox programme created on the first start.
+
+    Updates the database schema first, then prints where the API listens and the `default`
+    programme's id, API key and profiles."""
     from multibank.app import build_container, startup
 
     settings = get_settings()
@@ -198,18 +265,54 @@ def serve(
 
 @db_app.command("upgrade")
 def db_upgrade() -> None:
-    """Apply every Alembic migration not yet applied."""
+    """Create or update the database schema (apply every migration not applied yet)."""
     _run(upgrade, creates=True)
     typer.echo("database is up to date")
 
 
 @programme_app.command("create")
 def programme_create(
-    name: Annotated[str, typer.Option("--name", help="Unique programme name.")],
-    live: Annotated[bool, typer.Option("--live", help="Live mode (default: sandbox).")] = False,
-    step_up_required: Annotated[bool, typer.Option("--step-up-required")] = False,
-    failed_login_limit: Annotated[int, typer.Option("--failed-login-limit", min=1)] = 5,
-    iban_allocation_delay: Annotated[int, typer.Option("--iban-allocation-delay", min=0)] = 2,
+    name: Annotated[
+        str,
+        typer.Option(
+            "--name",
+            metavar="NAME",
+            help="Unique programme name (letters, digits, dots, dashes, underscores).",
+        ),
+    ],
+    live: Annotated[
+        bool,
+        typer.Option(
+            "--live",
+            help="Live mode: random one-time codes that are sent out, and an API key shown only "
+            "now (default: sandbox, where every code is 123456 and nothing is sent).",
+        ),
+    ] = False,
+    step_up_required: Annotated[
+        bool,
+        typer.Option(
+            "--step-up-required",
+            help="Sessions must step up with a one-time code before using accounts and statements.",
+        ),
+    ] = False,
+    failed_login_limit: Annotated[
+        int,
+        typer.Option(
+            "--failed-login-limit",
+            min=1,
+            metavar="N",
+            help="Wrong passwords in a row that lock a user out.",
+        ),
+    ] = 5,
+    iban_allocation_delay: Annotated[
+        int,
+        typer.Option(
+            "--iban-allocation-delay",
+            min=0,
+            metavar="SECONDS",
+            help="How long an account waits for the IBAN it asked for.",
+        ),
+    ] = 2,
     webhook_url: Annotated[
         str | None,
         typer.Option(
@@ -218,7 +321,7 @@ def programme_create(
             help="Where the programme's webhook events go (each to URL + its path).",
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the D4 JSON shape.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=PROGRAMME_JSON_HELP)] = False,
 ) -> None:
     """Create a programme with its profiles, the ADMIN_FEE fee type and a first API key."""
     try:
@@ -259,8 +362,8 @@ def programme_create(
 
 @programme_app.command("show")
 def programme_show(
-    name: str,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the D4 JSON shape.")] = False,
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The programme's name.")],
+    as_json: Annotated[bool, typer.Option("--json", help=PROGRAMME_JSON_HELP)] = False,
 ) -> None:
     """Show a programme: id, API key (sandbox only), profiles, currencies and fee types."""
 
@@ -291,18 +394,29 @@ def programme_list() -> None:
 
 @programme_app.command("movement-fee")
 def programme_movement_fee(
-    name: str,
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The programme's name.")],
     payment: Annotated[
         str,
         typer.Option(
-            "--payment", help="transfers, sends or outgoingWireTransfers (outgoing wire transfers)."
+            "--payment",
+            metavar="KIND",
+            help="transfers, sends or outgoingWireTransfers (outgoing wire transfers).",
         ),
     ],
-    currency: Annotated[str, typer.Option("--currency", help="ISO-4217 code, e.g. EUR.")],
-    amount: Annotated[int, typer.Option("--amount", min=0, help="The fee, in minor units.")],
+    currency: Annotated[
+        str, typer.Option("--currency", metavar="CURRENCY", help="ISO-4217 code, e.g. EUR.")
+    ],
+    amount: Annotated[
+        int,
+        typer.Option(
+            "--amount", min=0, metavar="MINOR_UNITS", help="The fee, in minor units (cents)."
+        ),
+    ],
 ) -> None:
-    """Set what a payment of one kind costs in one currency, on top of its amount (the source
-    pays it; it goes to the programme's revenue). Prints the programme's payment fees."""
+    """Set the fee of one kind of payment in one currency.
+
+    The fee comes on top of the payment's amount: the source pays it, and it goes to the
+    programme's revenue. Prints the programme's payment fees."""
     try:
         fees = ProfileUpdate(fees={currency: amount}).fees or {}
     except ValidationError as exc:
@@ -346,10 +460,14 @@ def _print_description(description: ProgrammeDescription, as_json: bool) -> None
 
 @ledger_app.command("verify")
 def ledger_verify(
-    programme: Annotated[str | None, typer.Option(help="Only this programme (name).")] = None,
+    programme: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Only this programme (its name).")
+    ] = None,
 ) -> None:
-    """Check the D5 invariants: every currency of every programme sums to zero, and every
-    account's balance equals its postings. Exits 1 on any violation."""
+    """Check that the ledger adds up; exits 1 on any violation.
+
+    Every currency of every programme sums to zero, and every account's balance equals the sum
+    of its postings."""
     from multibank.ledger.verify import verify
 
     async def work(db: Database) -> list[str]:
@@ -374,18 +492,25 @@ def ledger_verify(
 @webhooks_app.command("listen")
 def webhooks_listen(
     programme: Annotated[
-        str, typer.Option(help="The programme (name) whose events to receive.")
+        str,
+        typer.Option(metavar="NAME", help="The programme (its name) whose events to receive."),
     ] = DEFAULT_PROGRAMME,
     port: Annotated[
-        int, typer.Option(min=0, max=65535, help="TCP port to receive on (0: any free one).")
+        int,
+        typer.Option(
+            min=0, max=65535, metavar="PORT", help="TCP port to receive on (0: any free one)."
+        ),
     ] = 8787,
     host: Annotated[
-        str, typer.Option(help="Interface to receive on; the webhook URL names it.")
+        str,
+        typer.Option(metavar="HOST", help="Interface to receive on; the webhook URL names it."),
     ] = "127.0.0.1",
 ) -> None:
-    """Receive a programme's webhook events here: point its webhook URL at a receiver started
-    now, and print each event as it arrives (path, event type, resource id) with whether both
-    of its signatures verify. Ctrl-C puts the previous webhook URL back."""
+    """Receive a programme's webhook events here and print them.
+
+    Points the programme's webhook URL at a receiver started now, and prints each event as it
+    arrives (path, event type, resource id) with whether both of its signatures verify. Ctrl-C
+    puts the previous webhook URL back."""
     from multibank.webhooks.listen import ListenError, listen
 
     async def work(db: Database) -> None:
@@ -405,9 +530,10 @@ def webhooks_listen(
 
 @webhooks_app.command("deliver")
 def webhooks_deliver() -> None:
-    """Deliver webhook events from this process, without serving the API: run it beside API
-    processes started with MULTIBANK_WEBHOOKS_POLL_SECONDS=0, so sending events never takes
-    their CPU. Any number may run at once; Ctrl-C stops it."""
+    """Deliver webhook events from this process, without serving the API.
+
+    Run it beside API processes started with MULTIBANK_WEBHOOKS_POLL_SECONDS=0, so sending
+    events never takes their CPU. Any number may run at once; Ctrl-C stops it."""
     from multibank.webhooks.delivery import WebhookWorker
 
     settings = get_settings()
@@ -433,6 +559,88 @@ def webhooks_deliver() -> None:
         typer.echo("stopped")
 
     _run(work, settings)
+
+
+@sandbox_app.command("seed")
+def sandbox_seed(
+    programme: Annotated[
+        str,
+        typer.Option(
+            metavar="NAME",
+            help="The sandbox programme (its name); `default` is created if missing.",
+        ),
+    ] = DEFAULT_PROGRAMME,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print everything as one JSON object.")
+    ] = False,
+) -> None:
+    """Create a ready-to-use corporate and consumer in a sandbox programme.
+
+    Each is verified, has an active SMS factor (every code is 123456) and a EUR account with an
+    IBAN and 1000.00 EUR in it. Prints for each its e-mail, password, identity id, root user id,
+    account id, IBAN and a fresh token, already stepped up (it lapses when unused for a while:
+    log in again with the e-mail and password). Made through the API itself, on the configured
+    database."""
+    from multibank.sandbox_seed import CURRENCY, DEPOSIT, Seeded, SeedError, seed
+
+    settings = get_settings()
+
+    async def work(db: Database) -> tuple[Seeded, str | None]:
+        await upgrade(db)
+        nodes = NodeKeeper(db, Clock())
+        await nodes.start(renew_in_background=False)
+        try:
+            if programme == DEFAULT_PROGRAMME:
+                await ensure_default_programme(db)
+            async with db.transaction() as session:
+                found = await service.require_programme_by_name(session, programme)
+                mode = found.mode
+                description = await service.describe(session, found)
+        finally:
+            await nodes.stop()
+        if mode != "sandbox":
+            raise SeedError(f"it is a {mode} programme; only sandbox programmes are seeded")
+        return await seed(settings, programme, description)
+
+    try:
+        seeded, admin_token = _run(work, settings, creates=True)
+    except NotFound as exc:
+        _fail(exc.message)
+        return
+    except SeedError as exc:
+        _fail(f"cannot seed programme {programme!r}: {exc}")
+        return
+    shown_once = f"operator API admin token (generated, shown once): {admin_token}"
+    if as_json:
+        if admin_token:
+            typer.echo(shown_once, err=True)
+        typer.echo(seeded.model_dump_json())
+        return
+    lines = [
+        f"programme '{seeded.programme}': id {seeded.programmeId}",
+        f"  api-key: {seeded.apiKey}",
+    ]
+    for kind, who in (("corporate", seeded.corporate), ("consumer", seeded.consumer)):
+        lines += [
+            kind,
+            f"  e-mail:       {who.email}",
+            f"  password:     {who.password}",
+            f"  identity id:  {who.identityId}",
+            f"  root user id: {who.rootUserId}",
+            f"  account id:   {who.accountId} ({DEPOSIT / 100:.2f} {CURRENCY})",
+            f"  IBAN:         {who.iban}",
+            f"  token:        {who.token}",
+        ]
+    idle = settings.session_idle_seconds
+    lapse = f"{idle // 60} minutes" if idle % 60 == 0 else f"{idle} seconds"
+    lines += [
+        f"Headers: `api-key: {seeded.apiKey}` and `Authorization: Bearer TOKEN`. Every one-time "
+        "code is 123456.",
+        f"A token lapses after {lapse} unused: log in again with the e-mail and password.",
+    ]
+    if admin_token:
+        lines.append(shown_once)
+    typer.echo("\n".join(lines))
 
 
 def main() -> None:

@@ -9,17 +9,52 @@ from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp
 from multibank.api.routing import IndexedRouter, absent, compose
 
-DESCRIPTION = (
-    "Multi Product Banking Service interface {version}, served by multibank. Every operation "
-    "needs the `api-key` header; most also need `Authorization: Bearer <token>` from login."
-)
+# The description of each version's document: `{version}` is replaced (not `str.format`: the
+# text names paths such as `/passwords/{userId}/create`). Kept accurate to README.md.
+DESCRIPTION = """Multi Product Banking Service interface {version}, served by multibank. Every \
+operation needs the `api-key` header; most also need `Authorization: Bearer <token>` from login.
+
+## How to start
+
+1. **API key.** A programme's key, sent as the `api-key` header. `multibank serve` creates the \
+sandbox programme `default` on first start and prints its key and profile ids; the server's home \
+page (`/`) shows them too, and `multibank programme show default` prints them again. \
+`multibank programme create --name NAME` (or the operator API, `POST /portal/api/programmes`, \
+header `Authorization: Bearer <admin token>`) makes another programme.
+2. **Sign up.** `POST /corporates` (or `POST /consumers`) with the programme's `corporate` (or \
+`consumer`) profile id; verify the root user's e-mail (`POST /corporates/verification/email/send`, \
+then `.../verify` with the code); create the root user's password \
+(`POST /passwords/{userId}/create`).
+3. **Token.** The password creation and `POST /login_with_password` \
+(`{"email": ..., "password": {"value": ...}}`) answer a `token`: send it as \
+`Authorization: Bearer <token>` with the `api-key`. A session lasts 5 minutes from its last call \
+and 12 hours in all; `POST /logout` ends it.
+4. **Sandbox.** In a sandbox programme every one-time code (e-mail, SMS, invites) is `123456`, \
+and the simulator at `/simulate/api` (header `programme-key: <api key>`, docs at \
+`/simulate/api/docs`) plays the outside world: `POST /simulate/api/corporates/{id}/verify` \
+approves a KYB (`/consumers/{id}/verify` a KYC), `POST /simulate/api/managed_accounts/{id}/iban/\
+allocate` finishes an IBAN upgrade (`POST /managed_accounts/{id}/iban`), and \
+`POST /simulate/api/accounts/{id}/deposit` (`{"depositAmount": {"currency": "EUR", \
+"amount": 10000}}`, minor units) funds an account whose IBAN is allocated.
+"""
+PAYMENTS = {
+    "3.29.1": "\n**Payments** (transfers, sends and outgoing wire transfers) exist on 3.29.1 only "
+    "(`/multi` and `/3.29.1/multi`), as do additional factors and step-up.\n",
+    "3.1.0": "\n**Payments** (transfers, sends and outgoing wire transfers), additional factors "
+    "and step-up are not in 3.1.0: they are on 3.29.1 only (`/multi`).\n",
+}
+
+
+def description(version: str) -> str:
+    """The OpenAPI `info.description` of `version`: how to start, and what it serves."""
+    return DESCRIPTION.replace("{version}", version) + PAYMENTS.get(version, "")
 
 
 def _version_app(version: str) -> FastAPI:
     app = DescribedApp(
         title="Multi Product Banking Service",
         version=version,
-        description=DESCRIPTION.format(version=version),
+        description=description(version),
         openapi_url="/openapi.json",
         docs_url="/docs",
         redoc_url="/redoc",
