@@ -156,6 +156,28 @@ async def test_programme_settings_keys_and_fees(browser, client, admin_headers):
     assert r.status_code == 303
     summary = (await client.get(f"{PORTAL_API}/{pid}", headers=admin_headers)).json()
     assert summary["movementFees"]["sends"]["GBP"] == 25
+    r = await submit(
+        browser,
+        f"{home}/fee_type",
+        home,
+        name="CARD_FEE",
+        group="PREMIUM",
+        currency="EUR",
+        amount="40",
+    )
+    assert "saved" in r.headers["location"]
+    await submit(
+        browser,
+        f"{home}/fee_type",
+        home,
+        name="CARD_FEE",
+        group="DEFAULT",
+        currency="EUR",
+        amount="90",
+    )
+    fee_types = (await client.get(f"{PORTAL_API}/{pid}/fee_types", headers=admin_headers)).json()
+    card = next(f for f in fee_types if f["name"] == "CARD_FEE")
+    assert card["amounts"] == {"PREMIUM": {"EUR": 40}, "DEFAULT": {"EUR": 90}}
     r = await submit(browser, f"{home}/api_keys", home, label="mobile app")
     second = re.search(r'id="new-key">([^<]+)<', r.text)
     assert second and second.group(1) != key.group(1)

@@ -47,7 +47,12 @@ from multibank.portal import sessions
 from multibank.programmes import repository, service
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import Programme
-from multibank.programmes.schemas import ProgrammeCreate, ProgrammeSettingsUpdate
+from multibank.programmes.schemas import (
+    FeeTypeCreate,
+    FeeTypeWrite,
+    ProgrammeCreate,
+    ProgrammeSettingsUpdate,
+)
 from multibank.users import repository as users_repo
 from multibank.users.models import ROOT, User
 from multibank.webhooks import service as webhooks
@@ -321,6 +326,22 @@ async def programme_action(request: Request, programme_id: str, action: str) -> 
                 db, programme, form.get("kind", ""), form.get("currency", ""), amount
             )
             return back(url, "Fee set.")
+        if action == "fee_type":
+            name, group = form.get("name", ""), form.get("group", "") or "DEFAULT"
+            in_currency: dict[str, int] = {form.get("currency", ""): int(form.get("amount", "0"))}
+            existing = {f.name: f for f in await service.list_fee_types(db, programme)}
+            if name in existing:
+                amounts = {g: dict(a) for g, a in existing[name].amounts.items()}
+                amounts[group] = {**amounts.get(group, {}), **in_currency}
+                await service.replace_fee_type(db, programme, name, FeeTypeWrite(amounts=amounts))
+            else:
+                await service.create_fee_type(
+                    db,
+                    container.clock,
+                    programme,
+                    FeeTypeCreate(name=name, amounts={group: in_currency}),
+                )
+            return back(url, f"Fee type {name} saved.")
         if action == "webhook_secret":
             secret = await service.rotate_webhook_secret(db, programme)
             return await _programme_page(request, signed, programme, new_secret=secret)
