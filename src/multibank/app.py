@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
 
+from multibank.api import examples
 from multibank.api.errors import install_error_handlers
 from multibank.api.middleware import EdgeMiddleware
 from multibank.api.openapi import DOCS_ASSETS, DOCS_ASSETS_URL
@@ -117,6 +118,8 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if container.keyring is None:
             await startup(container)
+        # The docs' request examples name the default programme's profiles.
+        await examples.load(container.db)
         # This process's id node, leased from the database (kernel/node_lease.py).
         nodes = NodeKeeper(container.db, container.clock)
         await nodes.start()

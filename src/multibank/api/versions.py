@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI
 
-from multibank.api import v3_1, v3_29
+from multibank.api import examples, v3_1, v3_29
 from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp
 from multibank.api.routing import IndexedRouter, absent, compose
@@ -50,8 +52,15 @@ def description(version: str) -> str:
     return DESCRIPTION.replace("{version}", version) + PAYMENTS.get(version, "")
 
 
+class VersionApp(DescribedApp):
+    """A version's application: its description carries request examples (`api.examples`)."""
+
+    def openapi(self) -> dict[str, Any]:
+        return examples.inject(super().openapi())
+
+
 def _version_app(version: str) -> FastAPI:
-    app = DescribedApp(
+    app = VersionApp(
         title="Multi Product Banking Service",
         version=version,
         description=description(version),

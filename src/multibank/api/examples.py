@@ -1,0 +1,150 @@
+"""Request examples in each version's OpenAPI description (issue 14) that succeed as written on
+this server: the `default` sandbox programme's profile ids are filled in when the server starts
+(`load`), one-time codes are the sandbox's 123456, and each step's example follows the last (sign
+up, verify the e-mail, create the password, log in, open an account). Bodies that need the id of
+something made earlier (an account, for a transfer) say so with an upper-case placeholder."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from sqlalchemy import select
+
+from multibank.kernel.db import Database
+from multibank.programmes.models import Profile, Programme
+
+# The default programme's profile id of each kind, once the server has started.
+PROFILES: dict[str, str] = {}
+EMAIL = "ada.lovelace@example.com"
+PASSWORD = "Sandbox-Pa55"
+CODE = "123456"
+
+
+async def load(db: Database) -> None:
+    """Reads the `default` sandbox programme's profile ids (nothing when there is none)."""
+    async with db.read_sessionmaker() as session:
+        stmt = (
+            select(Profile.kind, Profile.id)
+            .join(Programme, Programme.id == Profile.programme_id)
+            .where(Programme.name == "default", Programme.mode == "sandbox")
+            .order_by(Profile.created_at, Profile.id)
+        )
+        for kind, profile_id in (await session.execute(stmt)).all():
+            PROFILES.setdefault(str(kind), str(profile_id))
+
+
+def _profile(kind: str) -> str:
+    return PROFILES.get(kind, f"{kind.upper()}_PROFILE_ID")
+
+
+def bodies() -> dict[str, dict[str, Any]]:
+    money = {"currency": "EUR", "amount": 500}
+    account = {"type": "managed_accounts", "id": "ACCOUNT_ID"}
+    return {
+        "corporateCreate": {
+            "profileId": _profile("corporate"),
+            "rootUser": {
+                "name": "Ada",
+                "surname": "Lovelace",
+                "email": EMAIL,
+                "mobile": {"countryCode": "+44", "number": "7700900123"},
+                "companyPosition": "DIRECTOR",
+                "dateOfBirth": {"year": 1980, "month": 12, "day": 10},
+            },
+            "company": {
+                "type": "LLC",
+                "name": "Analytical Engines Ltd",
+                "registrationNumber": "C1234567",
+                "registrationCountry": "GB",
+                "businessAddress": {
+                    "addressLine1": "1 High Street",
+                    "city": "London",
+                    "postCode": "EC1A 1BB",
+                    "country": "GB",
+                },
+            },
+            "industry": "ACCOUNTING",
+            "sourceOfFunds": "ORDINARY_BUSINESS_ACTIVITY",
+            "acceptedTerms": True,
+            "ipAddress": "127.0.0.1",
+            "baseCurrency": "EUR",
+        },
+        "consumerCreate": {
+            "profileId": _profile("consumer"),
+            "rootUser": {
+                "name": "Grace",
+                "surname": "Hopper",
+                "email": "grace.hopper@example.com",
+                "mobile": {"countryCode": "+356", "number": "79000000"},
+                "dateOfBirth": {"year": 1990, "month": 1, "day": 2},
+                "occupation": "AUDIT",
+                "address": {"addressLine1": "2 Main St", "city": "Valletta", "country": "MT"},
+                "nationality": "MT",
+                "placeOfBirth": "Valletta",
+            },
+            "ipAddress": "10.0.0.1",
+            "acceptedTerms": True,
+            "baseCurrency": "EUR",
+        },
+        "corporateRootUserEmailVerificationCodeSend": {"email": EMAIL},
+        "corporateRootUserEmailVerify": {"email": EMAIL, "verificationCode": CODE},
+        "consumerRootUserEmailVerificationCodeSend": {"email": "grace.hopper@example.com"},
+        "consumerRootUserEmailVerify": {
+            "email": "grace.hopper@example.com",
+            "verificationCode": CODE,
+        },
+        "passwordCreate": {"password": {"value": PASSWORD}},
+        "passwordValidate": {"password": {"value": PASSWORD}},
+        "loginWithPassword": {"email": EMAIL, "password": {"value": PASSWORD}},
+        "enrolDeviceUsingOtpStepTwo": {"verificationCode": CODE},
+        "stepupSCAVerify": {"verificationCode": CODE},
+        "sendSCAVerify": {"verificationCode": CODE},
+        "outgoingWireTransferSCAVerify": {"verificationCode": CODE},
+        "managedAccountCreate": {
+            "profileId": _profile("corporateManagedAccount"),
+            "friendlyName": "Main",
+            "currency": "EUR",
+        },
+        "transferCreate": {
+            "profileId": _profile("transfers"),
+            "source": account,
+            "destination": {"type": "managed_accounts", "id": "OTHER_ACCOUNT_ID"},
+            "destinationAmount": money,
+        },
+        "sendCreate": {
+            "profileId": _profile("sends"),
+            "source": account,
+            "destination": {"type": "managed_accounts", "id": "ANOTHER_IDENTITYS_ACCOUNT_ID"},
+            "destinationAmount": money,
+        },
+        "outgoingWireTransferCreate": {
+            "profileId": _profile("outgoingWireTransfers"),
+            "sourceInstrument": account,
+            "transferAmount": money,
+            "description": "Invoice 42",
+            "destinationBeneficiary": {
+                "name": "Ada Lovelace",
+                "bankAccountDetails": {
+                    "iban": "DE89370400440532013000",
+                    "bankIdentifierCode": "COBADEFFXXX",
+                },
+            },
+        },
+    }
+
+
+def inject(schema: dict[str, Any]) -> dict[str, Any]:
+    """The description with each known operation's request example (a copy: the cached one is
+    left as it is, and the examples follow the profile ids known now)."""
+    out = copy.deepcopy(schema)
+    examples = bodies()
+    for item in out.get("paths", {}).values():
+        for op in item.values():
+            if not isinstance(op, dict):
+                continue
+            body = examples.get(str(op.get("operationId", "")))
+            content = op.get("requestBody", {}).get("content", {}).get("application/json")
+            if body is not None and content is not None:
+                content["example"] = body
+    return out
