@@ -210,6 +210,15 @@ def create_app(
     # The web portal's pages (D17), beside its API.
     app.include_router(portal_pages)
 
+    @app.get("/docs", include_in_schema=False)
+    async def docs_root() -> RedirectResponse:
+        """The latest version's docs (the home page at / lists every base's)."""
+        return RedirectResponse("/multi/docs", status_code=307)
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc_root() -> RedirectResponse:
+        return RedirectResponse("/multi/redoc", status_code=307)
+
     @app.get("/portal", include_in_schema=False)
     async def portal_root() -> RedirectResponse:
         return RedirectResponse("/portal/", status_code=308)

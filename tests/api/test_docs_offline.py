@@ -28,3 +28,10 @@ async def test_docs_pages_load_only_what_the_server_serves(client, base, page):
     assert f"{base}/openapi.json" in urls
     scripts = [u for u in urls if u.endswith(".js")]
     assert scripts and all(u.startswith("/static/docs/") for u in scripts)
+
+
+@pytest.mark.parametrize("page", ["docs", "redoc"])
+async def test_the_root_docs_are_the_latest_versions(client, page):
+    r = await client.get(f"/{page}")
+    assert (r.status_code, r.headers["location"]) == (307, f"/multi/{page}")
+    assert (await client.get(r.headers["location"])).status_code == 200
