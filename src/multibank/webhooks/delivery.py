@@ -169,6 +169,11 @@ async def claim(
         .order_by(e.id)
         .limit(limit)
     )
+    # Most rounds find nothing: a read says so without taking a write lock (on SQLite the
+    # transaction below would take the database's only one).
+    async with db.read_sessionmaker() as session:
+        if (await session.execute(query.with_only_columns(e.id))).first() is None:
+            return []
     if not db.is_sqlite:
         query = query.with_for_update(skip_locked=True, of=e)
     out: list[Claimed] = []
