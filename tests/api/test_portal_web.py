@@ -178,6 +178,15 @@ async def test_programme_settings_keys_and_fees(browser, client, admin_headers):
     fee_types = (await client.get(f"{PORTAL_API}/{pid}/fee_types", headers=admin_headers)).json()
     card = next(f for f in fee_types if f["name"] == "CARD_FEE")
     assert card["amounts"] == {"PREMIUM": {"EUR": 40}, "DEFAULT": {"EUR": 90}}
+    profiles = (await client.get(f"{PORTAL_API}/{pid}/profiles", headers=admin_headers)).json()
+    sends = next(x for x in profiles if x["kind"] == "sends")
+    r = await submit(
+        browser, f"{home}/profiles/{sends['id']}", home, currencies="EUR", active="false"
+    )
+    assert "Profile+saved" in r.headers["location"]
+    profiles = (await client.get(f"{PORTAL_API}/{pid}/profiles", headers=admin_headers)).json()
+    sends = next(x for x in profiles if x["kind"] == "sends")
+    assert (sends["currencies"], sends["active"]) == (["EUR"], False)
     r = await submit(browser, f"{home}/api_keys", home, label="mobile app")
     second = re.search(r'id="new-key">([^<]+)<', r.text)
     assert second and second.group(1) != key.group(1)

@@ -50,6 +50,7 @@ from multibank.programmes.models import Programme
 from multibank.programmes.schemas import (
     FeeTypeCreate,
     FeeTypeWrite,
+    ProfileUpdate,
     ProgrammeCreate,
     ProgrammeSettingsUpdate,
 )
@@ -358,6 +359,30 @@ async def programme_action(request: Request, programme_id: str, action: str) -> 
         await db.rollback()
         return back(url, _refusal(exc), error=True)
     return _not_found("action")
+
+
+@router.post("/programmes/{programme_id}/profiles/{profile_id}")
+async def profile_update(request: Request, programme_id: str, profile_id: str) -> Response:
+    signed, form, refused = await _posted(request)
+    if refused is not None or signed is None:
+        return refused or to_login()
+    programme = await _programme(request, programme_id)
+    number = parse_id(profile_id)
+    if programme is None or number is None:
+        return _not_found("profile")
+    url = f"/portal/programmes/{programme.id}"
+    try:
+        data = ProfileUpdate(
+            currencies=[c.strip() for c in form.get("currencies", "").split(",") if c.strip()],
+            active=form.get("active") == "true",
+        )
+        await service.update_profile(_db(request), programme, number, data)
+    except ValidationError as exc:
+        return back(url, _problems(exc), error=True)
+    except DomainError as exc:
+        await _db(request).rollback()
+        return back(url, _refusal(exc), error=True)
+    return back(url, "Profile saved.")
 
 
 @router.post("/programmes/{programme_id}/api_keys/{key_id}/revoke")
