@@ -220,7 +220,11 @@ async def test_every_event_type_arrives_signed_in_its_shape(
     assert w["transfer"]["id"] == {"type": "outgoing_wire_transfers", "id": owt_id}
     assert w["transfer"]["destination"]["sepa"]["iban"] == "DE89370400440532013000"
     assert w["owner"] == {"type": "CORPORATE", "id": ident.id}
-    a = next(r.json for r in got if r.path == f"{hooks}/managed_accounts/watch")
+    a = next(
+        r.json
+        for r in got
+        if r.path == f"{hooks}/managed_accounts/watch" and r.json["account"]["id"]["id"] == acc
+    )
     assert a["account"]["id"] == {"id": acc, "type": "managed_accounts"}
     assert a["account"]["balances"] == {"availableBalance": "0", "actualBalance": "0"}
     [dep] = [r.json for r in got if r.path == f"{hooks}/managed_accounts/deposits/watch"]

@@ -7,6 +7,7 @@ something made earlier (an account, for a transfer) say so with an upper-case pl
 from __future__ import annotations
 
 import copy
+import secrets
 from typing import Any
 
 from sqlalchemy import select
@@ -16,13 +17,25 @@ from multibank.programmes.models import Profile, Programme
 
 # The default programme's profile id of each kind, once the server has started.
 PROFILES: dict[str, str] = {}
+# The sign-up examples' e-mails: new at each start, so the examples also work on a server whose
+# database already holds the last start's (an e-mail signs up once).
 EMAIL = "ada.lovelace@example.com"
+CONSUMER_EMAIL = "grace.hopper@example.com"
 PASSWORD = "Sandbox-Pa55"
 CODE = "123456"
 
 
+def renew_emails() -> None:
+    global EMAIL, CONSUMER_EMAIL
+    tag = secrets.token_hex(3)
+    EMAIL = f"ada.lovelace.{tag}@example.com"
+    CONSUMER_EMAIL = f"grace.hopper.{tag}@example.com"
+
+
 async def load(db: Database) -> None:
-    """Reads the `default` sandbox programme's profile ids (nothing when there is none)."""
+    """Reads the `default` sandbox programme's profile ids (nothing when there is none), and
+    picks the sign-up examples' e-mails."""
+    renew_emails()
     async with db.read_sessionmaker() as session:
         stmt = (
             select(Profile.kind, Profile.id)
@@ -75,7 +88,7 @@ def bodies() -> dict[str, dict[str, Any]]:
             "rootUser": {
                 "name": "Grace",
                 "surname": "Hopper",
-                "email": "grace.hopper@example.com",
+                "email": CONSUMER_EMAIL,
                 "mobile": {"countryCode": "+356", "number": "79000000"},
                 "dateOfBirth": {"year": 1990, "month": 1, "day": 2},
                 "occupation": "AUDIT",
@@ -89,9 +102,9 @@ def bodies() -> dict[str, dict[str, Any]]:
         },
         "corporateRootUserEmailVerificationCodeSend": {"email": EMAIL},
         "corporateRootUserEmailVerify": {"email": EMAIL, "verificationCode": CODE},
-        "consumerRootUserEmailVerificationCodeSend": {"email": "grace.hopper@example.com"},
+        "consumerRootUserEmailVerificationCodeSend": {"email": CONSUMER_EMAIL},
         "consumerRootUserEmailVerify": {
-            "email": "grace.hopper@example.com",
+            "email": CONSUMER_EMAIL,
             "verificationCode": CODE,
         },
         "passwordCreate": {"password": {"value": PASSWORD}},
