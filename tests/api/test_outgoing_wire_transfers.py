@@ -182,7 +182,6 @@ async def test_faster_payments_from_a_gbp_account_without_sca(client, programme,
 async def test_a_bad_beneficiary_or_reference_is_400_and_stores_nothing(client, programme):
     p = await programme()
     ident, acc = await customer(client, p, funds=FUNDS)
-    _, gbp = await customer(client, p, funds=FUNDS, currency="GBP", sms=False)
 
     def without(json: dict[str, Any], *path: str) -> dict[str, Any]:
         target = json
@@ -230,7 +229,6 @@ async def test_a_bad_beneficiary_or_reference_is_400_and_stores_nothing(client, 
     assert (
         await create(client, ident, body(p, acc, description="Thanks \U0001f600"))
     ).status_code == 200
-    assert gbp  # (a GBP account exists for the currency cases of the next test)
 
 
 async def test_refusals_before_anything_is_stored(client, programme, admin_headers):
@@ -443,3 +441,17 @@ async def test_a_push_challenge_submits_it(client, programme, admin_headers):
     res = await simulate(client, p, f"/factors/{ident.root_id}/challenges/{owt_id}/verify_success")
     assert res.json() == {"errorCode": "CHALLENGE_ALREADY_SETTLED"}
     await ledger_ok(client, admin_headers, p)
+
+
+async def test_another_programmes_simulator_key_cannot_settle_it(client, programme, admin_headers):
+    p, other = await programme(), await programme()
+    await settings(client, admin_headers, p, owtScaRequired=False)
+    ident, acc = await customer(client, p, funds=FUNDS, sms=False)
+    owt_id = await created(client, ident, body(p, acc))
+    for action in ("accept", "reject", "return"):
+        r = await simulate(client, other, f"/wiretransfers/outgoing/{owt_id}/{action}")
+        assert r.json() == {"code": "DENIED_WIRE_TRANSFER_NOT_FOUND"}, action
+    r = await simulate(client, other, f"/challenges/{owt_id}/expire")
+    assert r.status_code == 404
+    assert await state(client, ident, owt_id) == "SUBMITTED"
+    assert await balances(client, ident, acc) == (FUNDS - AMOUNT - FEE, FUNDS)

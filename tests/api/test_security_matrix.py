@@ -99,3 +99,47 @@ async def test_api_key_only_operations_refuse_bad_keys(client, base):
         assert r.status_code == 400, (method, url, r.status_code)
         r = await client.request(method, url, headers={"api-key": "mb_sbx_unknown"}, json={})
         assert r.status_code == 401, (method, url, r.status_code)
+
+
+# The operator API and the simulator: every operation, read from their own descriptions.
+
+
+def _all_operations(build: Any) -> list[tuple[str, str]]:
+    spec = build().openapi()
+    return [
+        (method.upper(), path)
+        for path, item in spec["paths"].items()
+        for method in item
+        if method in ("get", "post", "put", "patch", "delete")
+    ]
+
+
+async def test_every_operator_operation_refuses_a_caller_without_the_admin_token(client, programme):
+    from multibank.portal.router import build_portal
+
+    p = await programme()
+    ops = _all_operations(build_portal)
+    assert len(ops) >= 20
+    for method, path in ops:
+        url = "/portal/api" + re.sub(r"\{programme_id\}", p.id, concrete(path))
+        for headers in ({}, _auth("not-the-admin-token"), {"api-key": p.api_key}):
+            r = await client.request(method, url, headers=headers, json={})
+            assert r.status_code == 401, (method, url, headers, r.status_code, r.text)
+
+
+async def test_every_simulator_operation_refuses_a_bad_programme_key(client, programme):
+    from multibank.simulator.router import build_simulator
+
+    live = await programme(mode="live")
+    ops = _all_operations(build_simulator)
+    assert len(ops) >= 15
+    for method, path in ops:
+        url = "/simulate/api" + concrete(path)
+        cases = (
+            ({}, 400),
+            ({"programme-key": "mb_sbx_unknown"}, 401),
+            ({"programme-key": live.api_key}, 404),  # live programmes have no simulator
+        )
+        for headers, expected in cases:
+            r = await client.request(method, url, headers=headers, json={})
+            assert r.status_code == expected, (method, url, headers, r.status_code, r.text)

@@ -479,3 +479,12 @@ async def test_version_3_1_0_has_no_sends_or_wire_transfers(client, programme):
     for path in ("/3.1.0/multi/sends", "/3.1.0/multi/outgoing_wire_transfers"):
         assert (await client.get(path, headers=sender.headers)).status_code == 404
     assert await balances(client, sender, a) == (FUNDS, FUNDS)
+
+
+async def test_another_programmes_simulator_key_cannot_reject_it(client, programme):
+    p, other = await programme(), await programme()
+    sender, a, _, r = await parties(client, p)
+    send_id = await created(client, sender, body(p, a, r))
+    assert (await simulate(client, other, f"/sends/{send_id}/reject")).status_code == 404
+    assert (await simulate(client, other, f"/challenges/{send_id}/expire")).status_code == 404
+    assert await state(client, sender, send_id) == "PENDING"
