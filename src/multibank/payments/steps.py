@@ -12,8 +12,6 @@ the next process to look takes it: no money is lost, and no hold outlives its pa
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 
 from sqlalchemy import select
@@ -21,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.kernel.clock import Clock
 from multibank.kernel.db import Database
+from multibank.kernel.loop import PeriodicWorker
 from multibank.payments import owt, sca
 from multibank.payments.models import AWAITING_SCA, Payment
 from multibank.programmes.context import Ctx
@@ -102,36 +101,15 @@ async def run_due(db: Database, clock: Clock) -> int:
     return done
 
 
-class PaymentWorker:
+class PaymentWorker(PeriodicWorker):
     """The loop every server process runs (the app's lifespan)."""
 
+    name = "multibank-payments"
+
     def __init__(self, db: Database, clock: Clock, interval: float) -> None:
+        super().__init__(interval, log)
         self.db = db
         self.clock = clock
-        self.interval = interval
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        if self._task is None:
-            self._stop.clear()
-            self._task = asyncio.create_task(self._run(), name="multibank-payments")
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is None:
-            return
-        self._stop.set()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    async def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                while await run_due(self.db, self.clock) >= BATCH:
-                    pass  # a full batch: there may be more due now
-            except Exception:  # the database may be away for a while; try again next round
-                log.exception("payment steps round failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.interval)
+    async def round(self) -> bool:
+        return await run_due(self.db, self.clock) >= BATCH  # a full batch: maybe more due now

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import hashlib
 import hmac
 import ipaddress
@@ -42,6 +41,7 @@ from sqlalchemy.orm import aliased
 from multibank.kernel.clock import Clock
 from multibank.kernel.db import Database
 from multibank.kernel.ids import new_id
+from multibank.kernel.loop import PeriodicWorker
 from multibank.programmes.models import ApiKey, Programme
 from multibank.webhooks.models import (
     DELIVERED,
@@ -361,8 +361,10 @@ async def deliver_due(
     return len(claimed)
 
 
-class WebhookWorker:
-    """The delivery loop every server process runs (the app's lifespan)."""
+class WebhookWorker(PeriodicWorker):
+    """The delivery loop every server process runs (the app's lifespan), with one HTTP client."""
+
+    name = "multibank-webhooks"
 
     def __init__(
         self,
@@ -372,44 +374,28 @@ class WebhookWorker:
         allow_private: bool,
         lease_ms: int = LEASE_MS,
     ) -> None:
+        super().__init__(interval, log)
         self.db = db
         self.clock = clock
-        self.interval = interval
         self.allow_private = allow_private
         self.lease_ms = lease_ms
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self.client: httpx.AsyncClient | None = None
 
-    def start(self) -> None:
-        if self._task is None:
-            self._stop.clear()
-            self._task = asyncio.create_task(self._run(), name="multibank-webhooks")
+    async def round(self) -> bool:
+        if self.client is None:
+            timeout = httpx.Timeout(TIMEOUT_SECONDS)
+            self.client = httpx.AsyncClient(timeout=timeout, follow_redirects=False)
+        claimed = await deliver_due(
+            self.db,
+            self.clock,
+            self.client,
+            allow_private=self.allow_private,
+            lease_ms=self.lease_ms,
+        )
+        return claimed > 0  # there may be more due now
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is None:
-            return
-        self._stop.set()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    async def _run(self) -> None:
-        timeout = httpx.Timeout(TIMEOUT_SECONDS)
-        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
-            while not self._stop.is_set():
-                claimed = 0
-                try:
-                    claimed = await deliver_due(
-                        self.db,
-                        self.clock,
-                        client,
-                        allow_private=self.allow_private,
-                        lease_ms=self.lease_ms,
-                    )
-                except Exception:  # the database may be away for a while; try again
-                    log.exception("webhook delivery round failed")
-                if claimed:
-                    continue  # there may be more due now
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), self.interval)
+        await super().stop()
+        if self.client is not None:
+            await self.client.aclose()
+            self.client = None
