@@ -142,6 +142,28 @@ def new_payment(
     )
 
 
+async def _priced(
+    ctx: Ctx,
+    owner: Owner,
+    profile: Profile,
+    source: ManagedAccount,
+    destination: ManagedAccount,
+    data: TransferCreate,
+) -> tuple[str, int, int]:
+    """The checks a transfer and a send share once both instruments are found: their states,
+    the payer's due diligence, one currency, the profile's fee and the amount. Answers
+    (currency, amount, fee)."""
+    check_source(source)
+    check_destination(destination)
+    await check_verified(ctx, owner.identity_id)
+    currency, amount = data.destinationAmount.currency, data.destinationAmount.amount
+    if source.currency != currency or destination.currency != currency:
+        raise Conflict("CURRENCY_MISMATCH")
+    fee = fee_of(profile, currency)
+    check_amount(amount, fee)
+    return currency, amount, fee
+
+
 # Transfers
 
 
@@ -160,14 +182,7 @@ async def create_transfer(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payme
         raise Conflict("DESTINATION_NOT_FOUND")
     if source.id == destination.id:
         raise Conflict("SOURCE_AND_DESTINATION_MUST_BE_DIFFERENT")
-    check_source(source)
-    check_destination(destination)
-    await check_verified(ctx, owner.identity_id)
-    currency, amount = data.destinationAmount.currency, data.destinationAmount.amount
-    if source.currency != currency or destination.currency != currency:
-        raise Conflict("CURRENCY_MISMATCH")
-    fee = fee_of(profile, currency)
-    check_amount(amount, fee)
+    currency, amount, fee = await _priced(ctx, owner, profile, source, destination, data)
     payment = new_payment(
         ctx,
         TRANSFER,
@@ -215,14 +230,7 @@ async def create_send(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payment:
         raise Conflict("DESTINATION_NOT_FOUND")
     if destination.identity_id == owner.identity_id:
         raise Conflict("DESTINATION_BELONGS_TO_SAME_IDENTITY")
-    check_source(source)
-    check_destination(destination)
-    await check_verified(ctx, owner.identity_id)
-    currency, amount = data.destinationAmount.currency, data.destinationAmount.amount
-    if source.currency != currency or destination.currency != currency:
-        raise Conflict("CURRENCY_MISMATCH")
-    fee = fee_of(profile, currency)
-    check_amount(amount, fee)
+    currency, amount, fee = await _priced(ctx, owner, profile, source, destination, data)
     payment = new_payment(
         ctx,
         SEND,
