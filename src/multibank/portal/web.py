@@ -102,6 +102,14 @@ def render(template: str, status: int = 200, **context: Any) -> HTMLResponse:
     return HTMLResponse(html, status_code=status, headers={"cache-control": "no-store"})
 
 
+def flash(request: Request) -> dict[str, Any]:
+    """The message a redirect carried back (`back`), for the page to show."""
+    return {
+        "msg": request.query_params.get("msg"),
+        "error": bool(request.query_params.get("error")),
+    }
+
+
 def to_login() -> RedirectResponse:
     return RedirectResponse("/portal/login", status_code=303)
 
@@ -198,8 +206,7 @@ async def home(request: Request) -> Response:
         title="Programmes",
         programmes=listed,
         csrf=signed.csrf,
-        msg=request.query_params.get("msg"),
-        error=bool(request.query_params.get("error")),
+        **flash(request),
     )
 
 
@@ -270,8 +277,7 @@ async def _programme_page(
         now=_ctx(request, programme).now,
         new_key=new_key,
         new_secret=new_secret,
-        msg=request.query_params.get("msg"),
-        error=bool(request.query_params.get("error")),
+        **flash(request),
     )
 
 
@@ -499,8 +505,7 @@ async def customer_page(request: Request, programme_id: str, identity_id: str) -
         mobile=mobile,
         users=users,
         accounts=rows,
-        msg=request.query_params.get("msg"),
-        error=bool(request.query_params.get("error")),
+        **flash(request),
     )
 
 
@@ -715,8 +720,7 @@ async def payments_page(request: Request, programme_id: str) -> Response:
         programme=programme,
         csrf=signed.csrf,
         payments=list(rows.scalars()),
-        msg=request.query_params.get("msg"),
-        error=bool(request.query_params.get("error")),
+        **flash(request),
     )
 
 
@@ -761,8 +765,7 @@ async def webhooks_page(
         deliveries=page["deliveries"],
         event_type=eventType,
         state=state,
-        msg=request.query_params.get("msg"),
-        error=bool(request.query_params.get("error")),
+        **flash(request),
     )
 
 
