@@ -40,6 +40,7 @@ from multibank.programmes.schemas import (
     ProgrammeSettingsUpdate,
 )
 from multibank.webhooks import service as webhooks
+from multibank.webhooks.schemas import DeliveriesPage, DeliveryRead, WebhookSecretRead
 
 admin_scheme = HTTPBearer(scheme_name="admin_token", auto_error=False)
 INT64_MAX = 2**63 - 1
@@ -280,13 +281,17 @@ DeliveryState = Annotated[str | None, Query(pattern="^(PENDING|DELIVERED|FAILED)
     operation_id="webhookSecretRotate",
     responses=conflicts("WEBHOOK_SECRET_IS_API_KEY"),
 )
-async def rotate_webhook_secret(programme: ProgrammePath, db: Db) -> dict[str, str]:
+async def rotate_webhook_secret(programme: ProgrammePath, db: Db) -> WebhookSecretRead:
     """A live programme's new webhook signing secret, shown in this answer only; the old one
     stops signing at once. A sandbox programme signs with its API key."""
-    return {"webhookSecret": await service.rotate_webhook_secret(db, programme)}
+    return WebhookSecretRead(webhookSecret=await service.rotate_webhook_secret(db, programme))
 
 
-@router.get("/{programme_id}/webhooks/deliveries", operation_id="webhookDeliveriesList")
+@router.get(
+    "/{programme_id}/webhooks/deliveries",
+    operation_id="webhookDeliveriesList",
+    response_model=DeliveriesPage,
+)
 async def webhook_deliveries(
     programme: ProgrammePath,
     db: Db,
@@ -304,6 +309,7 @@ async def webhook_deliveries(
 @router.get(
     "/{programme_id}/webhooks/deliveries/{delivery_id}",
     operation_id="webhookDeliveryGet",
+    response_model=DeliveryRead,
     responses=not_found("no webhook delivery of that id in this programme"),
 )
 async def webhook_delivery(delivery_id: IdPath, programme: ProgrammePath, db: Db) -> dict[str, Any]:
@@ -313,6 +319,7 @@ async def webhook_delivery(delivery_id: IdPath, programme: ProgrammePath, db: Db
 @router.post(
     "/{programme_id}/webhooks/deliveries/{delivery_id}/redeliver",
     operation_id="webhookDeliveryRedeliver",
+    response_model=DeliveryRead,
     responses={
         **conflicts("WEBHOOK_DELIVERY_PENDING"),
         **not_found("no webhook delivery of that id in this programme"),
