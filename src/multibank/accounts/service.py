@@ -197,6 +197,15 @@ async def upgrade_iban(ctx: Ctx, owner: Owner, account_id: str) -> ManagedAccoun
     return account
 
 
+async def grant_iban(ctx: Ctx, account: ManagedAccount) -> None:
+    """Sandbox operator: the account's IBAN now, as the owner's request and the allocation that
+    follows it would give it."""
+    if account.iban_state == "UNALLOCATED":
+        await upgrade_iban(ctx, Owner(account.identity_id, account.identity_type), str(account.id))
+    if account.iban_state == "PENDING_ALLOCATION":
+        await allocate_iban(ctx, account)
+
+
 async def _settle_iban(ctx: Ctx, account: ManagedAccount) -> None:
     """Allocation is due `ibanAllocationDelaySeconds` after the request; whichever request sees
     it due first allocates (no background worker, so it holds with any number of processes)."""

@@ -221,3 +221,22 @@ async def push_challenge_of(
         return None
     payment = await repo.by_id(ctx.db, ctx.programme.id, row.payment_id, lock=True)
     return None if payment is None else (row, payment)
+
+
+# The simulator's hand on a waiting payment (D15); each answers the simulator's `code`.
+
+
+async def reject_waiting(ctx: Ctx, payment: Payment) -> str:
+    """A send still waiting for SCA is rejected, its hold released; one that ended is DENIED."""
+    if payment.state not in AWAITING_SCA:
+        return "DENIED"
+    await give_back(ctx, payment, REJECTED, "REJECTED_BY_SIMULATOR")
+    return "COMPLETED"
+
+
+async def expire_now(ctx: Ctx, payment: Payment) -> str:
+    """The payment's time for SCA runs out now, as 5 minutes of the programme clock would."""
+    if payment.state not in AWAITING_SCA:
+        return "DENIED"
+    await expire(ctx, payment)
+    return "COMPLETED"

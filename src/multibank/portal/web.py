@@ -48,8 +48,6 @@ from multibank.programmes import repository, service
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import Programme
 from multibank.programmes.schemas import (
-    FeeTypeCreate,
-    FeeTypeWrite,
     ProfileUpdate,
     ProgrammeCreate,
     ProgrammeSettingsUpdate,
@@ -334,20 +332,16 @@ async def programme_action(request: Request, programme_id: str, action: str) -> 
             )
             return back(url, "Fee set.")
         if action == "fee_type":
-            name, group = form.get("name", ""), form.get("group", "") or "DEFAULT"
-            in_currency: dict[str, int] = {form.get("currency", ""): int(form.get("amount", "0"))}
-            existing = {f.name: f for f in await service.list_fee_types(db, programme)}
-            if name in existing:
-                amounts = {g: dict(a) for g, a in existing[name].amounts.items()}
-                amounts[group] = {**amounts.get(group, {}), **in_currency}
-                await service.replace_fee_type(db, programme, name, FeeTypeWrite(amounts=amounts))
-            else:
-                await service.create_fee_type(
-                    db,
-                    container.clock,
-                    programme,
-                    FeeTypeCreate(name=name, amounts={group: in_currency}),
-                )
+            name = form.get("name", "")
+            await service.set_fee_type_amount(
+                db,
+                container.clock,
+                programme,
+                name,
+                form.get("group", "") or "DEFAULT",
+                form.get("currency", ""),
+                int(form.get("amount", "0")),
+            )
             return back(url, f"Fee type {name} saved.")
         if action == "webhook_secret":
             secret = await service.rotate_webhook_secret(db, programme)
@@ -556,11 +550,7 @@ async def account_action(
     ctx = _ctx(request, programme)
     try:
         if action == "iban":
-            if account.iban_state == "UNALLOCATED":
-                owner = accounts.Owner(account.identity_id, account.identity_type)
-                await accounts.upgrade_iban(ctx, owner, str(account.id))
-            if account.iban_state == "PENDING_ALLOCATION":
-                await accounts.allocate_iban(ctx, account)
+            await accounts.grant_iban(ctx, account)
             return back(url, f"IBAN {account.iban} allocated.")
         if action == "deposit":
             amount = int(form.get("amount", "0"))

@@ -410,6 +410,26 @@ async def replace_fee_type(
     return FeeTypeRead(name=fee.name, amounts=fee.amounts)
 
 
+async def set_fee_type_amount(
+    session: AsyncSession,
+    clock: Clock,
+    programme: Programme,
+    name: str,
+    group: str,
+    currency: str,
+    amount: int,
+) -> FeeTypeRead:
+    """One fee group's amount in one currency of a fee type (made when missing), the others
+    kept: the portal's form."""
+    fee = await repo.get_fee_type(session, programme.id, name)
+    if fee is None:
+        data = FeeTypeCreate(name=name, amounts={group: {currency: amount}})
+        return await create_fee_type(session, clock, programme, data)
+    amounts = {g: dict(a) for g, a in fee.amounts.items()}
+    amounts[group] = {**amounts.get(group, {}), currency: amount}
+    return await replace_fee_type(session, programme, name, FeeTypeWrite(amounts=amounts))
+
+
 async def fee_groups(session: AsyncSession, programme_id: int) -> set[str]:
     """Every fee group some fee type defines; any other group is FEE_GROUP_INVALID (D4)."""
     groups: set[str] = {"DEFAULT"}

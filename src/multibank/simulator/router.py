@@ -23,8 +23,7 @@ from multibank.payments import owt as payment_owt
 from multibank.payments import repository as payments_repo
 from multibank.payments import sca as payment_sca
 from multibank.payments import steps as payment_steps
-from multibank.payments.models import AWAITING_SCA, OWT, REJECTED, SEND, Payment
-from multibank.payments.service import give_back
+from multibank.payments.models import OWT, SEND, Payment
 from multibank.programmes.context import Ctx
 from multibank.programmes.service import advance_clock
 from multibank.simulator.deps import SimulatorIdempotent, SimulatorProgramme
@@ -440,10 +439,7 @@ async def send_reject(send_id: PaymentPath, ctx: SimCtx) -> PaymentCode:
     """Rejects a send still waiting for SCA: `REJECTED`, amount + fee released (`COMPLETED`);
     `DENIED` for a send that already ended."""
     payment = await _payment(ctx, send_id, SEND, "Send")
-    if payment.state not in AWAITING_SCA:
-        return PaymentCode(code="DENIED")
-    await give_back(ctx, payment, REJECTED, "REJECTED_BY_SIMULATOR")
-    return PaymentCode(code="COMPLETED")
+    return PaymentCode(code=await payment_sca.reject_waiting(ctx, payment))
 
 
 @router.post(
@@ -456,18 +452,10 @@ async def challenge_expire(payment_id: PaymentPath, ctx: SimCtx) -> PaymentCode:
     """The SCA time of a send or outgoing wire transfer runs out now, as 5 minutes of the
     programme clock would: a send ends `REJECTED`, a wire transfer `FAILED`, the hold released
     (`COMPLETED`); `DENIED` for a payment not waiting for SCA."""
-    number = parse_id(payment_id)
-    payment = (
-        None
-        if number is None
-        else await payments_repo.by_id(ctx.db, ctx.programme.id, number, True)
-    )
+    payment = await _locked_payment(ctx, payment_id)
     if payment is None or payment.kind not in (SEND, OWT):
         raise NotFound("Payment not found")
-    if payment.state not in AWAITING_SCA:
-        return PaymentCode(code="DENIED")
-    await payment_sca.expire(ctx, payment)
-    return PaymentCode(code="COMPLETED")
+    return PaymentCode(code=await payment_sca.expire_now(ctx, payment))
 
 
 ROUTERS: list[APIRouter] = [router]
