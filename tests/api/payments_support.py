@@ -8,10 +8,10 @@ from typing import Any
 
 import httpx
 
+from tests.api.fees_support import PORTAL
 from tests.conftest import Prog
 from tests.factories import CODE, Identity, deposit, open_account, verified
 
-PORTAL = "/portal/api/programmes"
 OTP = "/multi/authentication_factors/otp/SMS"
 
 
@@ -92,9 +92,3 @@ async def customer(
     if sms:
         await enrol_sms(client, ident.headers)
     return ident, acc
-
-
-async def ledger_ok(client: httpx.AsyncClient, admin: dict[str, str], p: Prog) -> None:
-    r = await client.get(f"{PORTAL}/{p.id}/ledger/verify", headers=admin)
-    assert r.status_code == 200, r.text
-    assert r.json() == {"ok": True, "violations": []}

@@ -15,14 +15,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.fees_support import revenue
+from tests.api.fees_support import ledger_ok, revenue
 from tests.api.payments_support import (
     advance,
     balances,
     customer,
     enrol_push,
     entries,
-    ledger_ok,
     profile,
     settings,
     simulate,

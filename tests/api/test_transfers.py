@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.api.fees_support import PORTAL, ledger_ok, revenue
+from tests.api.payments_support import balances, entries, profile
 from tests.conftest import Prog
 from tests.factories import (
     Identity,
@@ -64,22 +65,6 @@ async def transfer(
     return await client.post(f"{base}/transfers", headers=h, json=json)
 
 
-async def balances(client: httpx.AsyncClient, ident: Identity, account_id: str) -> tuple[int, int]:
-    r = await client.get(f"/multi/managed_accounts/{account_id}", headers=ident.headers)
-    assert r.status_code == 200, r.text
-    b = r.json()["balances"]
-    return b["availableBalance"], b["actualBalance"]
-
-
-async def set_fee(
-    client: httpx.AsyncClient, admin: dict[str, str], p: Prog, fees: dict[str, int]
-) -> None:
-    r = await client.patch(
-        f"{PORTAL}/{p.id}/profiles/{p.profiles['transfers']}", headers=admin, json={"fees": fees}
-    )
-    assert r.status_code == 200, r.text
-
-
 async def customer(
     client: httpx.AsyncClient, p: Prog, kind: str = "corporates", funds: int = 1000
 ) -> tuple[Identity, str, str]:
@@ -92,13 +77,6 @@ async def customer(
     return ident, a, b
 
 
-async def statement(client: httpx.AsyncClient, ident: Identity, acc: str) -> list[dict[str, Any]]:
-    r = await client.get(f"/multi/managed_accounts/{acc}/statement", headers=ident.headers)
-    assert r.status_code == 200, r.text
-    entries: list[dict[str, Any]] = r.json()["entry"]
-    return entries
-
-
 # The money
 
 
@@ -107,7 +85,7 @@ async def test_transfer_moves_amount_and_the_fee_goes_to_revenue(
     client, programme, container, admin_headers, base
 ):
     p = await programme()
-    await set_fee(client, admin_headers, p, {"EUR": 15})
+    await profile(client, admin_headers, p, "transfers", fees={"EUR": 15})
     ident, a, b = await customer(client, p)
     r = await transfer(client, ident, body(p, a, b, 100, tag="rent-1"), base)
     assert r.status_code == 200, r.text
@@ -135,11 +113,11 @@ async def test_transfer_moves_amount_and_the_fee_goes_to_revenue(
 
 async def test_statement_entries_on_both_sides(client, programme, admin_headers):
     p = await programme()
-    await set_fee(client, admin_headers, p, {"EUR": 15})
+    await profile(client, admin_headers, p, "transfers", fees={"EUR": 15})
     ident, a, b = await customer(client, p)
     t = (await transfer(client, ident, body(p, a, b, 100))).json()
 
-    [src, *_] = await statement(client, ident, a)
+    [src, *_] = await entries(client, ident, a)
     eur = {"currency": "EUR"}
     assert src["transactionId"] == {"type": "TRANSFER", "id": t["id"]}
     assert src["entryState"] == "COMPLETED"
@@ -155,7 +133,7 @@ async def test_statement_entries_on_both_sides(client, programme, admin_headers)
         "destinationInstrumentFriendlyName": "Savings",
     }
 
-    [dst, *_] = await statement(client, ident, b)
+    [dst, *_] = await entries(client, ident, b)
     assert dst["transactionId"] == {"type": "TRANSFER", "id": t["id"]}
     assert dst["transactionAmount"] == {**eur, "amount": 100}
     assert dst["cardholderFee"] == {**eur, "amount": 0}
@@ -256,23 +234,23 @@ async def test_each_business_refusal_has_its_error_code(client, programme, admin
     await refused(client, ident, body(p, b, a, 1), "FUNDS_INSUFFICIENT", watched)  # empty
     await refused(client, ident, body(p, a, b, 2**63 - 1), "FUNDS_INSUFFICIENT", watched)
     # Enough for the amount, not for amount + fee.
-    await set_fee(client, admin_headers, p, {"EUR": 1})
+    await profile(client, admin_headers, p, "transfers", fees={"EUR": 1})
     await refused(client, ident, body(p, a, b, 1000), "FUNDS_INSUFFICIENT", watched)
     assert (await transfer(client, ident, body(p, a, b, 999))).status_code == 200
-    await set_fee(client, admin_headers, p, {"EUR": 0})
+    await profile(client, admin_headers, p, "transfers", fees={"EUR": 0})
 
     # A transfer profile that does not serve the currency has no fee for it.
-    profile = f"{PORTAL}/{p.id}/profiles/{p.profiles['transfers']}"
-    r = await client.patch(profile, headers=admin_headers, json={"currencies": ["EUR"]})
+    profile_url = f"{PORTAL}/{p.id}/profiles/{p.profiles['transfers']}"
+    r = await client.patch(profile_url, headers=admin_headers, json={"currencies": ["EUR"]})
     assert r.status_code == 200, r.text
     gbp2 = (await open_account(client, ident, "GBP"))["id"]
     await refused(
         client, ident, body(p, gbp, gbp2, 1, currency="GBP"), "FEE_NOT_CONFIGURED_FOR_CURRENCY", []
     )
-    r = await client.patch(profile, headers=admin_headers, json={"active": False})
+    r = await client.patch(profile_url, headers=admin_headers, json={"active": False})
     assert r.status_code == 200, r.text
     await refused(client, ident, body(p, b, a, 1), "PROFILE_INACTIVE", watched)
-    r = await client.patch(profile, headers=admin_headers, json={"active": True})
+    r = await client.patch(profile_url, headers=admin_headers, json={"active": True})
     assert r.status_code == 200, r.text
     assert await transfer_count(client, ident) == 1  # only the one that went through
     await ledger_ok(client, admin_headers, p)
@@ -333,9 +311,9 @@ async def test_malformed_bodies_are_400_and_change_nothing(client, programme):
 async def test_an_unknown_transfer_profile_is_404(client, programme):
     p = await programme()
     ident, a, b = await customer(client, p, funds=500)
-    for profile in ("999999", p.profiles["sends"], p.profiles["corporateManagedAccount"]):
-        r = await transfer(client, ident, body(p, a, b, profileId=profile))
-        assert r.status_code == 404, (profile, r.text)
+    for profile_id in ("999999", p.profiles["sends"], p.profiles["corporateManagedAccount"]):
+        r = await transfer(client, ident, body(p, a, b, profileId=profile_id))
+        assert r.status_code == 404, (profile_id, r.text)
     other = await programme()
     r = await transfer(client, ident, body(p, a, b, profileId=other.profiles["transfers"]))
     assert r.status_code == 404

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import secrets
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -65,9 +64,7 @@ PAGE = 50
 
 
 def _when(ms: int | None) -> str:
-    if ms is None:
-        return ""
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return "" if ms is None else statement_pdf.utc(ms)
 
 
 def _money(amount: int, currency: str) -> str:
