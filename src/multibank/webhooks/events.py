@@ -322,9 +322,10 @@ def _instrument(kind: str | None, instrument_id: int | None) -> dict[str, str]:
 
 
 def _conflict(p: Payment) -> str:
-    if p.failure in ("INSUFFICIENT_FUNDS",):
-        return "INSUFFICIENT_FUNDS"
-    return "NO_ERROR" if p.failure is None else "UNDEFINED"
+    """The reference's internal `conflict` code: why a payment did not go through."""
+    if p.failure is None:
+        return "NO_ERROR"
+    return "INSUFFICIENT_FUNDS" if p.failure == "INSUFFICIENT_FUNDS" else "UNDEFINED"
 
 
 async def payment(ctx: Ctx, p: Payment, event: str | None = None) -> None:
