@@ -12,10 +12,11 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
+from starlette.routing import Mount
 
 from multibank.api import examples
 from multibank.api.errors import install_error_handlers
-from multibank.api.middleware import EdgeMiddleware
+from multibank.api.middleware import EdgeMiddleware, VersionShortcut
 from multibank.api.openapi import DOCS_ASSETS, DOCS_ASSETS_URL
 from multibank.api.versions import build_v3_1, build_v3_29
 from multibank.kernel import secrets as server_secrets
@@ -224,6 +225,8 @@ def create_app(
         return RedirectResponse("/portal/", status_code=308)
 
     app.mount(DOCS_ASSETS_URL, StaticFiles(directory=DOCS_ASSETS), name="docs-assets")
+    versions = [r for r in app.routes if isinstance(r, Mount) and r.path in BASES]
+    app.add_middleware(VersionShortcut, mounts=versions)
     if settings.cors_allowed_origins:
         app.add_middleware(
             CORSMiddleware,

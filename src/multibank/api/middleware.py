@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
-import uuid
 from typing import Any
 
+from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from multibank.kernel.context import Container
@@ -41,7 +42,7 @@ class EdgeMiddleware:
             return
         scope["multibank"] = self.container
         no_store = str(scope.get("path", "")).startswith(PRIVATE_PREFIXES)
-        ref = uuid.uuid4().hex
+        ref = os.urandom(16).hex()  # 128 random bits, as a uuid4's hex without its version bits
         token = request_ref_var.set(ref)
         started = time.perf_counter()
         status: dict[str, Any] = {"code": 500, "sent": False, "too_large": False}
@@ -107,8 +108,9 @@ class EdgeMiddleware:
         finally:
             elapsed = time.perf_counter() - started
             route = _route_template(scope)
-            REQUESTS.labels(scope["method"], route, str(status["code"])).inc()
-            REQUEST_LATENCY.labels(scope["method"], route).observe(elapsed)
+            counter, latency = _metrics(scope["method"], route, status["code"])
+            counter.inc()
+            latency.observe(elapsed)
             log.info(
                 "request",
                 extra={
@@ -121,6 +123,21 @@ class EdgeMiddleware:
                 },
             )
             request_ref_var.reset(token)
+
+
+_CHILDREN: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+
+def _metrics(method: str, route: str, status: int) -> tuple[Any, Any]:
+    """The request counter and latency histogram of one method, route and status, found once:
+    the client library's `labels()` validates and locks on every call."""
+    key = (method, route, status)
+    found = _CHILDREN.get(key)
+    if found is None:
+        found = (REQUESTS.labels(method, route, str(status)), REQUEST_LATENCY.labels(method, route))
+        if len(_CHILDREN) < 10_000:  # methods come from clients: bounded
+            _CHILDREN[key] = found
+    return found
 
 
 def _content_length(scope: Scope) -> int | None:
@@ -146,3 +163,28 @@ async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
         }
     )
     await send({"type": "http.response.body", "body": raw})
+
+
+class VersionShortcut:
+    """Hands a request for a version's base URL (`/multi/...`, `/3.1.0/multi/...`) straight to
+    that version's application, as the outer router's `Mount` would after its own exception
+    middleware, exit stack and walk over every route of the server (decision 0019). Anything
+    else, and every path a base's mount does not match, goes through the outer application.
+
+    Innermost of the outer application's middleware: what wraps it (the edge, CORS) still sees
+    every request."""
+
+    def __init__(self, app: ASGIApp, mounts: list[Mount]) -> None:
+        self.app = app
+        self.mounts = mounts
+        self.prefixes = tuple(f"{mount.path}/" for mount in mounts)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and str(scope["path"]).startswith(self.prefixes):
+            for mount in self.mounts:
+                match, child_scope = mount.matches(scope)
+                if match == Match.FULL:
+                    scope.update(child_scope)
+                    await mount.handle(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)

@@ -18,6 +18,7 @@ from starlette._utils import get_route_path
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
+from multibank.api.lean import Unsupported, lean_app, lean_handler
 from multibank.kernel.context import Container
 from multibank.kernel.errors import DomainError, NotFound
 from multibank.kernel.idempotency import IdempotencyRecord, IdempotencyStore
@@ -29,8 +30,20 @@ def container_of(request: Request) -> Container:
 
 
 class UnitOfWorkRoute(APIRoute):
+    _lean = False
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(path, endpoint, **kwargs)
+        if self._lean:  # decided by `get_route_handler`, which the framework's init calls
+            self.app = lean_app(self.get_route_handler())
+
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
+        try:
+            handler = lean_handler(self)
+            self._lean = True
+        except Unsupported:
+            handler = super().get_route_handler()
+            self._lean = False
 
         async def run(request: Request) -> Response:
             container = container_of(request)
@@ -40,9 +53,15 @@ class UnitOfWorkRoute(APIRoute):
             # renewal, a due IBAN allocation) is one guarded statement at a time.
             reads = request.method in ("GET", "HEAD")
             if reads:
-                async with db.read_sessionmaker() as session:
+                session = db.read_sessionmaker()
+                try:
                     request.state.db = session
                     return await handler(request)  # autocommit: nothing to commit or undo
+                finally:
+                    # No transaction is open, so closing does no I/O and cannot be interrupted
+                    # half-way: it needs no task of its own to shield it, which is what
+                    # `async with` pays for on every request (decision 0019).
+                    await session.close()
             async with db.sessionmaker() as session:
                 request.state.db = session
                 try:
