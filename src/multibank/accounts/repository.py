@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -37,8 +38,6 @@ _OWNED = (
 _GET = _OWNED.where(ManagedAccount.id == bindparam("account_id")).execution_options(
     populate_existing=True
 )
-_PAGE = _OWNED.order_by(ManagedAccount.id).offset(bindparam("offset")).limit(bindparam("limit"))
-_COUNT = select(func.count()).select_from(_OWNED.subquery())
 
 
 async def get(db: AsyncSession, programme_id: int, identity_id: int, account_id: int) -> Row | None:
@@ -88,6 +87,62 @@ class Filters:
         )
 
 
+class AccountView(Protocol):
+    """What an answer about an account reads: its own columns and its two balances."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def profile_id(self) -> int: ...
+    @property
+    def tag(self) -> str | None: ...
+    @property
+    def friendly_name(self) -> str: ...
+    @property
+    def currency(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def blocked_reason(self) -> str | None: ...
+    @property
+    def destroyed_reason(self) -> str | None: ...
+    @property
+    def iban_state(self) -> str: ...
+    @property
+    def iban_requested_at(self) -> int | None: ...
+    @property
+    def created_at(self) -> int: ...
+    @property
+    def available(self) -> int: ...
+    @property
+    def actual(self) -> int: ...
+
+
+# Reads answer from plain rows of the account's columns and balances: no ORM instances, no
+# identity map (decision 0019). The statements are built once, with bound parameters.
+_ACCOUNTS = ManagedAccount.__table__
+_BALANCES = LedgerAccount.__table__
+_VIEW = (
+    select(*_ACCOUNTS.c, _BALANCES.c.available, _BALANCES.c.actual)
+    .join_from(_ACCOUNTS, _BALANCES, _BALANCES.c.id == _ACCOUNTS.c.id)
+    .where(
+        _ACCOUNTS.c.programme_id == bindparam("programme_id"),
+        _ACCOUNTS.c.identity_id == bindparam("identity_id"),
+    )
+)
+_VIEW_GET = _VIEW.where(_ACCOUNTS.c.id == bindparam("account_id"))
+_VIEW_PAGE = _VIEW.order_by(_ACCOUNTS.c.id).offset(bindparam("offset")).limit(bindparam("limit"))
+_VIEW_COUNT = select(func.count()).select_from(_VIEW.subquery())
+
+
+async def view(
+    db: AsyncSession, programme_id: int, identity_id: int, account_id: int
+) -> AccountView | None:
+    params = {"programme_id": programme_id, "identity_id": identity_id, "account_id": account_id}
+    row = (await db.execute(_VIEW_GET, params)).first()
+    return None if row is None else cast(AccountView, row)
+
+
 async def page(
     db: AsyncSession,
     programme_id: int,
@@ -95,32 +150,36 @@ async def page(
     filters: Filters,
     offset: int,
     limit: int,
-) -> tuple[int, list[Row]]:
+) -> tuple[int, list[AccountView]]:
     f = filters
     owner = {"programme_id": programme_id, "identity_id": identity_id}
     if f.empty():
-        total = (await db.execute(_COUNT, owner)).scalar_one()
-        rows = (await db.execute(_PAGE, {**owner, "offset": offset, "limit": limit})).all()
-        return int(total), [(r[0], r[1]) for r in rows]
-    stmt = of_owner(programme_id, identity_id)
+        total = (await db.execute(_VIEW_COUNT, owner)).scalar_one()
+        rows = (await db.execute(_VIEW_PAGE, {**owner, "offset": offset, "limit": limit})).all()
+        return int(total), [cast(AccountView, r) for r in rows]
+    c = _ACCOUNTS.c
+    stmt = _VIEW
     if f.profile_id is not None:
-        stmt = stmt.where(ManagedAccount.profile_id == f.profile_id)
+        stmt = stmt.where(c.profile_id == f.profile_id)
     if f.friendly_name is not None:
-        stmt = stmt.where(ManagedAccount.friendly_name == f.friendly_name)
+        stmt = stmt.where(c.friendly_name == f.friendly_name)
     if f.states:
-        stmt = stmt.where(ManagedAccount.state.in_(list(f.states)))
+        stmt = stmt.where(c.state.in_(list(f.states)))
     if f.blocked_reasons:
-        stmt = stmt.where(ManagedAccount.blocked_reason.in_(list(f.blocked_reasons)))
+        stmt = stmt.where(c.blocked_reason.in_(list(f.blocked_reasons)))
     if f.destroyed_reasons:
-        stmt = stmt.where(ManagedAccount.destroyed_reason.in_(list(f.destroyed_reasons)))
+        stmt = stmt.where(c.destroyed_reason.in_(list(f.destroyed_reasons)))
     if f.currency is not None:
-        stmt = stmt.where(ManagedAccount.currency == f.currency)
+        stmt = stmt.where(c.currency == f.currency)
     if f.created_from is not None:
-        stmt = stmt.where(ManagedAccount.created_at >= f.created_from)
+        stmt = stmt.where(c.created_at >= f.created_from)
     if f.created_to is not None:
-        stmt = stmt.where(ManagedAccount.created_at <= f.created_to)
+        stmt = stmt.where(c.created_at <= f.created_to)
     if f.tag is not None:
-        stmt = stmt.where(ManagedAccount.tag == f.tag)
-    total = (await db.execute(select(func.count()).select_from(stmt.subquery()))).scalar_one()
-    rows = (await db.execute(stmt.order_by(ManagedAccount.id).offset(offset).limit(limit))).all()
-    return int(total), [(r[0], r[1]) for r in rows]
+        stmt = stmt.where(c.tag == f.tag)
+    total = (
+        await db.execute(select(func.count()).select_from(stmt.subquery()), owner)
+    ).scalar_one()
+    page_stmt = stmt.order_by(c.id).offset(offset).limit(limit)
+    rows = (await db.execute(page_stmt, owner)).all()
+    return int(total), [cast(AccountView, r) for r in rows]

@@ -114,19 +114,46 @@ async def update_details(
     return await load(ctx, owner, account_id)
 
 
+def _due(ctx: Ctx, account: repo.AccountView | ManagedAccount) -> bool:
+    """Whether the account's pending IBAN allocation is due (`_settle_iban`)."""
+    if account.iban_state != "PENDING_ALLOCATION" or account.iban_requested_at is None:
+        return False
+    return ctx.now >= account.iban_requested_at + ctx.programme.iban_allocation_delay_seconds * 1000
+
+
+async def view(ctx: Ctx, owner: Owner, account_id: str) -> repo.AccountView:
+    """The owner's account as a read answers it, with its balances; another identity's or an
+    unknown one is 404 (D7). A due IBAN allocation is finished first, as `load` does."""
+    aid = parse_id(account_id)
+    row = None if aid is None else await repo.view(ctx.db, ctx.programme.id, owner.identity_id, aid)
+    if row is None:
+        raise NotFound("Managed account not found")
+    if _due(ctx, row):
+        await load(ctx, owner, account_id)
+        row = await repo.view(ctx.db, ctx.programme.id, owner.identity_id, row.id)
+        assert row is not None  # the owner's account: it was there a moment ago, and stays
+    return row
+
+
 async def page(
     ctx: Ctx, owner: Owner, filters: repo.Filters, offset: int, limit: int | None
-) -> tuple[int, list[repo.Row]]:
-    total, rows = await repo.page(
-        ctx.db,
-        ctx.programme.id,
-        owner.identity_id,
-        filters,
-        offset,
-        min(limit or MAX_PAGE, MAX_PAGE),
-    )
-    for account, _ in rows:
-        await _settle_iban(ctx, account)
+) -> tuple[int, list[repo.AccountView]]:
+    async def read() -> tuple[int, list[repo.AccountView]]:
+        return await repo.page(
+            ctx.db,
+            ctx.programme.id,
+            owner.identity_id,
+            filters,
+            offset,
+            min(limit or MAX_PAGE, MAX_PAGE),
+        )
+
+    total, rows = await read()
+    due = [row for row in rows if _due(ctx, row)]
+    if due:
+        for row in due:
+            await load(ctx, owner, str(row.id))
+        total, rows = await read()
     return total, rows
 
 
@@ -209,10 +236,7 @@ async def grant_iban(ctx: Ctx, account: ManagedAccount) -> None:
 async def _settle_iban(ctx: Ctx, account: ManagedAccount) -> None:
     """Allocation is due `ibanAllocationDelaySeconds` after the request; whichever request sees
     it due first allocates (no background worker, so it holds with any number of processes)."""
-    if account.iban_state != "PENDING_ALLOCATION" or account.iban_requested_at is None:
-        return
-    due = account.iban_requested_at + ctx.programme.iban_allocation_delay_seconds * 1000
-    if ctx.now >= due:
+    if _due(ctx, account):
         await allocate_iban(ctx, account)
 
 
@@ -331,5 +355,5 @@ async def deposit(
     return "COMPLETED"
 
 
-def balances_of(ledger_account: LedgerAccount) -> dict[str, int]:
+def balances_of(ledger_account: LedgerAccount | repo.AccountView) -> dict[str, int]:
     return {"availableBalance": ledger_account.available, "actualBalance": ledger_account.actual}

@@ -46,7 +46,11 @@ def owner(session: Session) -> service.Owner:
     return service.Owner(session.auth.identity_id, session.auth.identity_type)
 
 
-def account_body(account: ManagedAccount, ledger_account: LedgerAccount) -> dict[str, Any]:
+def account_body(
+    account: ManagedAccount | repository.AccountView,
+    ledger_account: LedgerAccount | repository.AccountView,
+) -> dict[str, Any]:
+    """`ledger_account` holds the balances: the ledger row, or the read's row itself."""
     state: dict[str, str] = {"state": account.state}
     if account.blocked_reason:
         state["blockedReason"] = account.blocked_reason
@@ -106,7 +110,7 @@ async def managed_accounts_get(
         return {"accounts": [], "count": 0, "responseCount": 0}
     total, rows = await service.page(session.ctx, owner(session), filters, offset, limit)
     return {
-        "accounts": [account_body(a, la) for a, la in rows],
+        "accounts": [account_body(row, row) for row in rows],
         "count": total,
         "responseCount": len(rows),
     }
@@ -137,7 +141,8 @@ async def managed_account_create(
     responses=STEP_UP_RESPONSES,
 )
 async def managed_account_get(id: AccountId, session: StepUpRequired) -> dict[str, Any]:
-    return account_body(*await service.load(session.ctx, owner(session), id))
+    row = await service.view(session.ctx, owner(session), id)
+    return account_body(row, row)
 
 
 @router.patch(
