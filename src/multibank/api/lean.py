@@ -13,8 +13,9 @@ validation and serialisation (`serialize_response`), the same body parsing.
 It covers what this project's routes use: `async` dependencies without `yield`, a `Request`
 parameter, path and query parameters, header parameters (solved by the framework's own
 function), and a JSON body. A route using anything else (a `Response` or `BackgroundTasks`
-parameter, forms, streams, `yield` dependencies, parameter models, a custom response class...)
-keeps FastAPI's handler; so does every request made while `dependency_overrides` are set.
+parameter, forms, streams, `yield` dependencies, parameter models...) keeps FastAPI's handler,
+as does a route built by `include_router` or with dependency overrides: the version
+applications add their routes as they are, with neither.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import email.message
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Coroutine
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +40,7 @@ from fastapi.dependencies.utils import (
     request_params_to_args,
 )
 from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute, serialize_response
+from fastapi.routing import APIRoute, _effective_route_context_var, serialize_response
 from fastapi.utils import is_body_allowed_for_status_code
 from starlette._utils import is_async_callable
 from starlette.concurrency import run_in_threadpool
@@ -241,6 +241,12 @@ async def _json_body(request: Request, strict: bool) -> Any:
 
 def lean_handler(route: APIRoute) -> Handler:
     """The route's request handler; raises `Unsupported` where FastAPI's must serve."""
+    if _effective_route_context_var.get() is not None:
+        # Built for an `include_router`, whose inclusion may add dependencies, a prefix and
+        # dependency overrides that only FastAPI's own handler knows of.
+        raise Unsupported("a route included in an application")
+    if route.dependency_overrides_provider is not None:
+        raise Unsupported("a route whose dependencies may be overridden")
     dependant = route.dependant
     if getattr(route, "is_sse_stream", False) or getattr(route, "is_json_stream", False):
         raise Unsupported("a stream")
@@ -261,7 +267,6 @@ def lean_handler(route: APIRoute) -> Handler:
     strict_content_type = strict.value if isinstance(strict, DefaultPlaceholder) else strict
     response_field = route.response_field
     status_code = route.status_code
-    overrides = route.dependency_overrides_provider
     # FastAPI's fast path: JSON bytes straight from pydantic-core when no class was chosen.
     dump_json = response_field is not None and isinstance(response_class, DefaultPlaceholder)
     status: dict[str, Any] = {"status_code": status_code} if status_code else {}
@@ -296,22 +301,7 @@ def lean_handler(route: APIRoute) -> Handler:
             response.body = b""
         return response
 
-    fallback: Handler | None = None
-
-    async def run(request: Request) -> Response:
-        if overrides is not None and getattr(overrides, "dependency_overrides", None):
-            nonlocal fallback
-            if fallback is None:
-                fallback = APIRoute.get_route_handler(route)
-            # FastAPI's handler closes its dependencies' exit stacks, which its own ASGI
-            # wrapper (`request_response`) puts in the scope.
-            async with AsyncExitStack() as inner, AsyncExitStack() as function:
-                request.scope["fastapi_inner_astack"] = inner
-                request.scope["fastapi_function_astack"] = function
-                return await fallback(request)
-        return await handle(request)
-
-    return run
+    return handle
 
 
 def lean_app(handler: Handler) -> ASGIApp:

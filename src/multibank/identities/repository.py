@@ -6,6 +6,7 @@ from sqlalchemy import Select, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.identities.models import Identity
+from multibank.users.models import ROOT, User
 
 
 def of_programme(programme_id: int) -> Select[Identity]:
@@ -17,6 +18,25 @@ _GET = select(Identity).where(
     Identity.programme_id == bindparam("programme_id"), Identity.id == bindparam("identity_id")
 )
 _GET_OF_KIND = _GET.where(Identity.type == bindparam("kind"))
+# An identity of a kind with its root user: what reading a corporate or a consumer answers.
+_WITH_ROOT = (
+    select(Identity, User)
+    .join(User, (User.identity_id == Identity.id) & (User.programme_id == Identity.programme_id))
+    .where(
+        Identity.programme_id == bindparam("programme_id"),
+        Identity.id == bindparam("identity_id"),
+        Identity.type == bindparam("kind"),
+        User.role == ROOT,
+    )
+)
+
+
+async def with_root(
+    db: AsyncSession, programme_id: int, identity_id: int, kind: str
+) -> tuple[Identity, User] | None:
+    params = {"programme_id": programme_id, "identity_id": identity_id, "kind": kind}
+    row = (await db.execute(_WITH_ROOT, params)).one_or_none()
+    return None if row is None else (row[0], row[1])
 
 
 async def get(

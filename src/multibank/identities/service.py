@@ -204,10 +204,11 @@ async def create_consumer(ctx: Ctx, data: ConsumerCreate) -> tuple[Identity, Use
 
 
 async def load(ctx: Ctx, identity_id: int, kind: str) -> tuple[Identity, User]:
-    identity = await repo.get(ctx.db, ctx.programme.id, identity_id, kind)
-    if identity is None:
+    """The identity with its root user, in one statement."""
+    found = await repo.with_root(ctx.db, ctx.programme.id, identity_id, kind)
+    if found is None:
         raise NotFound("Identity not found")
-    return identity, await users.root_of(ctx.db, ctx.programme.id, identity.id)
+    return found
 
 
 async def _update_root_contact(

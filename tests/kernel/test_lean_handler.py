@@ -1,0 +1,213 @@
+"""The lean request handler (api/lean.py) answers exactly as FastAPI's own handler does.
+
+Two applications serve the same endpoints: one with FastAPI's routes, one with routes answered by
+the lean handler. Every request below, valid or not, must get the same status, body and
+content type from both, so a difference in parsing, validation, errors, defaults, dependency
+order or serialisation fails here before it reaches a client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
+
+import httpx
+import pytest
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request, Response
+from fastapi.routing import APIRoute
+from fastapi.security import APIKeyHeader
+from pydantic import BaseModel, Field
+
+from multibank.api.lean import Unsupported, lean_app, lean_handler
+
+key_scheme = APIKeyHeader(name="api-key", auto_error=False)
+calls: list[str] = []
+
+
+class LeanRoute(APIRoute):
+    """As `UnitOfWorkRoute` chooses: the lean handler where it applies, FastAPI's elsewhere."""
+
+    lean = False
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(path, endpoint, **kwargs)
+        if self.lean:
+            self.app = lean_app(self.get_route_handler())
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        try:
+            handler = lean_handler(self)
+            self.lean = True
+        except Unsupported:
+            handler = super().get_route_handler()
+            self.lean = False
+        return handler
+
+
+class Item(BaseModel):
+    name: str = Field(min_length=1, max_length=5)
+    amount: int = Field(ge=0)
+    tags: list[str] = []
+
+
+class Out(BaseModel):
+    name: str
+    amount: int
+    note: str | None = None
+
+
+async def caller(request: Request, key: Annotated[str | None, Depends(key_scheme)]) -> str:
+    calls.append("caller")
+    if key == "boom":
+        raise ValueError("refused")
+    return key or "anonymous"
+
+
+async def limited(who: Annotated[str, Depends(caller)]) -> str:
+    calls.append("limited")  # `caller` is solved once per request, however many ask
+    return who
+
+
+Who = Annotated[str, Depends(caller)]
+
+
+def build(route_class: type[APIRoute]) -> FastAPI:
+    router = APIRouter(route_class=route_class)
+
+    @router.get("/items/{item_id}", response_model=Out, response_model_exclude_none=True)
+    async def get_item(
+        item_id: Annotated[str, Path(pattern=r"^[0-9]+$")],
+        who: Who,
+        verbose: bool = False,
+    ) -> dict[str, Any]:
+        return {"name": who, "amount": int(item_id), "note": "v" if verbose else None}
+
+    @router.get("/items", dependencies=[Depends(limited)])
+    async def list_items(
+        who: Who,
+        offset: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int | None, Query(ge=1, le=100)] = None,
+        state: Annotated[list[str] | None, Query(pattern="^(A|B)$")] = None,
+        dotted: Annotated[list[str] | None, Query(alias="state.reason")] = None,
+        name: Annotated[str | None, Query(min_length=1)] = None,
+    ) -> dict[str, Any]:
+        return {
+            "who": who,
+            "offset": offset,
+            "limit": limit,
+            "state": state,
+            "dotted": dotted,
+            "name": name,
+        }
+
+    @router.post("/items", response_model=Out, status_code=201)
+    async def create_item(item: Item, who: Who) -> Out:
+        return Out(name=item.name, amount=item.amount, note=who)
+
+    @router.post("/empty", status_code=204, response_class=Response)
+    async def empty(who: Who) -> None:
+        return None
+
+    @router.get("/raw")
+    async def raw() -> Response:
+        return Response(b"raw", media_type="text/plain", headers={"x-raw": "1"})
+
+    app = FastAPI()
+    app.router.routes.extend(router.routes)  # as the version applications add theirs
+    assert all(getattr(r, "lean", True) for r in router.routes) or route_class is APIRoute
+
+    @app.exception_handler(ValueError)
+    async def refused(request: Request, exc: ValueError) -> Response:
+        return Response(str(exc), status_code=418)
+
+    return app
+
+
+REQUESTS: list[tuple[str, str, dict[str, Any]]] = [
+    ("GET", "/items/12", {}),
+    ("GET", "/items/12?verbose=true", {"headers": {"api-key": "k"}}),
+    ("GET", "/items/12?verbose=maybe", {}),
+    ("GET", "/items/x1", {}),
+    ("GET", "/items/x1?verbose=maybe", {"headers": {"api-key": "boom"}}),
+    ("GET", "/items", {}),
+    ("GET", "/items?offset=3&limit=10&state=A&state=B&state.reason=x&state.reason=y", {}),
+    ("GET", "/items?offset=-1&limit=0&state=C&name=", {}),
+    ("GET", "/items?limit=abc&limit=5", {}),
+    ("GET", "/items?state=", {}),
+    ("POST", "/items", {"json": {"name": "ab", "amount": 3, "tags": ["t"]}}),
+    ("POST", "/items", {"json": {"name": "", "amount": -1}}),
+    ("POST", "/items", {"json": {"amount": "x"}}),
+    ("POST", "/items", {"json": [1, 2]}),
+    ("POST", "/items", {}),
+    ("POST", "/items", {"content": b"{not json", "headers": {"content-type": "application/json"}}),
+    ("POST", "/items", {"content": b'{"name": "a", "amount": 1}'}),
+    (
+        "POST",
+        "/items",
+        {"content": b'{"name": "a", "amount": 1}', "headers": {"content-type": "text/plain"}},
+    ),
+    (
+        "POST",
+        "/items",
+        {
+            "content": b'{"name": "a", "amount": 1}',
+            "headers": {"content-type": "application/x+json"},
+        },
+    ),
+    ("POST", "/items", {"json": {"name": "a", "amount": 1}, "headers": {"api-key": "boom"}}),
+    ("POST", "/empty", {}),
+    ("GET", "/raw", {}),
+]
+
+
+async def answer(app: FastAPI, method: str, url: str, kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    calls.clear()
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        r = await client.request(method, url, **kwargs)
+    return r.status_code, r.headers.get("content-type"), r.headers.get("x-raw"), r.content, calls[:]
+
+
+@pytest.mark.parametrize(("method", "url", "kwargs"), REQUESTS)
+async def test_lean_answers_as_fastapi(method: str, url: str, kwargs: dict[str, Any]) -> None:
+    expected = await answer(build(APIRoute), method, url, kwargs)
+    got = await answer(build(LeanRoute), method, url, kwargs)
+    assert got == expected
+
+
+async def test_an_included_router_keeps_what_its_inclusion_adds() -> None:
+    """`include_router` may add dependencies (the portal's admin check is one) and overrides:
+    such routes keep FastAPI's handler, which knows of them."""
+    router = APIRouter(route_class=LeanRoute)
+
+    @router.get("/open")
+    async def open_() -> dict[str, str]:
+        return {"open": "yes"}
+
+    async def refuse() -> None:
+        raise ValueError("refused by the inclusion")
+
+    app = build(LeanRoute)
+    app.include_router(router, prefix="/in", dependencies=[Depends(refuse)])
+    status, _, _, body, _ = await answer(app, "GET", "/in/open", {})
+    assert (status, body) == (418, b"refused by the inclusion")
+
+    async def stand_in() -> None:
+        return None
+
+    app.dependency_overrides[refuse] = stand_in
+    status, _, _, body, _ = await answer(app, "GET", "/in/open", {})
+    assert (status, body) == (200, b'{"open":"yes"}')
+
+
+def test_what_the_lean_handler_does_not_do_is_left_to_fastapi() -> None:
+    router = APIRouter()
+
+    @router.get("/with-response")
+    async def with_response(response: Response) -> dict[str, str]:
+        return {}
+
+    route = router.routes[-1]
+    assert isinstance(route, APIRoute)
+    with pytest.raises(Unsupported):
+        lean_handler(route)
