@@ -461,6 +461,9 @@ async def test_list_filters(client, programme, admin_headers, base):
     page = await listing(client, ident, base, [("state", "ACTIVE"), ("limit", 1), ("offset", 1)])
     assert (page["count"], page["responseCount"]) == (3, 1)
     assert page["accounts"][0]["id"] in want("a1", "a2", "a3")
+    # Past the last match the page is empty and still counts every match.
+    page = await listing(client, ident, base, [("state", "ACTIVE"), ("offset", 3)])
+    assert (page["count"], page["responseCount"], page["accounts"]) == (3, 0, [])
 
     # Each listed account is the full ManagedAccount, the same as a GET.
     body = await listing(client, ident, base, [])

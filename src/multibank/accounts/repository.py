@@ -131,7 +131,15 @@ _VIEW = (
     )
 )
 _VIEW_GET = _VIEW.where(_ACCOUNTS.c.id == bindparam("account_id"))
-_VIEW_PAGE = _VIEW.order_by(_ACCOUNTS.c.id).offset(bindparam("offset")).limit(bindparam("limit"))
+# A page carries the number of rows of the whole selection in each of its rows (a window count is
+# taken before LIMIT and OFFSET): the page and its `count` in one statement.
+_TOTAL = func.count().over().label("total")
+_VIEW_PAGE = (
+    _VIEW.add_columns(_TOTAL)
+    .order_by(_ACCOUNTS.c.id)
+    .offset(bindparam("offset"))
+    .limit(bindparam("limit"))
+)
 _VIEW_COUNT = select(func.count()).select_from(_VIEW.subquery())
 
 
@@ -154,32 +162,36 @@ async def page(
     f = filters
     owner = {"programme_id": programme_id, "identity_id": identity_id}
     if f.empty():
-        total = (await db.execute(_VIEW_COUNT, owner)).scalar_one()
-        rows = (await db.execute(_VIEW_PAGE, {**owner, "offset": offset, "limit": limit})).all()
-        return int(total), [cast(AccountView, r) for r in rows]
-    c = _ACCOUNTS.c
-    stmt = _VIEW
-    if f.profile_id is not None:
-        stmt = stmt.where(c.profile_id == f.profile_id)
-    if f.friendly_name is not None:
-        stmt = stmt.where(c.friendly_name == f.friendly_name)
-    if f.states:
-        stmt = stmt.where(c.state.in_(list(f.states)))
-    if f.blocked_reasons:
-        stmt = stmt.where(c.blocked_reason.in_(list(f.blocked_reasons)))
-    if f.destroyed_reasons:
-        stmt = stmt.where(c.destroyed_reason.in_(list(f.destroyed_reasons)))
-    if f.currency is not None:
-        stmt = stmt.where(c.currency == f.currency)
-    if f.created_from is not None:
-        stmt = stmt.where(c.created_at >= f.created_from)
-    if f.created_to is not None:
-        stmt = stmt.where(c.created_at <= f.created_to)
-    if f.tag is not None:
-        stmt = stmt.where(c.tag == f.tag)
-    total = (
-        await db.execute(select(func.count()).select_from(stmt.subquery()), owner)
-    ).scalar_one()
-    page_stmt = stmt.order_by(c.id).offset(offset).limit(limit)
-    rows = (await db.execute(page_stmt, owner)).all()
-    return int(total), [cast(AccountView, r) for r in rows]
+        params = {**owner, "offset": offset, "limit": limit}
+        rows = (await db.execute(_VIEW_PAGE, params)).all()
+        count = _VIEW_COUNT
+    else:
+        c = _ACCOUNTS.c
+        stmt = _VIEW
+        if f.profile_id is not None:
+            stmt = stmt.where(c.profile_id == f.profile_id)
+        if f.friendly_name is not None:
+            stmt = stmt.where(c.friendly_name == f.friendly_name)
+        if f.states:
+            stmt = stmt.where(c.state.in_(list(f.states)))
+        if f.blocked_reasons:
+            stmt = stmt.where(c.blocked_reason.in_(list(f.blocked_reasons)))
+        if f.destroyed_reasons:
+            stmt = stmt.where(c.destroyed_reason.in_(list(f.destroyed_reasons)))
+        if f.currency is not None:
+            stmt = stmt.where(c.currency == f.currency)
+        if f.created_from is not None:
+            stmt = stmt.where(c.created_at >= f.created_from)
+        if f.created_to is not None:
+            stmt = stmt.where(c.created_at <= f.created_to)
+        if f.tag is not None:
+            stmt = stmt.where(c.tag == f.tag)
+        page_stmt = stmt.add_columns(_TOTAL).order_by(c.id).offset(offset).limit(limit)
+        rows = (await db.execute(page_stmt, owner)).all()
+        count = select(func.count()).select_from(stmt.subquery())
+    if rows:
+        return int(rows[0].total), [cast(AccountView, r) for r in rows]
+    if offset == 0:
+        return 0, []
+    # Past the last row: the page is empty and carries no count; ask for it.
+    return int((await db.execute(count, owner)).scalar_one()), []
