@@ -30,10 +30,15 @@ from typing import Any, TypeVar, cast
 import fastapi_offline
 from fastapi import FastAPI, Request
 from fastapi.dependencies.models import Dependant
+from fastapi.middleware.asyncexitstack import AsyncExitStackMiddleware
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.telemetry import TelemetryConfig
+from starlette.middleware import Middleware
+from starlette.middleware.errors import ServerErrorMiddleware
+from starlette.middleware.exceptions import ExceptionMiddleware
+from starlette.types import ASGIApp
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -390,12 +395,44 @@ DOCS_ASSETS_URL = "/static/docs"
 NO_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 
 
-class DescribedApp(FastAPI):
+class LeanApp(FastAPI):
+    """A FastAPI application without the layers this server does not use on every request: the
+    OpenTelemetry exception hook (telemetry is off) and the body-size limit (`max_body_size` is
+    unset; the edge middleware enforces the server's limit). What remains is FastAPI's own
+    stack: the last-resort error handler, the user middleware, the exception handlers, and the
+    exit stack FastAPI's request handler needs (decision 0019)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("telemetry", NO_TELEMETRY)
+        super().__init__(**kwargs)
+
+    def build_middleware_stack(self) -> ASGIApp:
+        if self.max_body_size is not None:
+            return super().build_middleware_stack()
+        error_handler = None
+        exception_handlers: dict[Any, Any] = {}
+        for key, value in self.exception_handlers.items():
+            if key in (500, Exception):
+                error_handler = value
+            else:
+                exception_handlers[key] = value
+        middleware = [
+            Middleware(ServerErrorMiddleware, handler=error_handler, debug=self.debug),
+            *self.user_middleware,
+            Middleware(ExceptionMiddleware, handlers=exception_handlers, debug=self.debug),
+            Middleware(AsyncExitStackMiddleware),
+        ]
+        app: ASGIApp = self.router
+        for cls, args, kwargs in reversed(middleware):
+            app = cls(app, *args, **kwargs)
+        return app
+
+
+class DescribedApp(LeanApp):
     """A FastAPI application whose OpenAPI document declares exactly what it answers, with its
     Swagger UI at `docs_url` and ReDoc at `redoc_url`, both working offline."""
 
     def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("telemetry", NO_TELEMETRY)
         docs_url = kwargs.pop("docs_url", "/docs")
         redoc_url = kwargs.pop("redoc_url", "/redoc")
         super().__init__(docs_url=None, redoc_url=None, **kwargs)
