@@ -406,6 +406,18 @@ class LeanApp(FastAPI):
         kwargs.setdefault("telemetry", NO_TELEMETRY)
         super().__init__(**kwargs)
 
+    _tables: tuple[dict[Any, Any], dict[int, Any]] | None = None
+
+    def handler_tables(self) -> tuple[dict[Any, Any], dict[int, Any]]:
+        """The application's exception handlers as Starlette's exception middleware puts them in
+        the scope (by class, by status), with the last-resort `Exception` handler among them."""
+        if self._tables is None:
+            by_class = {k: v for k, v in self.exception_handlers.items() if not isinstance(k, int)}
+            by_status = {k: v for k, v in self.exception_handlers.items() if isinstance(k, int)}
+            by_status.pop(500, None)
+            self._tables = (by_class, by_status)
+        return self._tables
+
     def build_middleware_stack(self) -> ASGIApp:
         if self.max_body_size is not None:
             return super().build_middleware_stack()

@@ -242,6 +242,17 @@ class IndexedRouter(APIRouter):
         router.__class__ = cls
         router.middleware_stack = router.app
 
+    def lean_route(self, scope: Scope) -> tuple[UnitOfWorkRoute, Scope] | None:
+        """The route that answers this request when it is answered by the lean handler, found
+        as `app` finds it (the first full match), with the scope it adds; otherwise None."""
+        for route in self._candidates(get_route_path(scope)):
+            match, child_scope = route.matches(scope)
+            if match == Match.FULL:
+                if isinstance(route, UnitOfWorkRoute) and route._lean:
+                    return route, child_scope
+                return None
+        return None
+
     async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             if "router" not in scope:
