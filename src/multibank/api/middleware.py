@@ -113,17 +113,18 @@ class EdgeMiddleware:
             counter, latency = _metrics(scope["method"], route, status["code"])
             counter.inc()
             latency.observe(elapsed)
-            log.info(
-                "request",
-                extra={
-                    "request_ref": ref,
-                    "method": scope["method"],
-                    "path": scope["path"],
-                    "route": route,
-                    "status": status["code"],
-                    "duration_ms": round(elapsed * 1000, 2),
-                },
-            )
+            if log.isEnabledFor(logging.INFO):  # the record's fields cost even when dropped
+                log.info(
+                    "request",
+                    extra={
+                        "request_ref": ref,
+                        "method": scope["method"],
+                        "path": scope["path"],
+                        "route": route,
+                        "status": status["code"],
+                        "duration_ms": round(elapsed * 1000, 2),
+                    },
+                )
             request_ref_var.reset(token)
 
 

@@ -203,6 +203,14 @@ async def create_consumer(ctx: Ctx, data: ConsumerCreate) -> tuple[Identity, Use
     return identity, root
 
 
+async def view(ctx: Ctx, identity_id: int, kind: str) -> tuple[repo.IdentityView, repo.RootView]:
+    """The identity with its root user as a read answers them, in one statement."""
+    found = await repo.view_with_root(ctx.db, ctx.programme.id, identity_id, kind)
+    if found is None:
+        raise NotFound("Identity not found")
+    return found
+
+
 async def load(ctx: Ctx, identity_id: int, kind: str) -> tuple[Identity, User]:
     """The identity with its root user, in one statement."""
     found = await repo.with_root(ctx.db, ctx.programme.id, identity_id, kind)

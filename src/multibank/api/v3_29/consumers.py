@@ -18,6 +18,7 @@ from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.v3_29.corporates import mobile
 from multibank.identities import service
 from multibank.identities.models import CONSUMER, Identity
+from multibank.identities.repository import IdentityView, RootView
 from multibank.identities.schemas import (
     ConsumerCreate,
     ConsumerRead,
@@ -67,7 +68,7 @@ def _kyc_level(body: KycStartRequest | None) -> str:
     return body.kycLevel.value if body and body.kycLevel else "KYC_LEVEL_2"
 
 
-def consumer_body(identity: Identity, root: User) -> dict[str, Any]:
+def consumer_body(identity: Identity | IdentityView, root: User | RootView) -> dict[str, Any]:
     return {
         "id": {"type": CONSUMER, "id": str(identity.id)},
         "profileId": str(identity.profile_id),
@@ -117,7 +118,7 @@ async def consumer_create(body: ConsumerCreate, ctx: AnonCtx) -> dict[str, Any]:
     response_model_exclude_none=True,
 )
 async def consumer_get(session: ConsumerSession) -> dict[str, Any]:
-    return consumer_body(*await service.load(session.ctx, session.identity_id, CONSUMER))
+    return consumer_body(*await service.view(session.ctx, session.identity_id, CONSUMER))
 
 
 @router.patch(

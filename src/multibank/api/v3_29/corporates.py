@@ -17,6 +17,7 @@ from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.identities import service
 from multibank.identities.models import CORPORATE, Identity
+from multibank.identities.repository import IdentityView, RootView
 from multibank.identities.schemas import (
     CorporateCreate,
     CorporateRead,
@@ -56,11 +57,13 @@ KYB_CONFLICTS = (
 )
 
 
-def mobile(user: User) -> dict[str, str]:
+def mobile(user: User | RootView) -> dict[str, str]:
     return {"countryCode": user.mobile_country_code or "", "number": user.mobile_number or ""}
 
 
-def corporate_body(identity: Identity, root: User, created: bool = False) -> dict[str, Any]:
+def corporate_body(
+    identity: Identity | IdentityView, root: User | RootView, created: bool = False
+) -> dict[str, Any]:
     company = {k: v for k, v in (identity.company or {}).items() if v is not None}
     root_user: dict[str, Any] = {
         "id": {"type": CORPORATE, "id": str(root.id)},
@@ -115,7 +118,7 @@ async def corporate_create(body: CorporateCreate, ctx: AnonCtx) -> dict[str, Any
 )
 async def corporate_get(session: CorporateSession) -> dict[str, Any]:
     """The logged-in user's corporate."""
-    return corporate_body(*await service.load(session.ctx, session.identity_id, CORPORATE))
+    return corporate_body(*await service.view(session.ctx, session.identity_id, CORPORATE))
 
 
 @router.patch(
