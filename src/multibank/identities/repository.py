@@ -107,26 +107,29 @@ def _attributes(model: type[Any]) -> list[tuple[str, Any]]:
 
 
 # Reads answer from plain rows, without ORM instances (decision 0019): the identity's columns
-# and its root user's, labelled apart, in one statement built once.
+# and its root user's, labelled apart, in one Core statement (tables, not entities) built once.
 _IDENTITY_ATTRS = _attributes(Identity)
 _ROOT_ATTRS = _attributes(User)
 _IDENTITY_KEYS = tuple(key for key, _ in _IDENTITY_ATTRS)
 _ROOT_KEYS = tuple(key for key, _ in _ROOT_ATTRS)
+_IDENTITIES = Identity.__table__
+_USERS = User.__table__
 _VIEW_WITH_ROOT = (
     select(
         *(column.label(f"i_{key}") for key, column in _IDENTITY_ATTRS),
         *(column.label(f"u_{key}") for key, column in _ROOT_ATTRS),
     )
     .join_from(
-        Identity,
-        User,
-        (User.identity_id == Identity.id) & (User.programme_id == Identity.programme_id),
+        _IDENTITIES,
+        _USERS,
+        (_USERS.c.identity_id == _IDENTITIES.c.id)
+        & (_USERS.c.programme_id == _IDENTITIES.c.programme_id),
     )
     .where(
-        Identity.programme_id == bindparam("programme_id"),
-        Identity.id == bindparam("identity_id"),
-        Identity.type == bindparam("kind"),
-        User.role == ROOT,
+        _IDENTITIES.c.programme_id == bindparam("programme_id"),
+        _IDENTITIES.c.id == bindparam("identity_id"),
+        _IDENTITIES.c.type == bindparam("kind"),
+        _USERS.c.role == ROOT,
     )
 )
 
