@@ -52,12 +52,33 @@ Db = Annotated[AsyncSession, Depends(get_db)]
 AppContainer = Annotated[Container, Depends(get_container)]
 
 
+def remembered(request: Request, name: str) -> Any:
+    """What this request put in `request.state` under `name`, or None. Read from the scope's
+    state dict, which `request.state` wraps, so a miss raises and catches nothing."""
+    state: dict[str, Any] = request.scope.get("state") or {}
+    return state.get(name)
+
+
+def _limits(container: Container) -> SessionLimits:
+    """The session limits of the server's settings, built once per settings object."""
+    settings = container.settings
+    found: tuple[Any, SessionLimits] | None = container.caches.get("session_limits")
+    if found is None or found[0] is not settings:
+        limits = SessionLimits(
+            idle_ms=settings.session_idle_seconds * 1000,
+            absolute_ms=settings.session_absolute_seconds * 1000,
+        )
+        found = (settings, limits)
+        container.caches["session_limits"] = found
+    return found[1]
+
+
 async def authenticate_programme(request: Request, api_key: str | None) -> Programme:
     """D7: a missing or empty key is 400, an unknown or revoked one 401.
 
     Once per request: a request that already holds its transaction's connection must not look
     the key up again on a second one (a full pool would then wait on itself)."""
-    known: Programme | None = getattr(request.state, "programme", None)
+    known: Programme | None = remembered(request, "programme")
     if known is not None:
         return known
     if not api_key or not api_key.strip():
@@ -123,7 +144,7 @@ async def authenticate(
     after it (contract §2). Once per request, however many dependencies ask: the session is
     renewed once.
     """
-    known: Caller | None = getattr(request.state, "authenticated", None)
+    known: Caller | None = remembered(request, "authenticated")
     if known is not None:
         return known
     programme = await authenticate_programme(request, api_key)
@@ -137,10 +158,7 @@ async def authenticate(
     if token_programme != programme.id:
         raise Forbidden()
     now_ms = ProgrammeClock(container.clock, programme.clock_offset_ms).now_ms()
-    limits = SessionLimits(
-        idle_ms=container.settings.session_idle_seconds * 1000,
-        absolute_ms=container.settings.session_absolute_seconds * 1000,
-    )
+    limits = _limits(container)
     db: AsyncSession = request.state.db
     session = await _live_session(
         request, db, cache_of(container), session_id, programme.id, now_ms, limits

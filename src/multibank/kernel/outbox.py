@@ -72,6 +72,11 @@ async def claim(
         .order_by(m.created_at, m.id)
         .limit(limit)
     )
+    # Looked for first on a read session: an idle round (nearly every round) takes no write lock
+    # and no transaction, which on SQLite are two hand-offs to a thread and the one writer.
+    async with db.read_sessionmaker() as probe:
+        if (await probe.execute(query.with_only_columns(m.id).limit(1))).first() is None:
+            return []
     if not db.is_sqlite:
         query = query.with_for_update(skip_locked=True)
     async with db.transaction() as session:
