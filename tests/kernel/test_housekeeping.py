@@ -9,7 +9,7 @@ from sqlalchemy import select
 from multibank.kernel import codes
 from multibank.kernel.codes import OneTimeCode
 from multibank.kernel.housekeeping import HOUR_MS, Housekeeper, purge
-from multibank.kernel.idempotency import IdempotencyRecord, IdempotencyStore
+from multibank.kernel.idempotency import Claim, IdempotencyRecord, IdempotencyStore
 from multibank.kernel.ids import new_id
 
 
@@ -25,7 +25,7 @@ async def _seed(container, created_at: int) -> tuple[int, str]:
             body_hash="h",
             now_ms=created_at,
         )
-        assert isinstance(record, IdempotencyRecord)
+        assert isinstance(record, Claim)
         await IdempotencyStore(s).complete(record, 200, None, b"{}")
         await codes.issue(
             s, programme_id=pid, sandbox=True, subject=subject, purpose="P", now_ms=created_at

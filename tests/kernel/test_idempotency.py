@@ -15,6 +15,7 @@ from multibank.kernel.db import Database
 from multibank.kernel.errors import BadRequest, PayloadTooLarge
 from multibank.kernel.idempotency import (
     PAYLOAD_MISMATCH,
+    Claim,
     IdempotencyRecord,
     IdempotencyStore,
     StoredResponse,
@@ -45,11 +46,11 @@ async def _first(container: Container, key: dict[str, Any], body: bytes = RESPON
     async with container.db.transaction() as s:
         store = IdempotencyStore(s)
         record = await store.begin(**key)
-        assert isinstance(record, IdempotencyRecord)
+        assert isinstance(record, Claim)
         await store.complete(record, 200, "application/json", body)
 
 
-async def _begin(container: Container, key: dict[str, Any]) -> StoredResponse | IdempotencyRecord:
+async def _begin(container: Container, key: dict[str, Any]) -> StoredResponse | Claim:
     async with container.db.transaction() as s:
         return await IdempotencyStore(s).begin(**key)
 
@@ -105,8 +106,10 @@ async def test_first_begin_returns_a_record(container: Container) -> None:
     pid = new_id()
     key = _key(pid)
     async with container.db.transaction() as s:
-        record = await IdempotencyStore(s).begin(**key)
-        assert isinstance(record, IdempotencyRecord)
+        claim = await IdempotencyStore(s).begin(**key)
+        assert isinstance(claim, Claim)
+        record = await s.get(IdempotencyRecord, claim.id)  # the placeholder row it owns
+        assert record is not None
         assert (record.programme_id, record.caller, record.operation, record.ref) == (
             pid,
             "user:1",
@@ -142,7 +145,7 @@ async def test_replay_keeps_status_type_and_empty_body(container: Container) -> 
     async with container.db.transaction() as s:
         store = IdempotencyStore(s)
         record = await store.begin(**key)
-        assert isinstance(record, IdempotencyRecord)
+        assert isinstance(record, Claim)
         await store.complete(record, 204, None, b"")
     assert await _begin(container, key) == StoredResponse(204, None, b"")
 
@@ -162,7 +165,7 @@ async def test_duplicate_inside_the_running_request_is_refused(container: Contai
     key = _key(new_id())
     async with container.db.transaction() as s:
         store = IdempotencyStore(s)
-        assert isinstance(await store.begin(**key), IdempotencyRecord)
+        assert isinstance(await store.begin(**key), Claim)
         with pytest.raises(BadRequest):
             await store.begin(**key)
 
@@ -171,10 +174,10 @@ async def test_rolled_back_request_leaves_no_trace(container: Container) -> None
     key = _key(new_id())
     with pytest.raises(RuntimeError):
         async with container.db.transaction() as s:
-            assert isinstance(await IdempotencyStore(s).begin(**key), IdempotencyRecord)
+            assert isinstance(await IdempotencyStore(s).begin(**key), Claim)
             raise RuntimeError("the operation failed")
     assert await _rows(container, programme_id=key["programme_id"]) == 0
-    assert isinstance(await _begin(container, key), IdempotencyRecord)  # the retry runs
+    assert isinstance(await _begin(container, key), Claim)  # the retry runs
 
 
 # --- the ref itself ------------------------------------------------------------------------------
@@ -217,9 +220,9 @@ async def test_scope(container: Container) -> None:
         ({"programme_id": new_id()}, {"programme_id": new_id()}),
     ):
         # Same ref in another scope is a fresh request, not a replay, with the same payload...
-        assert isinstance(await _begin(container, key | same), IdempotencyRecord)
+        assert isinstance(await _begin(container, key | same), Claim)
         # ...and not a mismatch with another one.
-        assert isinstance(await _begin(container, key | changed | other_payload), IdempotencyRecord)
+        assert isinstance(await _begin(container, key | changed | other_payload), Claim)
     assert isinstance(await _begin(container, key), StoredResponse)  # the original is untouched
     assert await _rows(container, programme_id=pid, ref="shared-ref", caller="user:2") == 1
 
@@ -227,8 +230,8 @@ async def test_scope(container: Container) -> None:
 async def test_refs_are_case_and_space_sensitive(container: Container) -> None:
     key = _key(new_id(), "Ref-1")
     await _first(container, key)
-    assert isinstance(await _begin(container, key | {"ref": "ref-1"}), IdempotencyRecord)
-    assert isinstance(await _begin(container, key | {"ref": "Ref-1 "}), IdempotencyRecord)
+    assert isinstance(await _begin(container, key | {"ref": "ref-1"}), Claim)
+    assert isinstance(await _begin(container, key | {"ref": "Ref-1 "}), Claim)
 
 
 # --- purge ---------------------------------------------------------------------------------------
@@ -250,7 +253,7 @@ async def test_purge_removes_old_rows(container: Container) -> None:
         )
         assert sorted(left.scalars()) == ["p2", "p3"]  # created_at == cutoff is kept
     # A purged ref starts over.
-    assert isinstance(await _begin(container, _key(pid, "p0", now_ms=70_000)), IdempotencyRecord)
+    assert isinstance(await _begin(container, _key(pid, "p0", now_ms=70_000)), Claim)
     assert isinstance(await _begin(container, _key(pid, "p2", now_ms=70_000)), StoredResponse)
 
 
@@ -275,14 +278,14 @@ async def second_db(
 
 async def _race(
     container: Container, second_db: Database, first_commits: bool
-) -> StoredResponse | IdempotencyRecord:
+) -> StoredResponse | Claim:
     """Session 1 claims the ref; session 2 asks for the same ref while 1 is still open; then 1
     commits (or rolls back). Returns what session 2 got."""
     key = _key(new_id(), "race")
     async with container.db.sessionmaker() as s1, second_db.sessionmaker() as s2:
         store1 = IdempotencyStore(s1)
         record = await asyncio.wait_for(store1.begin(**key), TIMEOUT)
-        assert isinstance(record, IdempotencyRecord)
+        assert isinstance(record, Claim)
         second = asyncio.create_task(IdempotencyStore(s2).begin(**key))
         try:
             await asyncio.sleep(0.3)
@@ -295,7 +298,7 @@ async def _race(
             else:
                 await s1.rollback()
             got = await asyncio.wait_for(second, TIMEOUT)
-            if isinstance(got, IdempotencyRecord):
+            if isinstance(got, Claim):
                 await IdempotencyStore(s2).complete(got, 202, "application/json", b"{}")
             await s2.commit()
         finally:
@@ -318,7 +321,9 @@ async def test_concurrent_duplicate_runs_when_first_rolls_back(
     container: Container, second_db: Database
 ) -> None:
     got = await _race(container, second_db, first_commits=False)
-    assert isinstance(got, IdempotencyRecord)
-    assert got.ref == "race"
-    replay = await _begin(container, _key(got.programme_id, "race"))
+    assert isinstance(got, Claim)
+    async with container.db.sessionmaker() as s:
+        row = await s.get(IdempotencyRecord, got.id)
+    assert row is not None and row.ref == "race"
+    replay = await _begin(container, _key(row.programme_id, "race"))
     assert replay == StoredResponse(202, "application/json", b"{}")  # the duplicate's own result

@@ -18,7 +18,7 @@ from multibank.api.routing import container_of
 from multibank.kernel.clock import ProgrammeClock
 from multibank.kernel.context import Container
 from multibank.kernel.errors import BadRequest, Forbidden, Unauthorized
-from multibank.kernel.idempotency import IdempotencyRecord, IdempotencyStore, payload_hash
+from multibank.kernel.idempotency import Claim, IdempotencyStore, payload_hash
 from multibank.kernel.tokens import (
     AuthSession,
     SessionLimits,
@@ -238,7 +238,7 @@ async def begin_idempotent(
         body_hash=payload_hash(await request.body(), version),
         now_ms=now_ms,
     )
-    if isinstance(outcome, IdempotencyRecord):
+    if isinstance(outcome, Claim):
         request.state.idempotency_record = outcome
         return
     raise Replay(outcome)

@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 from multibank.api.lean import Unsupported, lean_app, lean_handler
 from multibank.kernel.context import Container
 from multibank.kernel.errors import DomainError, NotFound
-from multibank.kernel.idempotency import IdempotencyRecord, IdempotencyStore
+from multibank.kernel.idempotency import Claim, IdempotencyStore
 
 
 def container_of(request: Request) -> Container:
@@ -78,9 +78,7 @@ class UnitOfWorkRoute(APIRoute):
                 if response.status_code >= 400:
                     await session.rollback()
                     return response
-                record: IdempotencyRecord | None = getattr(
-                    request.state, "idempotency_record", None
-                )
+                record: Claim | None = getattr(request.state, "idempotency_record", None)
                 if record is not None:
                     await IdempotencyStore(session).complete(
                         record,
@@ -97,7 +95,7 @@ class UnitOfWorkRoute(APIRoute):
 async def _commit_refusal(request: Request, session: AsyncSession, exc: DomainError) -> None:
     """Keeps what a refused request had to record. Its idempotency placeholder goes, so a retry
     runs again, unless the refusal itself is the answer the ref keeps (`store_answer`)."""
-    record: IdempotencyRecord | None = getattr(request.state, "idempotency_record", None)
+    record: Claim | None = getattr(request.state, "idempotency_record", None)
     if record is not None:
         if exc.store_answer:
             body = exc.body()
@@ -109,7 +107,7 @@ async def _commit_refusal(request: Request, session: AsyncSession, exc: DomainEr
                 bytes(content),
             )
         else:
-            await session.delete(record)
+            await IdempotencyStore(session).release(record)
     await session.commit()
 
 

@@ -11,8 +11,19 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import cast
 
-from sqlalchemy import Integer, LargeBinary, String, UniqueConstraint, delete, select
+from sqlalchemy import (
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+    UniqueConstraint,
+    bindparam,
+    delete,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -71,11 +82,29 @@ def check_ref(ref: str) -> None:
         )
 
 
-# The claim, built once per dialect; the values are bound when it runs (decision 0014).
-_CLAIM_PG = pg_insert(IdempotencyRecord).on_conflict_do_nothing().returning(IdempotencyRecord)
-_CLAIM_SQLITE = (
-    sqlite_insert(IdempotencyRecord).on_conflict_do_nothing().returning(IdempotencyRecord)
+@dataclass(frozen=True)
+class Claim:
+    """The placeholder row a request owns: completed with its answer before its transaction
+    commits, or released when its refusal is not the answer the ref keeps."""
+
+    id: int
+
+
+# The claim, built once per dialect (the values are bound when it runs, decision 0014), and
+# the completion and release: Core statements on the table, no ORM instance (decision 0019).
+_TABLE = cast(Table, IdempotencyRecord.__table__)
+_CLAIM_PG = pg_insert(_TABLE).on_conflict_do_nothing().returning(_TABLE.c.id)
+_CLAIM_SQLITE = sqlite_insert(_TABLE).on_conflict_do_nothing().returning(_TABLE.c.id)
+_COMPLETE = (
+    update(_TABLE)
+    .where(_TABLE.c.id == bindparam("b_id"))
+    .values(
+        status_code=bindparam("b_status_code"),
+        content_type=bindparam("b_content_type"),
+        body=bindparam("b_body"),
+    )
 )
+_RELEASE = delete(_TABLE).where(_TABLE.c.id == bindparam("b_id"))
 
 
 class IdempotencyStore:
@@ -102,7 +131,7 @@ class IdempotencyStore:
         ref: str,
         body_hash: str,
         now_ms: int,
-    ) -> StoredResponse | IdempotencyRecord:
+    ) -> StoredResponse | Claim:
         """Returns the stored response to replay, or the new placeholder this request now owns."""
         check_ref(ref)
         values = {
@@ -118,9 +147,9 @@ class IdempotencyStore:
         # (PostgreSQL) or the write lock (SQLite) and then insert nothing.
         dialect = self.session.get_bind().dialect.name
         stmt = _CLAIM_PG if dialect == "postgresql" else _CLAIM_SQLITE
-        record = (await self.session.scalars(stmt, values)).one_or_none()
-        if record is not None:
-            return record
+        claimed = (await self.session.execute(stmt, values)).first()
+        if claimed is not None:
+            return Claim(int(claimed[0]))
         existing = await self._find(programme_id, caller, operation, ref)
         if existing is None:  # pragma: no cover - the winner's row must be visible now
             raise RuntimeError("idempotency-ref conflict without a visible row")
@@ -131,12 +160,19 @@ class IdempotencyStore:
         return StoredResponse(existing.status_code, existing.content_type, existing.body or b"")
 
     async def complete(
-        self, record: IdempotencyRecord, status_code: int, content_type: str | None, body: bytes
+        self, claim: Claim, status_code: int, content_type: str | None, body: bytes
     ) -> None:
-        record.status_code = status_code
-        record.content_type = content_type
-        record.body = body
-        await self.session.flush()
+        params = {
+            "b_id": claim.id,
+            "b_status_code": status_code,
+            "b_content_type": content_type,
+            "b_body": body,
+        }
+        await self.session.execute(_COMPLETE, params)
+
+    async def release(self, claim: Claim) -> None:
+        """The placeholder goes: a retry of the ref runs again."""
+        await self.session.execute(_RELEASE, {"b_id": claim.id})
 
     async def purge(self, older_than_ms: int) -> int:
         result = await self.session.execute(
