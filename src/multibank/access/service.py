@@ -116,10 +116,10 @@ async def check_password(
     """Reads the user on `db` (a read session of its own, closed here once read), then checks
     the password: Argon2id takes tens of milliseconds, and no database connection or lock may
     be held meanwhile (issue 11). The same work is done for an unknown e-mail (D7)."""
-    user = await users.by_email(db, programme_id, email)
+    found = await users.credential_by_email(db, programme_id, email)
     await db.close()  # the connection goes back to the pool before the hash is computed
-    encoded = user.password_hash if user else None
-    return PasswordCheck(user.id if user else None, encoded, await hasher.verify(encoded, password))
+    user_id, encoded = found if found is not None else (None, None)
+    return PasswordCheck(user_id, encoded, await hasher.verify(encoded, password))
 
 
 async def login(

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import jwt
-from sqlalchemy import Boolean, ForeignKey, String, bindparam, select, update
+from sqlalchemy import Boolean, ForeignKey, String, Table, bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -112,22 +113,24 @@ async def open_session(
     now_ms: int,
     started_at: int | None = None,
 ) -> AuthSession:
-    row = AuthSession(
-        id=new_id(),
-        programme_id=programme_id,
-        user_id=user_id,
-        credential_type=credential_type,
-        identity_type=identity_type,
-        identity_id=identity_id,
-        token_type=token_type,
-        stepped_up=False,
+    values: dict[str, Any] = {
+        "id": new_id(),
+        "programme_id": programme_id,
+        "user_id": user_id,
+        "credential_type": credential_type,
+        "identity_type": identity_type,
+        "identity_id": identity_id,
+        "token_type": token_type,
+        "stepped_up": False,
         # The absolute limit counts from `created_at`.
-        created_at=now_ms if started_at is None else min(started_at, now_ms),
-        last_seen_at=now_ms,
-    )
-    db.add(row)
-    await db.flush()
-    return row
+        "created_at": now_ms if started_at is None else min(started_at, now_ms),
+        "last_seen_at": now_ms,
+        "ended_at": None,
+    }
+    # One prepared INSERT rather than the unit of work's flush (decision 0019); the row is
+    # returned as a detached snapshot of what was written.
+    await db.execute(_OPEN, values)
+    return AuthSession(**values)
 
 
 async def touch_session(
@@ -152,6 +155,7 @@ def alive(
 
 
 # Built once with bound parameters: these run on the request path (decision 0014).
+_OPEN = insert(cast(Table, AuthSession.__table__))
 _READ = (
     select(AuthSession)
     .where(AuthSession.id == bindparam("session_id"))

@@ -18,14 +18,37 @@ def email_key(email: str) -> str:
     return email.strip().lower()
 
 
+# Built once with bound parameters: they run on the request path (decisions 0014, 0019).
+_GET = select(User).where(
+    User.programme_id == bindparam("programme_id"), User.id == bindparam("user_id")
+)
+_BY_EMAIL = select(User).where(
+    User.programme_id == bindparam("programme_id"), User.email_key == bindparam("email_key")
+)
+_USERS = User.__table__
+_CREDENTIAL_BY_EMAIL = select(_USERS.c.id, _USERS.c.password_hash).where(
+    _USERS.c.programme_id == bindparam("programme_id"),
+    _USERS.c.email_key == bindparam("email_key"),
+)
+
+
 async def get(db: AsyncSession, programme_id: int, user_id: int) -> User | None:
-    stmt = of_programme(programme_id).where(User.id == user_id)
-    return (await db.execute(stmt)).scalar_one_or_none()
+    params = {"programme_id": programme_id, "user_id": user_id}
+    return (await db.execute(_GET, params)).scalar_one_or_none()
 
 
 async def by_email(db: AsyncSession, programme_id: int, email: str) -> User | None:
-    stmt = of_programme(programme_id).where(User.email_key == email_key(email))
-    return (await db.execute(stmt)).scalar_one_or_none()
+    params = {"programme_id": programme_id, "email_key": email_key(email)}
+    return (await db.execute(_BY_EMAIL, params)).scalar_one_or_none()
+
+
+async def credential_by_email(
+    db: AsyncSession, programme_id: int, email: str
+) -> tuple[int, str | None] | None:
+    """The user's id and password hash, as a plain row: what checking a password reads."""
+    params = {"programme_id": programme_id, "email_key": email_key(email)}
+    row = (await db.execute(_CREDENTIAL_BY_EMAIL, params)).first()
+    return None if row is None else (int(row[0]), row[1])
 
 
 async def email_taken(
