@@ -111,6 +111,7 @@ def _apply_statement(guard_available: bool, guard_actual: bool) -> Update:
 _APPLY = {(a, b): _apply_statement(a, b) for a in (False, True) for b in (False, True)}
 # Core, not ORM: the ORM's bulk INSERT machinery cost more than the statement itself.
 _INSERT_POSTINGS = insert(cast(Table, Posting.__table__))
+_INSERT_TRANSACTION = insert(cast(Table, LedgerTransaction.__table__))
 
 
 async def system_account(
@@ -182,19 +183,20 @@ async def post(
         sums[leg.currency][1] += leg.actual
     if any(a or b for a, b in sums.values()):
         raise Unbalanced(f"postings of {type_} do not sum to zero: {dict(sums)}")
-    tx = LedgerTransaction(
-        id=transaction_id or new_id(),
-        programme_id=programme_id,
-        type=type_,
-        state=state,
-        details=details or {},
-        external_id=external_id,
-        created_at=now_ms,
-    )
-    db.add(tx)
-    await db.flush()
-    await _write(db, programme_id, tx.id, legs, now_ms)
-    return tx
+    values: dict[str, Any] = {
+        "id": transaction_id or new_id(),
+        "programme_id": programme_id,
+        "type": type_,
+        "state": state,
+        "details": details or {},
+        "external_id": external_id,
+        "created_at": now_ms,
+    }
+    # A prepared INSERT, not the unit of work's flush (decision 0019): the transaction is
+    # returned as a detached snapshot of what was written; later changes are statements by id.
+    await db.execute(_INSERT_TRANSACTION, values)
+    await _write(db, programme_id, values["id"], legs, now_ms)
+    return LedgerTransaction(**values)
 
 
 def _by_id(leg: Leg) -> int:
