@@ -10,6 +10,7 @@ from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.accounts.models import ManagedAccount
+from multibank.kernel.db import read_rows
 from multibank.ledger.models import LedgerAccount
 
 Row = tuple[ManagedAccount, LedgerAccount]
@@ -147,8 +148,8 @@ async def view(
     db: AsyncSession, programme_id: int, identity_id: int, account_id: int
 ) -> AccountView | None:
     params = {"programme_id": programme_id, "identity_id": identity_id, "account_id": account_id}
-    row = (await db.execute(_VIEW_GET, params)).first()
-    return None if row is None else cast(AccountView, row)
+    rows = await read_rows(db, _VIEW_GET, params)
+    return cast(AccountView, rows[0]) if rows else None
 
 
 async def page(
@@ -163,7 +164,7 @@ async def page(
     owner = {"programme_id": programme_id, "identity_id": identity_id}
     if f.empty():
         params = {**owner, "offset": offset, "limit": limit}
-        rows = (await db.execute(_VIEW_PAGE, params)).all()
+        rows = await read_rows(db, _VIEW_PAGE, params)
         count = _VIEW_COUNT
     else:
         c = _ACCOUNTS.c
@@ -187,7 +188,7 @@ async def page(
         if f.tag is not None:
             stmt = stmt.where(c.tag == f.tag)
         page_stmt = stmt.add_columns(_TOTAL).order_by(c.id).offset(offset).limit(limit)
-        rows = (await db.execute(page_stmt, owner)).all()
+        rows = await read_rows(db, page_stmt, owner)
         count = select(func.count()).select_from(stmt.subquery())
     if rows:
         return int(rows[0].total), [cast(AccountView, r) for r in rows]

@@ -10,6 +10,7 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.identities.models import Identity
+from multibank.kernel.db import read_rows
 from multibank.users.models import ROOT, User
 
 
@@ -138,9 +139,10 @@ async def view_with_root(
     db: AsyncSession, programme_id: int, identity_id: int, kind: str
 ) -> tuple[IdentityView, RootView] | None:
     params = {"programme_id": programme_id, "identity_id": identity_id, "kind": kind}
-    row = (await db.execute(_VIEW_WITH_ROOT, params)).first()
-    if row is None:
+    rows = await read_rows(db, _VIEW_WITH_ROOT, params)
+    if not rows:
         return None
+    row = rows[0]
     split = len(_IDENTITY_KEYS)
     identity = SimpleNamespace(**dict(zip(_IDENTITY_KEYS, row[:split], strict=True)))
     root = SimpleNamespace(**dict(zip(_ROOT_KEYS, row[split:], strict=True)))
