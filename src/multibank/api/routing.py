@@ -20,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from multibank.api.lean import Unsupported, lean_app, lean_handler
 from multibank.kernel.context import Container
+from multibank.kernel.db import LazySession
 from multibank.kernel.errors import DomainError, NotFound
 from multibank.kernel.idempotency import Claim, IdempotencyStore
 
@@ -53,15 +54,15 @@ class UnitOfWorkRoute(APIRoute):
             # renewal, a due IBAN allocation) is one guarded statement at a time.
             reads = request.method in ("GET", "HEAD")
             if reads:
-                session = db.read_sessionmaker()
+                lazy = LazySession(db.read_sessionmaker)  # made if the request uses it
                 try:
-                    request.state.db = session
+                    request.state.db = lazy
                     return await handler(request)  # autocommit: nothing to commit or undo
                 finally:
                     # No transaction is open, so closing does no I/O and cannot be interrupted
                     # half-way: it needs no task of its own to shield it, which is what
                     # `async with` pays for on every request (decision 0019).
-                    await session.close()
+                    await lazy.close()
             async with db.sessionmaker() as session:
                 request.state.db = session
                 try:

@@ -245,6 +245,11 @@ async def read_rows(
     back at once. Most reads use the session for nothing else: this skips its transaction,
     connection and close (about half the cost of a one-statement read, decision 0019), and a
     request still holds at most one connection at a time."""
+    if isinstance(session, LazySession):
+        if session.made is None:
+            engine = session.engine.sync_engine
+            return await greenlet_spawn(_rows_on, engine, statement, params)
+        session = session.made
     if session.sync_session.in_transaction():
         return (await session.execute(statement, params)).all()
     engine = session.bind
@@ -256,3 +261,31 @@ async def read_rows(
 def _rows_on(engine: Engine, statement: Executable, params: dict[str, Any]) -> Sequence[Row[Any]]:
     with engine.connect() as connection:
         return connection.execute(statement, params).all()
+
+
+class LazySession:
+    """A read request's session, made on its first use. Most reads never use it (their one
+    statement goes through `read_rows`), and making and closing a session costs a read about a
+    tenth of its time (decision 0019). Stands in for an `AsyncSession`: any attribute makes the
+    session and is the session's."""
+
+    __slots__ = ("_maker", "made")
+
+    def __init__(self, maker: async_sessionmaker[AsyncSession]) -> None:
+        self._maker = maker
+        self.made: AsyncSession | None = None
+
+    @property
+    def engine(self) -> AsyncEngine:
+        bind = self._maker.kw["bind"]
+        assert isinstance(bind, AsyncEngine)
+        return bind
+
+    def __getattr__(self, name: str) -> Any:
+        if self.made is None:
+            self.made = self._maker()
+        return getattr(self.made, name)
+
+    async def close(self) -> None:
+        if self.made is not None:
+            await self.made.close()
