@@ -138,3 +138,18 @@ async def test_a_write_still_renews_in_its_own_transaction(client, programme, co
     assert r.status_code == 200, r.text
     # The session's own renewal, besides the account's update, committed with it.
     assert RENEWAL in trips.statements and "COMMIT" in trips.statements, trips.statements
+
+
+def test_each_read_view_selects_every_field_it_promises() -> None:
+    """The plain rows a read answers from (decision 0019) carry every attribute their protocol
+    names: a field added to a view but not to its statement fails here, not in a client."""
+    from multibank.accounts import repository as accounts
+    from multibank.identities import repository as identities
+
+    def promised(protocol: type) -> set[str]:
+        return {name for name, value in vars(protocol).items() if isinstance(value, property)}
+
+    assert promised(accounts.AccountView) <= set(accounts._VIEW.selected_columns.keys())
+    labels = set(identities._VIEW_WITH_ROOT.selected_columns.keys())
+    assert {f"i_{name}" for name in promised(identities.IdentityView)} <= labels
+    assert {f"u_{name}" for name in promised(identities.RootView)} <= labels
