@@ -57,7 +57,7 @@ def receiver(counter: Counter) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length") or 0))
             with counter.lock:
                 counter.count += 1
@@ -128,14 +128,26 @@ def main() -> None:
         target = f"{server.base}/multi/managed_accounts/{first}"
         rows: list[Figures] = [baseline]
         rows.append(
-            wrk("multibank PATCH account, no webhook URL", target, headers, args.seconds,
-                args.connections, script)
+            wrk(
+                "multibank PATCH account, no webhook URL",
+                target,
+                headers,
+                args.seconds,
+                args.connections,
+                script,
+            )
         )
         settings(server.base, webhookUrl=url)
         before = recorded(server.base)
         started = time.monotonic()
-        with_url = wrk("multibank PATCH account, webhook URL set", target, headers,
-                       args.seconds, args.connections, script)
+        with_url = wrk(
+            "multibank PATCH account, webhook URL set",
+            target,
+            headers,
+            args.seconds,
+            args.connections,
+            script,
+        )
         rows.append(with_url)
         time.sleep(1)  # the calls wrk left running end
         total = recorded(server.base) - before

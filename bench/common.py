@@ -12,10 +12,11 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = ROOT / ".venv" / "bin"
@@ -102,8 +103,9 @@ def bare_server() -> Iterator[str]:
 
 def call(method: str, url: str, headers: dict[str, str], body: Any = None) -> Any:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={
-        "content-type": "application/json", **headers})
+    req = urllib.request.Request(
+        url, data=data, method=method, headers={"content-type": "application/json", **headers}
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         raw = r.read()
         return json.loads(raw) if raw else None
@@ -185,7 +187,9 @@ def wrk(
 
 
 def report(rows: list[Figures], baseline: Figures) -> str:
-    lines = [f"{'target':<44}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'vs base':>10}{'non-2xx':>9}"]
+    lines = [
+        f"{'target':<44}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'vs base':>10}{'non-2xx':>9}"
+    ]
     for f in rows:
         lines.append(
             f"{f.name:<44}{f.rps:>10.0f}{f.p50_ms:>10.2f}{f.p99_ms:>10.2f}"
