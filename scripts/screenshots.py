@@ -25,6 +25,8 @@ from typing import Any
 
 from playwright.sync_api import Page, sync_playwright
 
+from multibank.identities.samples import corporate_signup
+
 BIN = Path(sys.executable).parent
 ADMIN = f"shots-{secrets.token_hex(12)}"
 
@@ -51,34 +53,7 @@ def customer(base: str, key: str, profiles: dict[str, str]) -> str:
         "POST",
         "/multi/corporates",
         h,
-        {
-            "profileId": profiles["corporate"],
-            "rootUser": {
-                "name": "Ada",
-                "surname": "Lovelace",
-                "email": email,
-                "mobile": {"countryCode": "+44", "number": "7700900123"},
-                "companyPosition": "DIRECTOR",
-                "dateOfBirth": {"year": 1990, "month": 1, "day": 1},
-            },
-            "company": {
-                "name": "Analytical Engines Ltd",
-                "type": "LLC",
-                "registrationNumber": "AE123",
-                "registrationCountry": "GB",
-                "businessAddress": {
-                    "addressLine1": "1 Engine Row",
-                    "city": "London",
-                    "postCode": "EC1A1AA",
-                    "country": "GB",
-                },
-            },
-            "industry": "ACCOUNTING",
-            "sourceOfFunds": "LABOUR_CONTRACT",
-            "acceptedTerms": True,
-            "ipAddress": "127.0.0.1",
-            "baseCurrency": "EUR",
-        },
+        corporate_signup(profiles["corporate"], email, company="Analytical Engines Ltd"),
     )
     for step, extra in (("send", {}), ("verify", {"verificationCode": "123456"})):
         call(

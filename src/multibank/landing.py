@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.api.deps import AppContainer, Db
 from multibank.api.routing import UnitOfWorkRoute
+from multibank.identities.samples import corporate_signup
 from multibank.programmes import repository as programmes_repo
 from multibank.programmes import service as programmes
 
@@ -87,40 +88,6 @@ class Step:
     note: str = ""
 
 
-def corporate_signup(profile_id: str, email: str) -> dict[str, Any]:
-    """The body of `POST /multi/corporates` (the shape of tests/factories.py corporate_body)."""
-    return {
-        "profileId": profile_id,
-        "tag": "quick-start",
-        "rootUser": {
-            "name": "Ada",
-            "surname": "Lovelace",
-            "email": email,
-            "mobile": {"countryCode": "+44", "number": "7700900123"},
-            "companyPosition": "DIRECTOR",
-            "dateOfBirth": {"year": 1980, "month": 12, "day": 10},
-        },
-        "company": {
-            "type": "LLC",
-            "name": "Acme Ltd",
-            "registrationNumber": "C1234567",
-            "registrationCountry": "GB",
-            "businessAddress": {
-                "addressLine1": "1 High Street",
-                "city": "London",
-                "postCode": "EC1A 1BB",
-                "country": "GB",
-            },
-            "incorporatedOn": {"year": 2001, "month": 2, "day": 3},
-        },
-        "industry": "ACCOUNTING",
-        "sourceOfFunds": "ORDINARY_BUSINESS_ACTIVITY",
-        "acceptedTerms": True,
-        "ipAddress": "127.0.0.1",
-        "baseCurrency": "EUR",
-    }
-
-
 def steps(sandbox: Sandbox, api_key: str, email: str) -> list[Step]:
     """The quick start: sign-up to a funded account and its statement, on 3.29.1 (`/multi`)."""
     key = f"api-key: {api_key}"
@@ -133,7 +100,7 @@ def steps(sandbox: Sandbox, api_key: str, email: str) -> list[Step]:
             "/multi/corporates",
             (key,),
             200,
-            body=corporate_signup(sandbox.profiles["corporate"], email),
+            body=corporate_signup(sandbox.profiles["corporate"], email, tag="quick-start"),
             sets=(("CORP", "id.id"), ("USER_ID", "rootUser.id.id")),
             note="The e-mail address is a new one each time this page loads.",
         ),

@@ -18,6 +18,7 @@ import httpx
 from pydantic import BaseModel
 
 from multibank.app import build_container, create_app, startup
+from multibank.identities.samples import consumer_signup, corporate_signup
 from multibank.kernel.codes import SANDBOX_CODE
 from multibank.programmes.schemas import ProgrammeDescription
 from multibank.settings import Settings
@@ -50,60 +51,6 @@ class Seeded(BaseModel):
     apiKey: str
     corporate: SeededIdentity
     consumer: SeededIdentity
-
-
-def _corporate(profile_id: str, email: str) -> dict[str, Any]:
-    return {
-        "profileId": profile_id,
-        "tag": "sandbox-seed",
-        "rootUser": {
-            "name": "Ada",
-            "surname": "Lovelace",
-            "email": email,
-            "mobile": {"countryCode": "+44", "number": "7700900123"},
-            "companyPosition": "DIRECTOR",
-            "dateOfBirth": {"year": 1980, "month": 12, "day": 10},
-        },
-        "company": {
-            "type": "LLC",
-            "name": "Sandbox Seed Ltd",
-            "registrationNumber": "C1234567",
-            "registrationCountry": "GB",
-            "businessAddress": {
-                "addressLine1": "1 High Street",
-                "city": "London",
-                "postCode": "EC1A 1BB",
-                "country": "GB",
-            },
-            "incorporatedOn": {"year": 2001, "month": 2, "day": 3},
-        },
-        "industry": "ACCOUNTING",
-        "sourceOfFunds": "ORDINARY_BUSINESS_ACTIVITY",
-        "acceptedTerms": True,
-        "ipAddress": "127.0.0.1",
-        "baseCurrency": CURRENCY,
-    }
-
-
-def _consumer(profile_id: str, email: str) -> dict[str, Any]:
-    return {
-        "profileId": profile_id,
-        "tag": "sandbox-seed",
-        "rootUser": {
-            "name": "Grace",
-            "surname": "Hopper",
-            "email": email,
-            "mobile": {"countryCode": "+356", "number": "79000000"},
-            "dateOfBirth": {"year": 1990, "month": 1, "day": 2},
-            "occupation": "AUDIT",
-            "address": {"addressLine1": "2 Main St", "city": "Valletta", "country": "MT"},
-            "nationality": "MT",
-            "placeOfBirth": "Valletta",
-        },
-        "acceptedTerms": True,
-        "ipAddress": "127.0.0.1",
-        "baseCurrency": CURRENCY,
-    }
 
 
 def new_password() -> str:
@@ -274,12 +221,23 @@ async def seed(
             tag = secrets.token_hex(4)
             corporate = await client.identity(
                 "corporates",
-                _corporate(profiles.corporate, f"corporate-{tag}@example.com"),
+                corporate_signup(
+                    profiles.corporate,
+                    f"corporate-{tag}@example.com",
+                    tag="sandbox-seed",
+                    company="Sandbox Seed Ltd",
+                    currency=CURRENCY,
+                ),
                 profiles.corporateManagedAccount,
             )
             consumer = await client.identity(
                 "consumers",
-                _consumer(profiles.consumer, f"consumer-{tag}@example.com"),
+                consumer_signup(
+                    profiles.consumer,
+                    f"consumer-{tag}@example.com",
+                    tag="sandbox-seed",
+                    currency=CURRENCY,
+                ),
                 profiles.consumerManagedAccount,
             )
     seeded = Seeded(

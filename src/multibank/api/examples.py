@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from multibank.identities.samples import consumer_signup, corporate_signup
 from multibank.kernel.db import Database
 from multibank.programmes.models import Profile, Programme
 
@@ -55,51 +56,10 @@ def bodies() -> dict[str, dict[str, Any]]:
     money = {"currency": "EUR", "amount": 500}
     account = {"type": "managed_accounts", "id": "ACCOUNT_ID"}
     return {
-        "corporateCreate": {
-            "profileId": _profile("corporate"),
-            "rootUser": {
-                "name": "Ada",
-                "surname": "Lovelace",
-                "email": EMAIL,
-                "mobile": {"countryCode": "+44", "number": "7700900123"},
-                "companyPosition": "DIRECTOR",
-                "dateOfBirth": {"year": 1980, "month": 12, "day": 10},
-            },
-            "company": {
-                "type": "LLC",
-                "name": "Analytical Engines Ltd",
-                "registrationNumber": "C1234567",
-                "registrationCountry": "GB",
-                "businessAddress": {
-                    "addressLine1": "1 High Street",
-                    "city": "London",
-                    "postCode": "EC1A 1BB",
-                    "country": "GB",
-                },
-            },
-            "industry": "ACCOUNTING",
-            "sourceOfFunds": "ORDINARY_BUSINESS_ACTIVITY",
-            "acceptedTerms": True,
-            "ipAddress": "127.0.0.1",
-            "baseCurrency": "EUR",
-        },
-        "consumerCreate": {
-            "profileId": _profile("consumer"),
-            "rootUser": {
-                "name": "Grace",
-                "surname": "Hopper",
-                "email": CONSUMER_EMAIL,
-                "mobile": {"countryCode": "+356", "number": "79000000"},
-                "dateOfBirth": {"year": 1990, "month": 1, "day": 2},
-                "occupation": "AUDIT",
-                "address": {"addressLine1": "2 Main St", "city": "Valletta", "country": "MT"},
-                "nationality": "MT",
-                "placeOfBirth": "Valletta",
-            },
-            "ipAddress": "10.0.0.1",
-            "acceptedTerms": True,
-            "baseCurrency": "EUR",
-        },
+        "corporateCreate": corporate_signup(
+            _profile("corporate"), EMAIL, company="Analytical Engines Ltd"
+        ),
+        "consumerCreate": consumer_signup(_profile("consumer"), CONSUMER_EMAIL),
         "corporateRootUserEmailVerificationCodeSend": {"email": EMAIL},
         "corporateRootUserEmailVerify": {"email": EMAIL, "verificationCode": CODE},
         "consumerRootUserEmailVerificationCodeSend": {"email": CONSUMER_EMAIL},
