@@ -243,6 +243,20 @@ async def _programme(request: Request, programme_id: str) -> Programme | None:
     return None if number is None else await repository.get_programme(_db(request), number)
 
 
+async def _open_programme(
+    request: Request, programme_id: str
+) -> tuple[sessions.Signed, Programme] | Response:
+    """A programme's page for the signed-in operator, or the answer instead: the sign-in page
+    without a session, 404 for an unknown programme."""
+    signed = await signed_in(request)
+    if signed is None:
+        return to_login()
+    programme = await _programme(request, programme_id)
+    if programme is None:
+        return _not_found("programme")
+    return signed, programme
+
+
 def _ctx(request: Request, programme: Programme) -> Ctx:
     clock = container_of(request).clock
     return Ctx(_db(request), programme, clock.now_ms(programme.clock_offset_ms))
@@ -278,12 +292,10 @@ async def _programme_page(
 
 @router.get("/programmes/{programme_id}")
 async def programme_page(request: Request, programme_id: str) -> Response:
-    signed = await signed_in(request)
-    if signed is None:
-        return to_login()
-    programme = await _programme(request, programme_id)
-    if programme is None:
-        return _not_found("programme")
+    opened = await _open_programme(request, programme_id)
+    if isinstance(opened, Response):
+        return opened
+    signed, programme = opened
     return await _programme_page(request, signed, programme)
 
 
@@ -444,12 +456,10 @@ def _name(identity: Identity, root: User) -> str:
 async def customers_page(
     request: Request, programme_id: str, q: Annotated[str | None, Query(max_length=100)] = None
 ) -> Response:
-    signed = await signed_in(request)
-    if signed is None:
-        return to_login()
-    programme = await _programme(request, programme_id)
-    if programme is None:
-        return _not_found("programme")
+    opened = await _open_programme(request, programme_id)
+    if isinstance(opened, Response):
+        return opened
+    signed, programme = opened
     return render(
         "customers.html",
         title="Customers",
@@ -638,12 +648,10 @@ async def account_download(
 async def ledger_page(
     request: Request, programme_id: str, offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0
 ) -> Response:
-    signed = await signed_in(request)
-    if signed is None:
-        return to_login()
-    programme = await _programme(request, programme_id)
-    if programme is None:
-        return _not_found("programme")
+    opened = await _open_programme(request, programme_id)
+    if isinstance(opened, Response):
+        return opened
+    signed, programme = opened
     db = _db(request)
     txs = list(
         (
@@ -689,12 +697,10 @@ async def ledger_page(
 
 @router.get("/programmes/{programme_id}/payments")
 async def payments_page(request: Request, programme_id: str) -> Response:
-    signed = await signed_in(request)
-    if signed is None:
-        return to_login()
-    programme = await _programme(request, programme_id)
-    if programme is None:
-        return _not_found("programme")
+    opened = await _open_programme(request, programme_id)
+    if isinstance(opened, Response):
+        return opened
+    signed, programme = opened
     rows = await _db(request).execute(
         select(Payment)
         .where(Payment.programme_id == programme.id)
@@ -736,12 +742,10 @@ async def webhooks_page(
     eventType: Annotated[str | None, Query(max_length=80)] = None,
     state: Annotated[str | None, Query(pattern="^(|PENDING|DELIVERED|FAILED)$")] = None,
 ) -> Response:
-    signed = await signed_in(request)
-    if signed is None:
-        return to_login()
-    programme = await _programme(request, programme_id)
-    if programme is None:
-        return _not_found("programme")
+    opened = await _open_programme(request, programme_id)
+    if isinstance(opened, Response):
+        return opened
+    signed, programme = opened
     page = await webhooks.page(_db(request), programme.id, eventType, state or None, 0, 100)
     return render(
         "webhooks.html",
