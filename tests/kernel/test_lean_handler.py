@@ -8,7 +8,6 @@ order or serialisation fails here before it reaches a client.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
 import httpx
@@ -18,30 +17,10 @@ from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, Field
 
-from multibank.api.lean import Unsupported, lean_app, lean_handler
+from multibank.api.lean import LeanRoute, Unsupported, lean_handler
 
 key_scheme = APIKeyHeader(name="api-key", auto_error=False)
 calls: list[str] = []
-
-
-class LeanRoute(APIRoute):
-    """As `UnitOfWorkRoute` chooses: the lean handler where it applies, FastAPI's elsewhere."""
-
-    lean = False
-
-    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
-        super().__init__(path, endpoint, **kwargs)
-        if self.lean:
-            self.app = lean_app(self.get_route_handler())
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        try:
-            handler = lean_handler(self)
-            self.lean = True
-        except Unsupported:
-            handler = super().get_route_handler()
-            self.lean = False
-        return handler
 
 
 class Item(BaseModel):

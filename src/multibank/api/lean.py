@@ -344,3 +344,28 @@ async def _handled(request: Request, exc: Exception) -> Response | None:
     # Reused exception instances accumulate tracebacks across requests.
     exc.__traceback__ = None
     return response
+
+
+class LeanRoute(APIRoute):
+    """A route answered by the lean handler where it applies and by FastAPI's elsewhere.
+    `wrap` lets a subclass put its own work around either (`api.routing.UnitOfWorkRoute`: the
+    request's transaction)."""
+
+    lean = False  # decided by `get_route_handler`, which the framework's init calls
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(path, endpoint, **kwargs)
+        if self.lean:
+            self.app = lean_app(self.get_route_handler())
+
+    def get_route_handler(self) -> Handler:
+        try:
+            handler = lean_handler(self)
+            self.lean = True
+        except Unsupported:
+            handler = super().get_route_handler()
+            self.lean = False
+        return self.wrap(handler)
+
+    def wrap(self, handler: Handler) -> Handler:
+        return handler

@@ -18,7 +18,7 @@ from starlette._utils import get_route_path
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
-from multibank.api.lean import Unsupported, lean_app, lean_handler
+from multibank.api.lean import LeanRoute
 from multibank.kernel.context import Container
 from multibank.kernel.db import LazySession
 from multibank.kernel.errors import DomainError, NotFound
@@ -30,22 +30,10 @@ def container_of(request: Request) -> Container:
     return container
 
 
-class UnitOfWorkRoute(APIRoute):
-    _lean = False
-
-    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
-        super().__init__(path, endpoint, **kwargs)
-        if self._lean:  # decided by `get_route_handler`, which the framework's init calls
-            self.app = lean_app(self.get_route_handler())
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        try:
-            handler = lean_handler(self)
-            self._lean = True
-        except Unsupported:
-            handler = super().get_route_handler()
-            self._lean = False
-
+class UnitOfWorkRoute(LeanRoute):
+    def wrap(
+        self, handler: Callable[[Request], Coroutine[Any, Any, Response]]
+    ) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         async def run(request: Request) -> Response:
             container = container_of(request)
             db = container.db
@@ -247,7 +235,7 @@ class IndexedRouter(APIRouter):
         for route in self._candidates(get_route_path(scope)):
             match, child_scope = route.matches(scope)
             if match == Match.FULL:
-                if isinstance(route, UnitOfWorkRoute) and route._lean:
+                if isinstance(route, UnitOfWorkRoute) and route.lean:
                     return route, child_scope
                 return None
         return None
