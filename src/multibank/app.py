@@ -167,6 +167,7 @@ def create_app(
                 await worker.stop()
             await nodes.stop()
             await container.db.dispose()
+            container.hasher.close()
 
     app = LeanApp(
         title="multibank", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
