@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterable
 
 from limits import RateLimitItem, parse_many
-from limits.aio.storage import Storage
+from limits.aio.storage import MemoryStorage, Storage
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.storage import storage_from_string
 
@@ -19,12 +19,30 @@ def _header(items: list[RateLimitItem], exceeded: RateLimitItem) -> str:
     return f"{exceeded.amount}, {windows}"
 
 
+class TidyMemoryStorage(MemoryStorage):
+    """`limits`' in-process storage, tidying out expired entries at most once a second.
+
+    The library tidies after every hit, and hops to a worker thread for each key it holds to do
+    it: on a login that was about as much event-loop CPU as the login's own handler (issue 11).
+    Tidying only frees memory; a moving window counts by the entries' timestamps either way."""
+
+    TIDY_EVERY_S = 1.0
+    _tidied_at = 0.0
+
+    async def _MemoryStorage__schedule_expiry(self) -> None:
+        now = time.monotonic()
+        if now - self._tidied_at < self.TIDY_EVERY_S:
+            return
+        self._tidied_at = now
+        await super()._MemoryStorage__schedule_expiry()  # type: ignore[misc]
+
+
 class RateLimiter:
     def __init__(self, redis_url: str | None = None, namespace: str = "multibank") -> None:
         storage = (
             storage_from_string(f"async+{redis_url}", key_prefix=namespace)
             if redis_url
-            else storage_from_string("async+memory://")
+            else TidyMemoryStorage()
         )
         assert isinstance(storage, Storage)
         self.storage = storage
