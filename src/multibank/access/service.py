@@ -113,7 +113,8 @@ class PasswordCheck:
 async def check_password(
     db: AsyncSession, hasher: PasswordHasher, programme_id: int, email: str, password: str
 ) -> PasswordCheck:
-    """Reads the user on `db` (a read session of its own, closed here once read), then checks
+    """Reads the user on `db` (a read session of its own, closed here once read, or a
+    `LazySession` whose one statement holds a connection only while it runs), then checks
     the password: Argon2id takes tens of milliseconds, and no database connection or lock may
     be held meanwhile (issue 11). The same work is done for an unknown e-mail (D7)."""
     found = await users.credential_by_email(db, programme_id, email)
@@ -162,8 +163,12 @@ async def login(
         raise Forbidden().keeping_changes()
     if not user.active:
         raise Forbidden()
-    user.failed_logins = 0
-    user.locked_until = None
+    # Only when they change: a no-op assignment would still send the next statement through
+    # the unit of work's flush.
+    if user.failed_logins:
+        user.failed_logins = 0
+    if user.locked_until is not None:
+        user.locked_until = None
     if user.password_expires_at and user.password_expires_at <= ctx.now:
         # Interface: an expired password yields a token good only for updating the password.
         temporary = await open_user_session(ctx, user, PASSWORD_UPDATE)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import Select, bindparam, case, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from multibank.kernel.db import read_rows
 from multibank.users.models import ROOT, USER, User
 
 
@@ -47,8 +48,9 @@ async def credential_by_email(
 ) -> tuple[int, str | None] | None:
     """The user's id and password hash, as a plain row: what checking a password reads."""
     params = {"programme_id": programme_id, "email_key": email_key(email)}
-    row = (await db.execute(_CREDENTIAL_BY_EMAIL, params)).first()
-    return None if row is None else (int(row[0]), row[1])
+    for row in await read_rows(db, _CREDENTIAL_BY_EMAIL, params):
+        return int(row.id), row.password_hash
+    return None
 
 
 async def email_taken(

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.access import service
 from multibank.api.deps import (
@@ -22,6 +23,7 @@ from multibank.api.deps import (
 from multibank.api.limits import LoginLimited
 from multibank.api.openapi import LOCKED
 from multibank.api.routing import UnitOfWorkRoute
+from multibank.kernel.db import LazySession
 from multibank.kernel.tokens import end_session
 from multibank.kernel.vocabulary import Email, IdentityId, SensitivePassword, TypeId, Wire
 
@@ -69,10 +71,11 @@ async def check_password(
 ) -> None:
     """Checks the password before the request's transaction begins (issue 11): the hash then
     holds no connection, and on SQLite not the write lock, so logins use every core."""
-    async with container.db.read_sessionmaker() as db:
-        request.state.password_check = await service.check_password(
-            db, container.hasher, programme.id, str(body.email), body.password.value
-        )
+    # Its one statement takes a connection and gives it back at once (`read_rows`).
+    db = cast(AsyncSession, LazySession(container.db.read_sessionmaker))
+    request.state.password_check = await service.check_password(
+        db, container.hasher, programme.id, str(body.email), body.password.value
+    )
 
 
 # Before `Idempotent`, whose record opens the transaction.
