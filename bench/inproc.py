@@ -3,7 +3,7 @@ one authenticated read, to see where a request's CPU goes while changing the req
 Not a substitute for the wrk figures; a quick loop for profiling (e.g. under py-spy or cProfile).
 
 Usage: .venv/bin/python bench/inproc.py [--requests 3000] [--database-url URL]
-       [--path acct|corp|list|health|fee|transfer|login] [--profile FILE]
+       [--path acct|corp|list|health|fee|transfer|login] [--profile FILE] [--statements]
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ async def main() -> None:
     ap.add_argument("--database-url", default=None)
     ap.add_argument("--path", default="acct")
     ap.add_argument("--profile", default="")
+    ap.add_argument(
+        "--statements", action="store_true", help="print the SQL statements of one request"
+    )
     args = ap.parse_args()
     tmp = tempfile.mkdtemp()
     url = args.database_url or f"sqlite+aiosqlite:///{tmp}/inproc.db"
@@ -163,13 +166,35 @@ async def main() -> None:
                 "root_path": "",
                 "query_string": query,
                 "headers": headers
-                + ([(b"idempotency-ref", b"r%d" % next(refs))] if method == "POST" else []),
+                # As the wrk benches send them: fee and payment calls with a ref, logins without.
+                + (
+                    [(b"idempotency-ref", b"r%d" % next(refs))]
+                    if method == "POST" and args.path != "login"
+                    else []
+                ),
                 "client": ("127.0.0.1", 1),
                 "server": ("127.0.0.1", 80),
             }
 
         for _ in range(200):
             await app(scope(), receive, send)
+        if args.statements:
+            from sqlalchemy import event
+
+            seen: list[str] = []
+
+            def record(*a: Any) -> None:
+                seen.append(" ".join(str(a[2]).split())[:160])
+
+            engines = {container.db.engine.sync_engine, container.db.read_engine.sync_engine}
+            for engine in engines:
+                event.listen(engine, "before_cursor_execute", record)
+            await app(scope(), receive, send)
+            for engine in engines:
+                event.remove(engine, "before_cursor_execute", record)
+            print(f"{len(seen)} statements:")
+            for line in seen:
+                print("  ", line)
         profiler = None
         if args.profile:
             import cProfile
