@@ -108,12 +108,16 @@ class FairPool(AsyncAdaptedQueuePool):
     _queue_class = FairQueue
 
 
+BUSY_TIMEOUT_MS = 30_000  # how long an SQLite connection waits for the write lock
+
+
 def _sqlite_pragmas(dbapi_conn: Any, *more: str) -> None:
     """Every SQLite connection: autocommit at the driver (SQLAlchemy says BEGIN), a 30 s wait
     for the write lock, foreign keys enforced; `more` for the writer (WAL, synchronous)."""
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
-    for pragma in ("PRAGMA busy_timeout=30000", "PRAGMA foreign_keys=ON", *more):
+    busy = f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}"
+    for pragma in (busy, "PRAGMA foreign_keys=ON", *more):
         cur.execute(pragma)
     cur.close()
 
@@ -136,7 +140,8 @@ def create_engine(
         # Every transaction writes (BEGIN IMMEDIATE), so one connection per process is all SQLite
         # can use: requests queue for it in the pool, first come first served, instead of
         # spinning in SQLite's busy handler. Other processes still wait on busy_timeout.
-        # Its statements run inline, but BEGIN and COMMIT (kernel/sqlite_inline.py).
+        # Its statements run inline; BEGIN waits in a thread only if the lock is taken
+        # (kernel/sqlite_inline.py).
         engine = create_async_engine(
             _inline(url),
             echo=echo,
@@ -149,7 +154,13 @@ def create_engine(
 
         @event.listens_for(engine.sync_engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            _sqlite_pragmas(dbapi_conn, "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL")
+            # Checkpoints are the writer's own, every so many commits (kernel/sqlite_inline.py).
+            _sqlite_pragmas(
+                dbapi_conn,
+                "PRAGMA journal_mode=WAL",
+                "PRAGMA synchronous=NORMAL",
+                "PRAGMA wal_autocheckpoint=0",
+            )
             dbapi_conn.immediate = True  # every transaction of this engine: BEGIN IMMEDIATE
 
         @event.listens_for(engine.sync_engine, "begin")

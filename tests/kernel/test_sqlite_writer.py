@@ -1,0 +1,83 @@
+"""The SQLite writer (kernel/sqlite_inline.py, decision 0020): BEGIN IMMEDIATE and COMMIT run on
+the event loop's thread when they cannot wait; when another connection holds the write lock the
+writer waits for it in a thread, and the loop goes on serving meanwhile; the WAL is
+checkpointed every so many commits, since the writer no longer checkpoints by itself."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+from sqlalchemy import text
+
+from multibank.kernel import sqlite_inline
+from multibank.kernel.db import create_engine
+
+
+async def test_a_writer_waits_for_another_connections_lock_without_stalling_the_loop(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "w.db"
+    engine = create_engine(f"sqlite:///{path}")
+    async with engine.begin() as conn:
+        await conn.execute(text("CREATE TABLE t (v INTEGER)"))
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process's writer holds the lock
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    async def write() -> float:
+        async with engine.begin() as conn:
+            await conn.execute(text("INSERT INTO t VALUES (1)"))
+        return time.monotonic()
+
+    running = asyncio.create_task(ticker())
+    writing = asyncio.create_task(write())
+    await asyncio.sleep(0.3)
+    assert not writing.done()  # it waits for the lock...
+    assert ticks >= 10  # ...while the loop keeps running
+    released = time.monotonic()
+    other.execute("INSERT INTO t VALUES (2)")
+    other.execute("COMMIT")
+    assert await asyncio.wait_for(writing, 5) >= released
+    running.cancel()
+    async with engine.connect() as conn:
+        values = (await conn.execute(text("SELECT v FROM t ORDER BY v"))).scalars().all()
+    assert values == [1, 2]
+    # The failed attempt left the connection waiting as long as configured for later writes.
+    async with engine.connect() as conn:
+        busy = (await conn.execute(text("PRAGMA busy_timeout"))).scalar_one()
+    assert busy == 30_000
+    other.close()
+    await engine.dispose()
+
+
+async def test_the_writer_checkpoints_its_wal(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    engine = create_engine(f"sqlite:///{path}")
+    async with engine.begin() as conn:
+        await conn.execute(text("CREATE TABLE t (v TEXT)"))
+        assert (await conn.execute(text("PRAGMA wal_autocheckpoint"))).scalar_one() == 0
+    reader = sqlite3.connect(path)
+    size_before = 0
+    for i in range(sqlite_inline.CHECKPOINT_EVERY * 2 + 5):
+        async with engine.begin() as conn:
+            await conn.execute(text("INSERT INTO t VALUES (:v)"), {"v": "x" * 2000 + str(i)})
+        if i == sqlite_inline.CHECKPOINT_EVERY // 2:
+            # No checkpoint yet: the rows are in the WAL, not in the database file.
+            size_before = path.stat().st_size
+            assert size_before < 50 * 2000
+    # Checkpoints copied the rows into the database file itself.
+    assert path.stat().st_size > size_before + sqlite_inline.CHECKPOINT_EVERY * 2000
+    assert reader.execute("SELECT count(*) FROM t").fetchone() == (
+        sqlite_inline.CHECKPOINT_EVERY * 2 + 5,
+    )
+    reader.close()
+    await engine.dispose()
