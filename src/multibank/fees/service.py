@@ -4,16 +4,28 @@ account's currency, moves from that account to the programme's revenue account."
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, cast
 
-from multibank.accounts import repository as accounts
-from multibank.identities import repository as identities
+from sqlalchemy import Table, and_, bindparam, select
+
+from multibank.accounts.models import ManagedAccount
+from multibank.identities.models import Identity
 from multibank.kernel.errors import Conflict
 from multibank.kernel.validation import parse_id
 from multibank.ledger import service as ledger
 from multibank.ledger.models import REVENUE, LedgerTransaction
-from multibank.programmes import repository as programmes
 from multibank.programmes.context import Ctx
+from multibank.programmes.models import FeeType
 from multibank.webhooks import events as webhooks
+
+
+@dataclass(frozen=True)
+class _Source:
+    id: int
+    identity_id: int
+    currency: str
+    state: str
+    profile_id: int
 
 
 @dataclass(frozen=True)
@@ -26,27 +38,70 @@ class FeeCharge:
     amount: int
 
 
+_IDENTITIES = cast(Table, Identity.__table__)
+_FEE_TYPES = cast(Table, FeeType.__table__)
+_ACCOUNTS = cast(Table, ManagedAccount.__table__)
+# What a charge reads, in one statement (issue 11): the identity's fee group, the fee type's
+# amounts and the source account, each within the programme; a missing fee type or account is a
+# row of NULLs, and a missing identity no row at all.
+_LOOKUP = (
+    select(
+        _IDENTITIES.c.fee_group,
+        _FEE_TYPES.c.amounts,
+        _ACCOUNTS.c.id,
+        _ACCOUNTS.c.identity_id,
+        _ACCOUNTS.c.currency,
+        _ACCOUNTS.c.state,
+        _ACCOUNTS.c.profile_id,
+    )
+    .select_from(
+        _IDENTITIES.outerjoin(
+            _FEE_TYPES,
+            and_(
+                _FEE_TYPES.c.programme_id == _IDENTITIES.c.programme_id,
+                _FEE_TYPES.c.name == bindparam("fee_type"),
+            ),
+        ).outerjoin(
+            _ACCOUNTS,
+            and_(
+                _ACCOUNTS.c.programme_id == _IDENTITIES.c.programme_id,
+                _ACCOUNTS.c.id == bindparam("account_id"),
+            ),
+        )
+    )
+    .where(
+        _IDENTITIES.c.programme_id == bindparam("programme_id"),
+        _IDENTITIES.c.id == bindparam("identity_id"),
+    )
+)
+
+
 async def charge(
     ctx: Ctx, identity_id: int, fee_type: str, source_type: str, source_id: str
 ) -> FeeCharge:
-    identity = await identities.get(ctx.db, ctx.programme.id, identity_id)
-    fee = await programmes.get_fee_type(ctx.db, ctx.programme.id, fee_type)
-    if identity is None or fee is None:
+    params = {
+        "programme_id": ctx.programme.id,
+        "identity_id": identity_id,
+        "fee_type": fee_type,
+        "account_id": parse_id(source_id),  # None (not an id) matches no account
+    }
+    found = (await ctx.db.execute(_LOOKUP, params)).first()
+    if found is None or found.amounts is None:  # no such identity, or no such fee type
         raise Conflict("UNRESOLVED_FEE_TYPE")
     if source_type != "managed_accounts":
         raise Conflict("UNRESOLVED_INSTRUMENT")  # cards are not an instrument this server issues
-    sid = parse_id(source_id)
-    account = (
-        None if sid is None else await accounts.get_in_programme(ctx.db, ctx.programme.id, sid)
-    )
-    if account is None:
+    if found.id is None:
         raise Conflict("UNRESOLVED_INSTRUMENT")
-    if account.identity_id != identity.id:
+    account = _Source(
+        int(found.id), int(found.identity_id), found.currency, found.state, found.profile_id
+    )
+    if account.identity_id != identity_id:
         raise Conflict("IDENTITY_NOT_OWNER_OF_INSTRUMENT")
     # The identity's group when the fee type names it (even with no amounts), else DEFAULT.
-    amounts = fee.amounts.get(identity.fee_group)
+    fee_amounts: dict[str, Any] = found.amounts
+    amounts = fee_amounts.get(found.fee_group)
     if amounts is None:
-        amounts = fee.amounts.get("DEFAULT", {})
+        amounts = fee_amounts.get("DEFAULT", {})
     amount = amounts.get(account.currency)
     if amount is None:
         raise Conflict("UNRESOLVED_CURRENCY")
