@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import Table, Update, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -114,14 +115,28 @@ _INSERT_POSTINGS = insert(cast(Table, Posting.__table__))
 _INSERT_TRANSACTION = insert(cast(Table, LedgerTransaction.__table__))
 
 
+# The ids of system accounts, per engine (per database). A system account is never removed or
+# renumbered, so once one is seen committed its id is known for good: a fee charge or payment
+# then needs no statement to find its revenue or reserve account (issue 11).
+_KNOWN_SYSTEM_ACCOUNTS: WeakKeyDictionary[object, dict[str, int]] = WeakKeyDictionary()
+# Keys of the system accounts a session created: uncommitted until it commits, so not known yet.
+_CREATED_HERE = "multibank.ledger.created_system_accounts"
+
+
 async def system_account(
     db: AsyncSession, programme_id: int, kind: str, currency: str, now_ms: int, shard: int = 0
 ) -> int:
     """The programme's revenue or settlement account in `currency` (revenue: one of its
     shards), created on first use."""
     key = _system_key(programme_id, kind, currency, shard)
+    known = _KNOWN_SYSTEM_ACCOUNTS.get(db.bind) if db.bind is not None else None
+    if known is not None and key in known:
+        return known[key]
     found = (await db.execute(_SYSTEM_ACCOUNT, {"key": key})).scalar_one_or_none()
     if found is not None:
+        if db.bind is not None and key not in db.info.get(_CREATED_HERE, ()):
+            # Not this session's own: another transaction's, which has committed it.
+            _KNOWN_SYSTEM_ACCOUNTS.setdefault(db.bind, {})[key] = int(found)
         return int(found)
     account = LedgerAccount(
         id=new_id(),
@@ -139,6 +154,7 @@ async def system_account(
             await db.flush()
     except IntegrityError:  # another request created it first; theirs is the one
         return int((await db.execute(_SYSTEM_ACCOUNT, {"key": key})).scalar_one())
+    db.info.setdefault(_CREATED_HERE, set()).add(key)
     return account.id
 
 
