@@ -204,6 +204,26 @@ async def _solve(
     return values
 
 
+_JSON_TYPES: dict[str, bool] = {}
+
+
+def _is_json(content_type: str) -> bool:
+    """FastAPI's test of a JSON content type, remembered per header value (parsing it with
+    `email.message` cost more than decoding a small body)."""
+    known = _JSON_TYPES.get(content_type)
+    if known is None:
+        message = email.message.Message()
+        message["content-type"] = content_type
+        subtype = message.get_content_subtype()
+        known = message.get_content_maintype() == "application" and (
+            subtype == "json" or subtype.endswith("+json")
+        )
+        if len(_JSON_TYPES) >= 64:  # header values are the client's: keep only a few
+            _JSON_TYPES.clear()
+        _JSON_TYPES[content_type] = known
+    return known
+
+
 async def _json_body(request: Request, strict: bool) -> Any:
     """The body as FastAPI reads it for a JSON body field (`get_request_handler`)."""
     try:
@@ -213,12 +233,8 @@ async def _json_body(request: Request, strict: bool) -> Any:
         content_type = request.headers.get("content-type")
         if not content_type:
             return body_bytes if strict else await request.json()
-        message = email.message.Message()
-        message["content-type"] = content_type
-        if message.get_content_maintype() == "application":
-            subtype = message.get_content_subtype()
-            if subtype == "json" or subtype.endswith("+json"):
-                return await request.json()
+        if _is_json(content_type):
+            return await request.json()
         return body_bytes
     except json.JSONDecodeError as e:
         raise RequestValidationError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Any, Self, cast
 
@@ -23,10 +24,13 @@ class WireEnum(StrEnum):
         return cast(core_schema.CoreSchema, schema)
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 def storable(text: str) -> bool:
     """Text every database stores and every answer can encode: no NUL (PostgreSQL refuses it)
     and no unpaired UTF-16 surrogate (`"\\ud800"` is valid JSON but not Unicode text)."""
-    return "\x00" not in text and not any("\ud800" <= c <= "\udfff" for c in text)
+    return _UNSTORABLE.search(text) is None
 
 
 def _json_values(value: Any) -> Any:
