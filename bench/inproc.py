@@ -4,6 +4,7 @@ Not a substitute for the wrk figures; a quick loop for profiling (e.g. under py-
 
 Usage: .venv/bin/python bench/inproc.py [--requests 3000] [--database-url URL]
        [--path acct|corp|list|health|fee|transfer|login] [--profile FILE] [--statements]
+       [--spread]
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ async def main() -> None:
     ap.add_argument("--profile", default="")
     ap.add_argument(
         "--statements", action="store_true", help="print the SQL statements of one request"
+    )
+    ap.add_argument(
+        "--spread",
+        action="store_true",
+        help="also time each request alone and print the spread (what a p99 is made of)",
     )
     args = ap.parse_args()
     tmp = tempfile.mkdtemp()
@@ -211,6 +217,19 @@ async def main() -> None:
                 await app(scope(), receive, send)
             rounds.append(time.process_time() - t0)
             loop_rounds.append(time.thread_time() - l0)
+        if args.spread:
+            times = []
+            for _ in range(args.requests):
+                started = time.perf_counter()
+                await app(scope(), receive, send)
+                times.append(time.perf_counter() - started)
+            times.sort()
+            at = [1e6 * times[int(len(times) * q)] for q in (0.5, 0.9, 0.99, 0.999)]
+            print(
+                f"{args.path}: wall µs per request p50 {at[0]:.0f} p90 {at[1]:.0f} "
+                f"p99 {at[2]:.0f} p99.9 {at[3]:.0f} max {1e6 * times[-1]:.0f}; "
+                f"over 1 ms: {sum(1 for t in times if t > 0.001)}"
+            )
         cpu = min(rounds) * 5
         loop_cpu = min(loop_rounds) * 5
         if profiler is not None:
