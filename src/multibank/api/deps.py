@@ -225,7 +225,9 @@ async def begin_idempotent(
         return
     route = request.scope.get("route")
     path_params = ",".join(f"{k}={v}" for k, v in sorted(request.path_params.items()))
-    operation = f"{request.method} {getattr(route, 'path', request.url.path)} {path_params}"
+    # Not getattr's default: building `request.url` cost more than the rest of this line.
+    path = getattr(route, "path", None) or request.url.path
+    operation = f"{request.method} {path} {path_params}"
     # The same ref on another interface version is the same operation (one effect, whatever the
     # base URL), but it must not replay the other version's answer shape (a 3.29.1 fee charge is
     # 200 with a body, a 3.1.0 one 204): the version is part of the payload, so it is refused.
