@@ -189,8 +189,13 @@ async def main() -> None:
 
             seen: list[str] = []
 
+            contexts: set[int] = set()
+
             def record(*a: Any) -> None:
-                seen.append(" ".join(str(a[2]).split())[:160])
+                # PostgreSQL's read engine is an option view of the writer: both listeners fire.
+                if id(a[4]) not in contexts:
+                    contexts.add(id(a[4]))
+                    seen.append(" ".join(str(a[2]).split())[:160])
 
             engines = {container.db.engine.sync_engine, container.db.read_engine.sync_engine}
             for engine in engines:
