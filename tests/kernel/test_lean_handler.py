@@ -83,6 +83,16 @@ def build(route_class: type[APIRoute]) -> FastAPI:
     async def create_item(item: Item, who: Who) -> Out:
         return Out(name=item.name, amount=item.amount, note=who)
 
+    async def checked(item: Item) -> str:
+        calls.append(f"checked {item.name}")  # as the login's password check reads the body
+        return item.name
+
+    @router.post("/checked", response_model=Out)
+    async def create_checked(
+        item: Item, name: Annotated[str, Depends(checked)], who: Who
+    ) -> dict[str, Any]:
+        return {"name": name, "amount": item.amount, "note": who}
+
     @router.post("/empty", status_code=204, response_class=Response)
     async def empty(who: Who) -> None:
         return None
@@ -134,6 +144,10 @@ REQUESTS: list[tuple[str, str, dict[str, Any]]] = [
         },
     ),
     ("POST", "/items", {"json": {"name": "a", "amount": 1}, "headers": {"api-key": "boom"}}),
+    ("POST", "/checked", {"json": {"name": "ab", "amount": 3}}),
+    ("POST", "/checked", {"json": {"name": "", "amount": -1}}),
+    ("POST", "/checked", {"json": {"name": "abcdefg"}}),
+    ("POST", "/checked", {}),
     ("POST", "/empty", {}),
     ("GET", "/raw", {}),
 ]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import email.message
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +86,9 @@ class Plan:
     headers: list[ModelField] = field(default_factory=list)
     body: list[ModelField] = field(default_factory=list)
     embed_body_fields: bool = False
+    # Plans whose body fields are declared alike validate the body alike: a request validates
+    # it once for all of them (FastAPI does it again for each dependency that names the body).
+    body_key: tuple[Any, ...] = ()
 
 
 def _param(f: ModelField, where: str) -> Param:
@@ -136,6 +139,11 @@ def compile_plan(dependant: Dependant, embed_body_fields: bool) -> Plan:
         headers=list(dependant.header_params),
         body=list(dependant.body_params),
         embed_body_fields=embed_body_fields,
+        body_key=(
+            "body",
+            embed_body_fields,
+            *((f.name, f.alias, f.mode, repr(f.field_info)) for f in dependant.body_params),
+        ),
     )
     for sub in dependant.dependencies:
         plan.subs.append(compile_plan(sub, embed_body_fields))
@@ -166,7 +174,7 @@ def _read(params_: list[Param], received: Any, values: dict[str, Any], errors: l
 
 
 async def _solve(
-    plan: Plan, request: Request, body: Any, cache: dict[int, Any], errors: list[Any]
+    plan: Plan, request: Request, body: Any, cache: dict[Hashable, Any], errors: list[Any]
 ) -> dict[str, Any]:
     """The arguments of `plan.call`, in FastAPI's order: sub-dependencies (each awaited unless
     its own arguments had errors), then path, query and header parameters, then the body."""
@@ -194,9 +202,13 @@ async def _solve(
         values.update(header_values)
         errors.extend(header_errors)
     if plan.body:
-        body_values, body_errors = await request_body_to_args(
-            body_fields=plan.body, received_body=body, embed_body_fields=plan.embed_body_fields
-        )
+        validated = cache.get(plan.body_key)
+        if validated is None:
+            validated = await request_body_to_args(
+                body_fields=plan.body, received_body=body, embed_body_fields=plan.embed_body_fields
+            )
+            cache[plan.body_key] = validated
+        body_values, body_errors = validated
         values.update(body_values)
         errors.extend(body_errors)
     if plan.request_name:
