@@ -18,7 +18,7 @@ from sqlalchemy import event
 
 from multibank.api import authcache, deps
 from multibank.kernel.context import Container
-from tests.factories import open_account, verified
+from tests.factories import login, open_account, verified
 
 RENEWAL = "UPDATE auth_sessions"
 
@@ -138,6 +138,29 @@ async def test_a_write_still_renews_in_its_own_transaction(client, programme, co
     assert r.status_code == 200, r.text
     # The session's own renewal, besides the account's update, committed with it.
     assert RENEWAL in trips.statements and "COMMIT" in trips.statements, trips.statements
+
+
+@pytest.mark.parametrize("base", ["/multi", "/3.1.0/multi"])
+async def test_a_plain_login_is_its_check_and_one_write(
+    client, programme, container: Container, base: str
+) -> None:
+    """A right password with nothing else to do (decision 0020): the credential read before
+    the hash, then one INSERT that opens the session if the user is still as read, committed
+    on its own. On SQLite that INSERT is the writer's, with its BEGIN IMMEDIATE and COMMIT."""
+    p = await programme()
+    ident = await verified(client, p, "corporates")
+    with counting(container) as trips:
+        r = await login(client, p, ident.email, base=base)
+    assert r.status_code == 200, r.text
+    writes = [s for s in trips.statements if s not in ("BEGIN", "COMMIT")]
+    if container.db.is_sqlite:
+        writes = [s for s in writes if s != "BEGIN"]  # BEGIN IMMEDIATE, counted by its verb
+    assert writes == ["SELECT", "INSERT"], trips.statements
+    assert "ROLLBACK" not in trips.statements
+    # The token it answered works.
+    token = r.json()["token"]
+    headers = {**p.headers, "Authorization": f"Bearer {token}"}
+    assert (await client.get(f"{base}/corporates", headers=headers)).status_code == 200
 
 
 def test_each_read_view_selects_every_field_it_promises() -> None:

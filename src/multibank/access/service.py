@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from sqlalchemy import BigInteger, Table, bindparam, false, insert, literal, null, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.access.passwords import complexity_error
 from multibank.kernel import notify
+from multibank.kernel.db import Database
 from multibank.kernel.errors import Conflict, DomainError, Forbidden, Locked, NotFound
 from multibank.kernel.hashing import PasswordHasher
+from multibank.kernel.ids import new_id
 from multibank.kernel.tokens import AuthSession, end_session, end_user_sessions, open_session
 from multibank.kernel.validation import parse_id
 from multibank.programmes.context import Ctx
+from multibank.programmes.models import Programme
 from multibank.users import repository as users
 from multibank.users.models import ROOT, User
 from multibank.webhooks import events as webhooks
@@ -121,6 +125,97 @@ async def check_password(
     await db.close()  # the connection goes back to the pool before the hash is computed
     user_id, encoded = found if found is not None else (None, None)
     return PasswordCheck(user_id, encoded, await hasher.verify(encoded, password))
+
+
+_USERS = cast(Table, User.__table__)
+_SESSIONS = cast(Table, AuthSession.__table__)
+_NOW = bindparam("now", type_=BigInteger)
+# A plain successful login in one statement (decision 0020): the new session is written only if
+# the user is as the password check found it (same hash), active, not locked, with no failed
+# logins to reset and a password that has not expired. Anything else writes nothing, and the
+# login takes the full path, which decides it exactly as before.
+_OPEN_IF_PLAIN = (
+    insert(_SESSIONS)
+    .from_select(
+        [
+            "id",
+            "programme_id",
+            "user_id",
+            "credential_type",
+            "identity_type",
+            "identity_id",
+            "token_type",
+            "stepped_up",
+            "created_at",
+            "last_seen_at",
+            "ended_at",
+        ],
+        select(
+            bindparam("session_id", type_=BigInteger),
+            _USERS.c.programme_id,
+            _USERS.c.id,
+            _USERS.c.role,
+            _USERS.c.identity_type,
+            _USERS.c.identity_id,
+            literal("AUTH"),
+            false(),
+            _NOW,
+            _NOW,
+            null(),
+        ).where(
+            _USERS.c.programme_id == bindparam("programme_id"),
+            _USERS.c.id == bindparam("user_id"),
+            _USERS.c.password_hash == bindparam("password_hash"),
+            _USERS.c.active.is_(True),
+            _USERS.c.failed_logins == 0,
+            _USERS.c.locked_until.is_(None),
+            or_(_USERS.c.password_expires_at == 0, _USERS.c.password_expires_at > _NOW),
+        ),
+    )
+    .returning(_SESSIONS.c.credential_type, _SESSIONS.c.identity_type, _SESSIONS.c.identity_id)
+)
+
+
+async def login_at_once(
+    db: Database, programme: Programme, checked: PasswordCheck, now_ms: int
+) -> LoginResult | None:
+    """The common login, a right password and nothing else to do, as one statement that
+    commits on its own: no transaction of the request's. None when it does not apply (a
+    programme with webhooks has an event to record with it) or did not write: the caller then
+    runs `login`."""
+    if not checked.ok or checked.user_id is None or programme.webhook_url:
+        return None
+    session_id = new_id()
+    params = {
+        "session_id": session_id,
+        "programme_id": programme.id,
+        "user_id": checked.user_id,
+        "password_hash": checked.password_hash,
+        "now": now_ms,
+    }
+    for row in await db.at_once(_OPEN_IF_PLAIN, params):
+        session = AuthSession(
+            id=session_id,
+            programme_id=programme.id,
+            user_id=checked.user_id,
+            credential_type=row.credential_type,
+            identity_type=row.identity_type,
+            identity_id=row.identity_id,
+            token_type="AUTH",
+            stepped_up=False,
+            created_at=now_ms,
+            last_seen_at=now_ms,
+            ended_at=None,
+        )
+        user = User(
+            id=checked.user_id,
+            programme_id=programme.id,
+            role=row.credential_type,
+            identity_type=row.identity_type,
+            identity_id=row.identity_id,
+        )
+        return LoginResult(session, user)
+    return None
 
 
 async def login(

@@ -203,7 +203,8 @@ def create_read_engine(url: str, echo: bool = False, connections: int = 4) -> As
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        _sqlite_pragmas(dbapi_conn)
+        # The writer checkpoints (kernel/sqlite_inline.py); an autocommit write here never does.
+        _sqlite_pragmas(dbapi_conn, "PRAGMA wal_autocheckpoint=0")
 
     return engine
 
@@ -228,6 +229,15 @@ class Database:
     @property
     def is_sqlite(self) -> bool:
         return self.url.startswith("sqlite")
+
+    async def at_once(self, statement: Executable, params: dict[str, Any]) -> Sequence[Row[Any]]:
+        """One statement that commits on its own, with the rows it returns, and no session. For
+        a write that is whole in one statement (a login's new session). On PostgreSQL, on a
+        connection in autocommit: one round trip, no BEGIN or COMMIT. On SQLite, on the writer:
+        its BEGIN IMMEDIATE and COMMIT run on the loop's thread (kernel/sqlite_inline.py), where
+        an autocommit write would wait for the lock in a thread."""
+        engine = self.engine if self.is_sqlite else self.read_engine
+        return await greenlet_spawn(_commit_on, engine.sync_engine, statement, params)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
@@ -267,6 +277,13 @@ async def read_rows(
     if not isinstance(engine, AsyncEngine):  # pragma: no cover - sessions are bound to engines
         return (await session.execute(statement, params)).all()
     return await greenlet_spawn(_rows_on, engine.sync_engine, statement, params)
+
+
+def _commit_on(engine: Engine, statement: Executable, params: dict[str, Any]) -> Sequence[Row[Any]]:
+    # On an autocommit engine `begin` and its commit send nothing; on SQLite's writer they are
+    # its BEGIN IMMEDIATE and COMMIT.
+    with engine.begin() as connection:
+        return connection.execute(statement, params).all()
 
 
 def _rows_on(engine: Engine, statement: Executable, params: dict[str, Any]) -> Sequence[Row[Any]]:
