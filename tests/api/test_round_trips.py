@@ -18,7 +18,7 @@ from sqlalchemy import event
 
 from multibank.api import authcache, deps
 from multibank.kernel.context import Container
-from tests.factories import login, open_account, verified
+from tests.factories import PASSWORD, login, open_account, verified
 
 RENEWAL = "UPDATE auth_sessions"
 
@@ -161,6 +161,23 @@ async def test_a_plain_login_is_its_check_and_one_write(
     token = r.json()["token"]
     headers = {**p.headers, "Authorization": f"Bearer {token}"}
     assert (await client.get(f"{base}/corporates", headers=headers)).status_code == 200
+
+
+async def test_a_login_with_a_ref_keeps_its_answer(client, programme, container: Container) -> None:
+    """With an idempotency-ref the login runs in the request's transaction, which stores its
+    answer: the same ref answers the same token, and the replay writes nothing."""
+    p = await programme()
+    ident = await verified(client, p, "corporates")
+    headers = {**p.headers, "idempotency-ref": "login-once"}
+    body = {"email": ident.email, "password": {"value": PASSWORD}}
+    first = await client.post("/multi/login_with_password", headers=headers, json=body)
+    assert first.status_code == 200, first.text
+    with counting(container) as trips:
+        again = await client.post("/multi/login_with_password", headers=headers, json=body)
+    assert again.status_code == 200, again.text
+    assert again.json()["token"] == first.json()["token"]
+    # The replay's claim found the stored answer and its transaction wrote nothing.
+    assert trips.statements[-1] == "ROLLBACK" and "COMMIT" not in trips.statements, trips.statements
 
 
 def test_each_read_view_selects_every_field_it_promises() -> None:

@@ -86,8 +86,9 @@ async def do_login(
     request: Request, body: LoginRequest, ctx: AnonCtx, container: AppContainer
 ) -> dict[str, Any]:
     checked = getattr(request.state, "password_check", None)
-    if checked is not None and getattr(request.state, "idempotency_record", None) is None:
-        # A ref's answer is stored in the request's transaction: only a login without one.
+    # Only while the request holds no transaction: a ref's answer is stored in it (and on
+    # SQLite it would hold the one writing connection the INSERT needs).
+    if checked is not None and not ctx.db.in_transaction():
         done = await service.login_at_once(container.db, ctx.programme, checked, ctx.now)
         if done is not None:
             return login_body(container.tokens().sign(done.session.id, ctx.programme.id), done)
