@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from multibank.kernel.errors import DomainError, TooManyRequests
-from multibank.kernel.ratelimit import RateLimiter
+from multibank.kernel.ratelimit import RateLimiter, TidyMemoryStorage
 
 REDIS_URL = os.environ.get("MULTIBANK_TEST_REDIS_URL", "redis://127.0.0.1:6379")
 RUN = f"multibank-test-{os.getpid()}-{secrets.token_hex(4)}"
@@ -185,3 +185,33 @@ def test_too_many_requests_never_reports_a_negative_reset() -> None:
     exc = TooManyRequests("1, 1;w=60", -5)
     assert exc.status_code == 429
     assert exc.headers() == {"x-ratelimit-limit": "1, 1;w=60", "x-ratelimit-reset": "0"}
+
+
+async def test_a_window_reopens_when_its_hits_age_out(limiter: RateLimiter) -> None:
+    name = _name()
+    keys = [("ip", "10.0.0.9")]
+    assert await _passes(limiter, name, "2/second", keys)
+    assert await _passes(limiter, name, "2/second", keys)
+    assert not await _passes(limiter, name, "2/second", keys)
+    await asyncio.sleep(1.1)
+    assert await _passes(limiter, name, "2/second", keys)
+
+
+async def test_the_memory_store_still_tidies_expired_entries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """It tidies at most once a second (decision 0020), but it does tidy: a key whose hits
+    have all expired is dropped, so the store does not grow with every address ever seen."""
+    limiter = RateLimiter()
+    storage = limiter.storage
+    assert isinstance(storage, TidyMemoryStorage)
+    monkeypatch.setattr(TidyMemoryStorage, "TIDY_EVERY_S", 0.0)
+    await limiter.hit(_name(), "5/second", [("ip", "10.0.0.1")])
+    assert len(storage.events) == 1
+    await asyncio.sleep(1.1)  # the hit has expired
+    await limiter.hit(_name(), "5/second", [("ip", "10.0.0.2")])  # schedules a tidy
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        if len(storage.events) == 1:
+            break
+    assert len(storage.events) == 1  # only the new key's entry is left
