@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 
+from multibank.identities.samples import consumer_signup, corporate_signup
 from tests.conftest import Prog
 
 PASSWORD = "Sup3r-secret!"
@@ -47,58 +48,15 @@ def email() -> str:
 
 
 def corporate_body(p: Prog, **over: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "profileId": p.profiles["corporate"],
-        "tag": "acme-tag",
-        "rootUser": {
-            "name": "Ada",
-            "surname": "Lovelace",
-            "email": email(),
-            "mobile": {"countryCode": "+44", "number": "7700900123"},
-            "companyPosition": "DIRECTOR",
-            "dateOfBirth": {"year": 1980, "month": 12, "day": 10},
-        },
-        "company": {
-            "type": "LLC",
-            "name": "Acme Ltd",
-            "registrationNumber": "C1234567",
-            "registrationCountry": "GB",
-            "businessAddress": {
-                "addressLine1": "1 High Street",
-                "city": "London",
-                "postCode": "EC1A 1BB",
-                "country": "GB",
-            },
-            "incorporatedOn": {"year": 2001, "month": 2, "day": 3},
-        },
-        "industry": "ACCOUNTING",
-        "sourceOfFunds": "ORDINARY_BUSINESS_ACTIVITY",
-        "acceptedTerms": True,
-        "ipAddress": "127.0.0.1",
-        "baseCurrency": "EUR",
-    }
+    """The sample corporate sign-up (identities/samples.py), a fresh e-mail, `over` on top."""
+    body = corporate_signup(p.profiles["corporate"], email(), tag="acme-tag")
     body.update(over)
     return body
 
 
 def consumer_body(p: Prog, **over: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "profileId": p.profiles["consumer"],
-        "rootUser": {
-            "name": "Grace",
-            "surname": "Hopper",
-            "email": email(),
-            "mobile": {"countryCode": "+356", "number": "79000000"},
-            "dateOfBirth": {"year": 1990, "month": 1, "day": 2},
-            "occupation": "AUDIT",
-            "address": {"addressLine1": "2 Main St", "city": "Valletta", "country": "MT"},
-            "nationality": "MT",
-            "placeOfBirth": "Valletta",
-        },
-        "ipAddress": "10.0.0.1",
-        "acceptedTerms": True,
-        "baseCurrency": "EUR",
-    }
+    """The sample consumer sign-up (identities/samples.py), a fresh e-mail, `over` on top."""
+    body = consumer_signup(p.profiles["consumer"], email())
     body.update(over)
     return body
 
