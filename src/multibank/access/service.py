@@ -172,7 +172,7 @@ _OPEN_IF_PLAIN = (
             or_(_USERS.c.password_expires_at == 0, _USERS.c.password_expires_at > _NOW),
         ),
     )
-    .returning(_SESSIONS.c.credential_type, _SESSIONS.c.identity_type, _SESSIONS.c.identity_id)
+    .returning(*_SESSIONS.c)
 )
 
 
@@ -185,34 +185,21 @@ async def login_at_once(
     runs `login`."""
     if not checked.ok or checked.user_id is None or programme.webhook_url:
         return None
-    session_id = new_id()
     params = {
-        "session_id": session_id,
+        "session_id": new_id(),
         "programme_id": programme.id,
         "user_id": checked.user_id,
         "password_hash": checked.password_hash,
         "now": now_ms,
     }
     for row in await db.at_once(_OPEN_IF_PLAIN, params):
-        session = AuthSession(
-            id=session_id,
-            programme_id=programme.id,
-            user_id=checked.user_id,
-            credential_type=row.credential_type,
-            identity_type=row.identity_type,
-            identity_id=row.identity_id,
-            token_type="AUTH",
-            stepped_up=False,
-            created_at=now_ms,
-            last_seen_at=now_ms,
-            ended_at=None,
-        )
+        session = AuthSession(**row._asdict())  # the row written, detached
         user = User(
-            id=checked.user_id,
-            programme_id=programme.id,
-            role=row.credential_type,
-            identity_type=row.identity_type,
-            identity_id=row.identity_id,
+            id=session.user_id,
+            programme_id=session.programme_id,
+            role=session.credential_type,
+            identity_type=session.identity_type,
+            identity_id=session.identity_id,
         )
         return LoginResult(session, user)
     return None
