@@ -20,15 +20,6 @@ from multibank.webhooks import events as webhooks
 
 
 @dataclass(frozen=True)
-class _Source:
-    id: int
-    identity_id: int
-    currency: str
-    state: str
-    profile_id: int
-
-
-@dataclass(frozen=True)
 class FeeCharge:
     transaction: LedgerTransaction
     profile_id: int
@@ -90,11 +81,9 @@ async def charge(
         raise Conflict("UNRESOLVED_FEE_TYPE")
     if source_type != "managed_accounts":
         raise Conflict("UNRESOLVED_INSTRUMENT")  # cards are not an instrument this server issues
-    if found.id is None:
+    account = found  # the source account's columns (NULL when there is no such account)
+    if account.id is None:
         raise Conflict("UNRESOLVED_INSTRUMENT")
-    account = _Source(
-        int(found.id), int(found.identity_id), found.currency, found.state, found.profile_id
-    )
     if account.identity_id != identity_id:
         raise Conflict("IDENTITY_NOT_OWNER_OF_INSTRUMENT")
     # The identity's group when the fee type names it (even with no amounts), else DEFAULT.
