@@ -471,3 +471,23 @@ async def test_a_refused_charge_does_not_burn_its_ref(
     assert await available(client, ident, acc["id"]) == 0
     assert await fee_count(container.db, acc["id"]) == 1
     await ledger_ok(client, admin_headers, p)
+
+
+@pytest.mark.parametrize("base", [V29, V31])
+async def test_a_blocked_account_is_not_an_instrument_to_charge(client, programme, container, base):
+    """A charge needs an ACTIVE source: a blocked account is UNRESOLVED_INSTRUMENT and keeps
+    its money; unblocked, it is charged again."""
+    p = await programme()
+    ident, acc = await funded(client, p, base=base)
+    r = await client.post(f"{base}/managed_accounts/{acc['id']}/block", headers=ident.headers)
+    assert r.status_code == 204, r.text
+    r = await charge(client, ident, acc["id"], base)
+    assert r.status_code == 409, r.text
+    assert r.json() == {"errorCode": "UNRESOLVED_INSTRUMENT"}
+    assert await available(client, ident, acc["id"]) == 1000
+    assert await revenue(container.db, p) == 0
+    r = await client.post(f"{base}/managed_accounts/{acc['id']}/unblock", headers=ident.headers)
+    assert r.status_code == 204, r.text
+    r = await charge(client, ident, acc["id"], base)
+    assert r.status_code in (200, 204), r.text
+    assert await available(client, ident, acc["id"]) < 1000
