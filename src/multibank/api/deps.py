@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from multibank.api.authcache import AuthCache, cache_of
 from multibank.api.errors import Replay
 from multibank.api.openapi import IDEMPOTENCY_REF, STEP_UP, STEP_UP_BODY, answers
-from multibank.api.routing import container_of
+from multibank.api.routing import container_of, remembered
 from multibank.kernel.clock import ProgrammeClock
 from multibank.kernel.context import Container
 from multibank.kernel.errors import BadRequest, Forbidden, Unauthorized
@@ -50,13 +50,6 @@ async def get_db(request: Request) -> AsyncSession:
 
 Db = Annotated[AsyncSession, Depends(get_db)]
 AppContainer = Annotated[Container, Depends(get_container)]
-
-
-def remembered(request: Request, name: str) -> Any:
-    """What this request put in `request.state` under `name`, or None. Read from the scope's
-    state dict, which `request.state` wraps, so a miss raises and catches nothing."""
-    state: dict[str, Any] = request.scope.get("state") or {}
-    return state.get(name)
 
 
 def _limits(container: Container) -> SessionLimits:

@@ -30,6 +30,13 @@ def container_of(request: Request) -> Container:
     return container
 
 
+def remembered(request: Request, name: str) -> Any:
+    """What this request put in `request.state` under `name`, or None. Read from the scope's
+    state dict, which `request.state` wraps, so a miss raises and catches nothing."""
+    state: dict[str, Any] = request.scope.get("state") or {}
+    return state.get(name)
+
+
 class UnitOfWorkRoute(LeanRoute):
     def wrap(
         self, handler: Callable[[Request], Coroutine[Any, Any, Response]]
@@ -67,7 +74,7 @@ class UnitOfWorkRoute(LeanRoute):
                 if response.status_code >= 400:
                     await session.rollback()
                     return response
-                record: Claim | None = getattr(request.state, "idempotency_record", None)
+                record: Claim | None = remembered(request, "idempotency_record")
                 if record is not None:
                     await IdempotencyStore(session).complete(
                         record,
@@ -84,7 +91,7 @@ class UnitOfWorkRoute(LeanRoute):
 async def _commit_refusal(request: Request, session: AsyncSession, exc: DomainError) -> None:
     """Keeps what a refused request had to record. Its idempotency placeholder goes, so a retry
     runs again, unless the refusal itself is the answer the ref keeps (`store_answer`)."""
-    record: Claim | None = getattr(request.state, "idempotency_record", None)
+    record: Claim | None = remembered(request, "idempotency_record")
     if record is not None:
         if exc.store_answer:
             body = exc.body()

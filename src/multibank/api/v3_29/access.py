@@ -22,7 +22,7 @@ from multibank.api.deps import (
 )
 from multibank.api.limits import LoginLimited
 from multibank.api.openapi import LOCKED
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRoute, remembered
 from multibank.kernel.db import LazySession
 from multibank.kernel.tokens import end_session
 from multibank.kernel.vocabulary import Email, IdentityId, SensitivePassword, TypeId, Wire
@@ -85,7 +85,7 @@ PasswordChecked = Depends(check_password)
 async def do_login(
     request: Request, body: LoginRequest, ctx: AnonCtx, container: AppContainer
 ) -> dict[str, Any]:
-    checked = getattr(request.state, "password_check", None)
+    checked = remembered(request, "password_check")
     # Only while the request holds no transaction: a ref's answer is stored in it (and on
     # SQLite it would hold the one writing connection the INSERT needs).
     if checked is not None and not ctx.db.in_transaction():
