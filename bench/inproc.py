@@ -193,8 +193,10 @@ async def main() -> None:
 
             def record(*a: Any) -> None:
                 # PostgreSQL's read engine is an option view of the writer: both listeners fire.
-                if id(a[4]) not in contexts:
-                    contexts.add(id(a[4]))
+                # (A prepared statement, kernel/direct.py, has no context: its cursor is unique.)
+                key = id(a[4] if a[4] is not None else a[1])
+                if key not in contexts:
+                    contexts.add(key)
                     seen.append(" ".join(str(a[2]).split())[:160])
 
             engines = {container.db.engine.sync_engine, container.db.read_engine.sync_engine}

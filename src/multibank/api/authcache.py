@@ -128,8 +128,6 @@ def _after_flush(session: Session, _flush: UOWTransaction) -> None:
 def _on_execute(state: ORMExecuteState) -> None:
     if not (state.is_update or state.is_delete):
         return
-    if state.execution_options.get("renewal"):
-        return  # a session's renewal: the cache records it itself (deps.current_caller)
     classes = {m.class_ for m in state.all_mappers}
     programmes, sessions = _touches(classes)
     if programmes or sessions:

@@ -8,7 +8,7 @@ so a refused request changes nothing and a successful one is all-or-nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -58,21 +58,25 @@ class UnitOfWorkRoute(LeanRoute):
                     # half-way: it needs no task of its own to shield it, which is what
                     # `async with` pays for on every request (decision 0019).
                     await lazy.close()
-            async with db.sessionmaker() as session:
-                request.state.db = session
+            # A write: one transaction, begun at its first statement; the ORM session is made
+            # only if the request uses it (kernel/db.Unit, decision 0021).
+            unit = db.unit()
+            session = cast(AsyncSession, unit)
+            request.state.db = session
+            try:
                 try:
                     response = await handler(request)
                 except DomainError as exc:
                     if exc.keep_changes:
                         await _commit_refusal(request, session, exc)
                     else:
-                        await session.rollback()
+                        await unit.rollback()
                     raise
                 except BaseException:
-                    await session.rollback()
+                    await unit.rollback()
                     raise
                 if response.status_code >= 400:
-                    await session.rollback()
+                    await unit.rollback()
                     return response
                 record: Claim | None = remembered(request, "idempotency_record")
                 if record is not None:
@@ -82,8 +86,12 @@ class UnitOfWorkRoute(LeanRoute):
                         response.headers.get("content-type"),
                         bytes(response.body),
                     )
-                await session.commit()
+                await unit.commit()
                 return response
+            finally:
+                # Committed or rolled back above (a rollback that was itself interrupted leaves
+                # the connection to the pool's reset on return).
+                await unit.close()
 
         return run
 

@@ -10,10 +10,12 @@ from sqlalchemy import Table, and_, bindparam, select
 
 from multibank.accounts.models import ManagedAccount
 from multibank.identities.models import Identity
+from multibank.kernel import direct
+from multibank.kernel.direct import Prepared
 from multibank.kernel.errors import Conflict
 from multibank.kernel.validation import parse_id
 from multibank.ledger import service as ledger
-from multibank.ledger.models import REVENUE, LedgerTransaction
+from multibank.ledger.models import REVENUE
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import FeeType
 from multibank.webhooks import events as webhooks
@@ -21,7 +23,7 @@ from multibank.webhooks import events as webhooks
 
 @dataclass(frozen=True)
 class FeeCharge:
-    transaction: LedgerTransaction
+    transaction: ledger.Movement
     profile_id: int
     fee_type: str
     source_id: int
@@ -34,8 +36,8 @@ _FEE_TYPES = cast(Table, FeeType.__table__)
 _ACCOUNTS = cast(Table, ManagedAccount.__table__)
 # What a charge reads, in one statement (issue 11): the identity's fee group, the fee type's
 # amounts and the source account, each within the programme; a missing fee type or account is a
-# row of NULLs, and a missing identity no row at all.
-_LOOKUP = (
+# row of NULLs, and a missing identity no row at all. On the driver's connection (decision 0021).
+_LOOKUP = Prepared(
     select(
         _IDENTITIES.c.fee_group,
         _FEE_TYPES.c.amounts,
@@ -76,7 +78,7 @@ async def charge(
         "fee_type": fee_type,
         "account_id": parse_id(source_id),  # None (not an id) matches no account
     }
-    found = (await ctx.db.execute(_LOOKUP, params)).first()
+    found = await direct.first(ctx.db, _LOOKUP, params)
     if found is None or found.amounts is None:  # no such identity, or no such fee type
         raise Conflict("UNRESOLVED_FEE_TYPE")
     if source_type != "managed_accounts":

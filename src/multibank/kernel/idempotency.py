@@ -29,7 +29,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
+from multibank.kernel import direct
 from multibank.kernel.db import Base
+from multibank.kernel.direct import Prepared
 from multibank.kernel.errors import BadRequest, PayloadTooLarge
 from multibank.kernel.ids import new_id
 
@@ -90,12 +92,19 @@ class Claim:
     id: int
 
 
-# The claim, built once per dialect (the values are bound when it runs, decision 0014), and
-# the completion and release: Core statements on the table, no ORM instance (decision 0019).
+# The claim (one statement per dialect), the completion and the release: every write request
+# with a ref sends two of them, so they run on the driver's connection (kernel/direct.py,
+# decision 0021).
 _TABLE = cast(Table, IdempotencyRecord.__table__)
-_CLAIM_PG = pg_insert(_TABLE).on_conflict_do_nothing().returning(_TABLE.c.id)
-_CLAIM_SQLITE = sqlite_insert(_TABLE).on_conflict_do_nothing().returning(_TABLE.c.id)
-_COMPLETE = (
+_CLAIMED = ("id", "programme_id", "caller", "operation", "ref", "payload_hash", "created_at")
+_CLAIM = Prepared(
+    {
+        "postgresql": pg_insert(_TABLE).on_conflict_do_nothing().returning(_TABLE.c.id),
+        "sqlite": sqlite_insert(_TABLE).on_conflict_do_nothing().returning(_TABLE.c.id),
+    },
+    keys=_CLAIMED,
+)
+_COMPLETE = Prepared(
     update(_TABLE)
     .where(_TABLE.c.id == bindparam("b_id"))
     .values(
@@ -104,7 +113,7 @@ _COMPLETE = (
         body=bindparam("b_body"),
     )
 )
-_RELEASE = delete(_TABLE).where(_TABLE.c.id == bindparam("b_id"))
+_RELEASE = Prepared(delete(_TABLE).where(_TABLE.c.id == bindparam("b_id")))
 
 
 class IdempotencyStore:
@@ -145,11 +154,9 @@ class IdempotencyStore:
         }
         # One statement claims the ref; a concurrent holder makes it wait on the unique index
         # (PostgreSQL) or the write lock (SQLite) and then insert nothing.
-        dialect = self.session.get_bind().dialect.name
-        stmt = _CLAIM_PG if dialect == "postgresql" else _CLAIM_SQLITE
-        claimed = (await self.session.execute(stmt, values)).first()
-        if claimed is not None:
-            return Claim(int(claimed[0]))
+        claimed = await direct.fetch(self.session, _CLAIM, values)
+        if claimed:
+            return Claim(int(claimed[0].id))
         existing = await self._find(programme_id, caller, operation, ref)
         if existing is None:  # pragma: no cover - the winner's row must be visible now
             raise RuntimeError("idempotency-ref conflict without a visible row")
@@ -168,11 +175,11 @@ class IdempotencyStore:
             "b_content_type": content_type,
             "b_body": body,
         }
-        await self.session.execute(_COMPLETE, params)
+        await direct.execute(self.session, _COMPLETE, params)
 
     async def release(self, claim: Claim) -> None:
         """The placeholder goes: a retry of the ref runs again."""
-        await self.session.execute(_RELEASE, {"b_id": claim.id})
+        await direct.execute(self.session, _RELEASE, {"b_id": claim.id})
 
     async def purge(self, older_than_ms: int) -> int:
         result = await self.session.execute(

@@ -15,7 +15,9 @@ from sqlalchemy import Boolean, ForeignKey, String, Table, bindparam, insert, se
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
+from multibank.kernel import direct
 from multibank.kernel.db import Base
+from multibank.kernel.direct import Prepared
 from multibank.kernel.ids import new_id
 
 ISSUER = "multibank"
@@ -161,17 +163,20 @@ _READ = (
     .where(AuthSession.id == bindparam("session_id"))
     .execution_options(populate_existing=True)
 )
-_RENEW = (
-    update(AuthSession)
+_SESSIONS = cast(Table, AuthSession.__table__)
+# On the driver's connection (kernel/direct.py): every write request sends it. The auth cache
+# records a renewal itself (api/deps.py), so it needs none of the ORM's events.
+_RENEW = Prepared(
+    update(_SESSIONS)
     .where(
-        AuthSession.id == bindparam("b_session_id"),
-        AuthSession.programme_id == bindparam("b_programme_id"),
-        AuthSession.ended_at.is_(None),
-        AuthSession.last_seen_at >= bindparam("idle_since"),
-        AuthSession.created_at >= bindparam("started_since"),
+        _SESSIONS.c.id == bindparam("b_session_id"),
+        _SESSIONS.c.programme_id == bindparam("b_programme_id"),
+        _SESSIONS.c.ended_at.is_(None),
+        _SESSIONS.c.last_seen_at >= bindparam("idle_since"),
+        _SESSIONS.c.created_at >= bindparam("started_since"),
     )
-    .values(last_seen_at=bindparam("b_now_ms"))
-    .execution_options(renewal=True, synchronize_session=False)
+    .values(last_seen_at=bindparam("b_now_ms")),
+    renewal=True,
 )
 
 
@@ -192,7 +197,7 @@ async def renew_session(
         "started_since": now_ms - limits.absolute_ms,
         "b_now_ms": now_ms,
     }
-    return int(getattr(await db.execute(_RENEW, params), "rowcount", 0) or 0) == 1
+    return await direct.execute(db, _RENEW, params) == 1
 
 
 async def end_session(db: AsyncSession, session_id: int, now_ms: int) -> None:

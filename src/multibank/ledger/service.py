@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from typing import Any, cast
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import Table, Update, bindparam, func, insert, select, update
+from sqlalchemy import Table, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from multibank.kernel import direct
+from multibank.kernel.direct import Direct, Prepared
 from multibank.kernel.ids import new_id
 from multibank.ledger.models import (
     MANAGED_ACCOUNT,
@@ -37,6 +39,20 @@ class InsufficientFunds(Exception):
 
 class Unbalanced(ValueError):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class Movement:
+    """A ledger transaction as `post` wrote it (a snapshot: later changes are statements by
+    id). Not an ORM instance: making one costs more than the INSERT (decision 0021)."""
+
+    id: int
+    programme_id: int
+    type: str
+    state: str
+    details: dict[str, Any]
+    external_id: int | None
+    created_at: int
 
 
 @dataclass(frozen=True)
@@ -86,33 +102,55 @@ def _system_key(programme_id: int, kind: str, currency: str, shard: int) -> str:
 # (coercing each comparison) cost a fee charge more than executing them (decision 0014).
 _SYSTEM_ACCOUNT = select(LedgerAccount.id).where(LedgerAccount.system_key == bindparam("key"))
 
+_ACCOUNTS = cast(Table, LedgerAccount.__table__)
+_POSTINGS = cast(Table, Posting.__table__)
+_TRANSACTIONS = cast(Table, LedgerTransaction.__table__)
 
-def _apply_statement(guard_available: bool, guard_actual: bool) -> Update:
-    stmt = update(LedgerAccount).where(
-        LedgerAccount.id == bindparam("b_id"),
-        LedgerAccount.programme_id == bindparam("b_programme_id"),
-        LedgerAccount.currency == bindparam("b_currency"),
+
+def _apply_statement(guard_available: bool, guard_actual: bool) -> Prepared:
+    a = _ACCOUNTS.c
+    stmt = update(_ACCOUNTS).where(
+        a.id == bindparam("b_id"),
+        a.programme_id == bindparam("b_programme_id"),
+        a.currency == bindparam("b_currency"),
     )
     if guard_available:
-        stmt = stmt.where(LedgerAccount.available >= bindparam("b_need_available"))
+        stmt = stmt.where(a.available >= bindparam("b_need_available"))
     if guard_actual:
-        stmt = stmt.where(LedgerAccount.actual >= bindparam("b_need_actual"))
-    return (
+        stmt = stmt.where(a.actual >= bindparam("b_need_actual"))
+    return Prepared(
         stmt.values(
-            available=LedgerAccount.available + bindparam("b_available"),
-            actual=LedgerAccount.actual + bindparam("b_actual"),
-            posting_count=LedgerAccount.posting_count + 1,
-            movement_count=LedgerAccount.movement_count + bindparam("b_movement"),
-        )
-        .returning(LedgerAccount.available, LedgerAccount.actual)
-        .execution_options(synchronize_session=False)
+            available=a.available + bindparam("b_available"),
+            actual=a.actual + bindparam("b_actual"),
+            posting_count=a.posting_count + 1,
+            movement_count=a.movement_count + bindparam("b_movement"),
+        ).returning(a.available, a.actual)
     )
 
 
+# A movement's statements run on the driver's connection of the caller's transaction, all of
+# one movement in one hand-over (kernel/direct.py, decision 0021): every fee charge, payment and
+# deposit sends them.
 _APPLY = {(a, b): _apply_statement(a, b) for a in (False, True) for b in (False, True)}
-# Core, not ORM: the ORM's bulk INSERT machinery cost more than the statement itself.
-_INSERT_POSTINGS = insert(cast(Table, Posting.__table__))
-_INSERT_TRANSACTION = insert(cast(Table, LedgerTransaction.__table__))
+_INSERT_POSTINGS = Prepared(
+    insert(_POSTINGS),
+    keys=(
+        "id",
+        "programme_id",
+        "transaction_id",
+        "account_id",
+        "currency",
+        "available_amount",
+        "actual_amount",
+        "available_after",
+        "actual_after",
+        "created_at",
+    ),
+)
+_INSERT_TRANSACTION = Prepared(
+    insert(_TRANSACTIONS),
+    keys=("id", "programme_id", "type", "state", "details", "external_id", "created_at"),
+)
 
 
 # The ids of system accounts, per engine (per database). A system account is never removed or
@@ -129,14 +167,15 @@ async def system_account(
     """The programme's revenue or settlement account in `currency` (revenue: one of its
     shards), created on first use."""
     key = _system_key(programme_id, kind, currency, shard)
-    known = _KNOWN_SYSTEM_ACCOUNTS.get(db.bind) if db.bind is not None else None
+    database = getattr(db.bind, "sync_engine", None)  # the engine, or the session's connection's
+    known = _KNOWN_SYSTEM_ACCOUNTS.get(database) if database is not None else None
     if known is not None and key in known:
         return known[key]
     found = (await db.execute(_SYSTEM_ACCOUNT, {"key": key})).scalar_one_or_none()
     if found is not None:
-        if db.bind is not None and key not in db.info.get(_CREATED_HERE, ()):
+        if database is not None and key not in db.info.get(_CREATED_HERE, ()):
             # Not this session's own: another transaction's, which has committed it.
-            _KNOWN_SYSTEM_ACCOUNTS.setdefault(db.bind, {})[key] = int(found)
+            _KNOWN_SYSTEM_ACCOUNTS.setdefault(database, {})[key] = int(found)
         return int(found)
     account = LedgerAccount(
         id=new_id(),
@@ -186,7 +225,7 @@ async def post(
     details: dict[str, Any] | None = None,
     external_id: int | None = None,
     transaction_id: int | None = None,
-) -> LedgerTransaction:
+) -> Movement:
     """Writes one transaction. Raises Unbalanced when the legs do not sum to zero per currency,
     InsufficientFunds when a guarded debit would take a balance below zero.
 
@@ -210,24 +249,28 @@ async def post(
     }
     # A prepared INSERT, not the unit of work's flush (decision 0019): the transaction is
     # returned as a detached snapshot of what was written; later changes are statements by id.
-    await db.execute(_INSERT_TRANSACTION, values)
-    await _write(db, programme_id, values["id"], legs, now_ms)
-    return LedgerTransaction(**values)
+    await direct.run(db, _post, values, legs)
+    return Movement(**values)
+
+
+def _post(d: Direct, values: dict[str, Any], legs: Sequence[Leg]) -> None:
+    d.execute(_INSERT_TRANSACTION, values)
+    _write(d, values["programme_id"], values["id"], legs, values["created_at"])
 
 
 def _by_id(leg: Leg) -> int:
     return leg.account_id
 
 
-async def _write(
-    db: AsyncSession, programme_id: int, transaction_id: int, legs: Sequence[Leg], now_ms: int
+def _write(
+    d: Direct, programme_id: int, transaction_id: int, legs: Sequence[Leg], now_ms: int
 ) -> None:
     """Applies each leg to its balance (in account id order) and records its posting."""
     if not legs:
         return
     postings = []
     for leg in sorted(legs, key=_by_id):
-        available_after, actual_after = await _apply(db, programme_id, leg)
+        available_after, actual_after = _apply(d, programme_id, leg)
         postings.append(
             {
                 "id": new_id(),
@@ -244,10 +287,10 @@ async def _write(
         )
         LEDGER_POSTINGS.labels(leg.currency).inc()
     # The postings in one statement, without the unit of work: nothing reads them as objects.
-    await db.execute(_INSERT_POSTINGS, postings)
+    d.execute_many(_INSERT_POSTINGS, postings)
 
 
-async def _apply(db: AsyncSession, programme_id: int, leg: Leg) -> tuple[int, int]:
+def _apply(d: Direct, programme_id: int, leg: Leg) -> tuple[int, int]:
     """One guarded UPDATE: the balance changes only if it stays non-negative where guarded."""
     guard_available = leg.guarded and leg.available < 0
     guard_actual = leg.guarded and leg.actual < 0
@@ -263,10 +306,10 @@ async def _apply(db: AsyncSession, programme_id: int, leg: Leg) -> tuple[int, in
         params["b_need_available"] = -leg.available
     if guard_actual:
         params["b_need_actual"] = -leg.actual
-    row = (await db.execute(_APPLY[guard_available, guard_actual], params)).one_or_none()
+    row = d.first(_APPLY[guard_available, guard_actual], params)
     if row is None:
         raise InsufficientFunds(leg.account_id)
-    return int(row[0]), int(row[1])
+    return int(row.available), int(row.actual)
 
 
 async def balances(db: AsyncSession, account_id: int) -> tuple[int, int]:
@@ -309,7 +352,7 @@ async def reserve(
     now_ms: int,
     details: dict[str, Any],
     transaction_id: int,
-) -> LedgerTransaction:
+) -> Movement:
     """Holds `total` of the account's available balance; InsufficientFunds if it lacks it."""
     held = await system_account(
         db, programme_id, RESERVED, currency, now_ms, shard=reserved_shard(account_id)
@@ -326,45 +369,40 @@ async def reserve(
     )
 
 
-_SETTLE_SOURCE = (
-    update(LedgerAccount)
-    .where(LedgerAccount.id == bindparam("b_id"), LedgerAccount.actual >= bindparam("b_total"))
-    .values(actual=LedgerAccount.actual - bindparam("b_total"))
-    .returning(LedgerAccount.actual)
-    .execution_options(synchronize_session=False)
+_SETTLE_SOURCE = Prepared(
+    update(_ACCOUNTS)
+    .where(_ACCOUNTS.c.id == bindparam("b_id"), _ACCOUNTS.c.actual >= bindparam("b_total"))
+    .values(actual=_ACCOUNTS.c.actual - bindparam("b_total"))
+    .returning(_ACCOUNTS.c.actual)
 )
-_SETTLE_POSTING = (
-    update(Posting)
+_SETTLE_POSTING = Prepared(
+    update(_POSTINGS)
     .where(
-        Posting.transaction_id == bindparam("b_tx"),
-        Posting.account_id == bindparam("b_id"),
+        _POSTINGS.c.transaction_id == bindparam("b_tx"),
+        _POSTINGS.c.account_id == bindparam("b_id"),
     )
     .values(actual_amount=bindparam("b_amount"), actual_after=bindparam("b_after"))
-    .execution_options(synchronize_session=False)
 )
-_RELEASE_SOURCE = (
-    update(LedgerAccount)
-    .where(LedgerAccount.id == bindparam("b_id"))
+_RELEASE_SOURCE = Prepared(
+    update(_ACCOUNTS)
+    .where(_ACCOUNTS.c.id == bindparam("b_id"))
     .values(
-        available=LedgerAccount.available + bindparam("b_total"),
-        movement_count=LedgerAccount.movement_count - 1,
+        available=_ACCOUNTS.c.available + bindparam("b_total"),
+        movement_count=_ACCOUNTS.c.movement_count - 1,
     )
-    .execution_options(synchronize_session=False)
 )
-_RELEASE_POSTING = (
-    update(Posting)
+_RELEASE_POSTING = Prepared(
+    update(_POSTINGS)
     .where(
-        Posting.transaction_id == bindparam("b_tx"),
-        Posting.account_id == bindparam("b_id"),
+        _POSTINGS.c.transaction_id == bindparam("b_tx"),
+        _POSTINGS.c.account_id == bindparam("b_id"),
     )
-    .values(available_amount=0, available_after=Posting.available_after + bindparam("b_total"))
-    .execution_options(synchronize_session=False)
+    .values(available_amount=0, available_after=_POSTINGS.c.available_after + bindparam("b_total"))
 )
-_SET_STATE = (
-    update(LedgerTransaction)
-    .where(LedgerTransaction.id == bindparam("b_tx"))
+_SET_STATE = Prepared(
+    update(_TRANSACTIONS)
+    .where(_TRANSACTIONS.c.id == bindparam("b_tx"))
     .values(state=bindparam("b_state"))
-    .execution_options(synchronize_session=False)
 )
 
 
@@ -390,17 +428,29 @@ async def settle(
     # movements over the same accounts never wait on each other in a cycle. A hold is settled
     # once: the caller holds the payment's row lock and checks its state first.
     legs = sorted([Leg(held, currency, -total, 0, guarded=False), *credits], key=_by_id)
+    await direct.run(db, _settle, programme_id, transaction_id, account_id, total, legs, now_ms)
+
+
+def _settle(
+    d: Direct,
+    programme_id: int,
+    transaction_id: int,
+    account_id: int,
+    total: int,
+    legs: Sequence[Leg],
+    now_ms: int,
+) -> None:
     before = [leg for leg in legs if leg.account_id < account_id]
-    await _write(db, programme_id, transaction_id, before, now_ms)
-    row = (await db.execute(_SETTLE_SOURCE, {"b_id": account_id, "b_total": total})).one_or_none()
+    _write(d, programme_id, transaction_id, before, now_ms)
+    row = d.first(_SETTLE_SOURCE, {"b_id": account_id, "b_total": total})
     if row is None:  # cannot happen while a hold is only released or settled once
         raise InsufficientFunds(account_id)
-    await db.execute(
+    d.execute(
         _SETTLE_POSTING,
-        {"b_tx": transaction_id, "b_id": account_id, "b_amount": -total, "b_after": int(row[0])},
+        {"b_tx": transaction_id, "b_id": account_id, "b_amount": -total, "b_after": row.actual},
     )
-    await _write(db, programme_id, transaction_id, legs[len(before) :], now_ms)
-    await db.execute(_SET_STATE, {"b_tx": transaction_id, "b_state": "COMPLETED"})
+    _write(d, programme_id, transaction_id, legs[len(before) :], now_ms)
+    d.execute(_SET_STATE, {"b_tx": transaction_id, "b_state": "COMPLETED"})
 
 
 async def release(
@@ -420,12 +470,26 @@ async def release(
         db, programme_id, RESERVED, currency, now_ms, shard=reserved_shard(account_id)
     )
     give_back = [Leg(held, currency, -total, 0, guarded=False)]
-    if held < account_id:  # balances in account id order, as everywhere
-        await _write(db, programme_id, transaction_id, give_back, now_ms)
-    await db.execute(_RELEASE_SOURCE, {"b_id": account_id, "b_total": total})
-    await db.execute(
-        _RELEASE_POSTING, {"b_tx": transaction_id, "b_id": account_id, "b_total": total}
+    await direct.run(
+        db, _release, programme_id, transaction_id, account_id, total, give_back, now_ms, state
     )
+
+
+def _release(
+    d: Direct,
+    programme_id: int,
+    transaction_id: int,
+    account_id: int,
+    total: int,
+    give_back: Sequence[Leg],
+    now_ms: int,
+    state: str,
+) -> None:
+    held = give_back[0].account_id
+    if held < account_id:  # balances in account id order, as everywhere
+        _write(d, programme_id, transaction_id, give_back, now_ms)
+    d.execute(_RELEASE_SOURCE, {"b_id": account_id, "b_total": total})
+    d.execute(_RELEASE_POSTING, {"b_tx": transaction_id, "b_id": account_id, "b_total": total})
     if held > account_id:
-        await _write(db, programme_id, transaction_id, give_back, now_ms)
-    await db.execute(_SET_STATE, {"b_tx": transaction_id, "b_state": state})
+        _write(d, programme_id, transaction_id, give_back, now_ms)
+    d.execute(_SET_STATE, {"b_tx": transaction_id, "b_state": state})

@@ -1,0 +1,290 @@
+"""Hot statements on the driver's connection: SQLAlchemy compiles, the DBAPI cursor executes.
+
+A statement executed through SQLAlchemy (session or connection) costs 40-150 µs of the event
+loop's CPU on top of what the driver needs (5-15 µs on SQLite, ≈ 60 µs for an asyncpg round
+trip): the execution context, the compiled-cache lookup, parameter and result objects, events
+and one greenlet hand-over per statement (decision 0021). The statements a request sends on
+every write (a session's renewal, the idempotency claim, a fee's lookup, a ledger posting) are
+therefore `Prepared`: a Core statement, compiled once per dialect with SQLAlchemy (so the SQL
+is the dialect's, written once), whose parameters go in the compiled order through SQLAlchemy's
+own bind processors (JSON, booleans) straight to the PEP 249 cursor of the connection the
+request's session holds. Several statements run in one greenlet hand-over (`run`).
+
+What stays the same as `session.execute`:
+- the statement runs in the session's transaction, on its connection (begun as the session
+  begins it: SQLite's `BEGIN IMMEDIATE`, the asyncpg adapter's transaction); what the session
+  has pending is flushed first, as an ORM statement's autoflush would;
+- a driver error is raised as SQLAlchemy's exception of the same kind (`IntegrityError`,
+  `OperationalError`, ...), so callers and the error handlers see what they saw before;
+- the engine's `before_cursor_execute` listeners see each statement (tests count round trips).
+
+What does not: ORM events (`do_orm_execute`). A statement that changes rows the auth cache
+remembers (programmes, api keys, sessions) must not be prepared here, except a session's own
+renewal, which the cache records itself (`Prepared(..., renewal=True)`).
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+
+from sqlalchemy import exc
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.dml import UpdateBase
+from sqlalchemy.util.concurrency import greenlet_spawn
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+# Tables whose changes the auth cache must hear of (api/authcache.py listens to ORM events).
+_CACHED_TABLES = frozenset({"programmes", "api_keys", "auth_sessions"})
+
+Processor = Callable[[Any], Any]
+
+
+class _Plan:
+    """A statement compiled for one dialect: its SQL and how to lay out its parameters."""
+
+    __slots__ = ("fixed", "names", "positional", "processors", "results", "row", "sql")
+
+    def __init__(self, statement: ClauseElement, keys: Sequence[str] | None, dialect: Dialect):
+        compiled = cast(
+            SQLCompiler,
+            statement.compile(dialect=dialect, column_keys=list(keys) if keys else None),
+        )
+        self.sql = str(compiled)
+        names = list(compiled.positiontup or ())
+        self.positional = bool(compiled.positional)
+        if not self.positional:  # pragma: no cover - both drivers here are positional
+            names = list(compiled.binds)
+        binds = compiled.binds
+        for name in names:
+            if binds[name].expanding:
+                raise ValueError(f"{name}: IN lists are not supported by a prepared statement")
+        self.names = tuple(names)
+        # What SQLAlchemy bound itself (the `1` of `posting_count + 1`): the same every time.
+        self.fixed = {
+            n: binds[n].value for n in names if not binds[n].required and binds[n].value is not None
+        }
+        processors: list[tuple[int, Processor]] = []
+        for position, name in enumerate(names):
+            process = binds[name].type.dialect_impl(dialect).bind_processor(dialect)
+            if process is not None:
+                processors.append((position, process))
+        self.processors = tuple(processors)
+        columns = list(getattr(statement, "exported_columns", ()) or ())
+        results: list[tuple[int, Processor]] = []
+        for position, column in enumerate(columns):
+            process = column.type.dialect_impl(dialect).result_processor(dialect, None)
+            if process is not None:
+                results.append((position, process))
+        self.results = tuple(results)
+        self.row: Any = (
+            namedtuple("Row", [c.key for c in columns], rename=True) if columns else None
+        )
+
+    def arguments(self, params: Mapping[str, Any]) -> Sequence[Any] | dict[str, Any]:
+        fixed = self.fixed
+        try:
+            values = [params[n] if n not in fixed else fixed[n] for n in self.names]
+        except KeyError as missing:
+            raise exc.ArgumentError(f"no value for parameter {missing} of {self.sql}") from None
+        for position, process in self.processors:
+            values[position] = process(values[position])
+        if self.positional:
+            return tuple(values)
+        return dict(zip(self.names, values, strict=True))  # pragma: no cover
+
+    def rows(self, raw: Sequence[Any]) -> list[Any]:
+        make = self.row._make
+        if not self.results:
+            return [make(r) for r in raw]
+        out = []
+        for r in raw:
+            values = list(r)
+            for position, process in self.results:
+                values[position] = process(values[position])
+            out.append(make(values))
+        return out
+
+
+class Prepared:
+    """A Core statement with bound parameters (`bindparam`), compiled once per dialect.
+
+    `statement`: one statement, or one per dialect name (`{"postgresql": ..., "sqlite": ...}`)
+    where the SQL differs (`INSERT ... ON CONFLICT` is each dialect's own construct).
+    `keys`: for an INSERT without `.values()`, the columns it sets (each its own parameter).
+    `renewal`: the statement is a session's renewal (the one auth-cache table write allowed)."""
+
+    __slots__ = ("_plans", "keys", "statements")
+
+    def __init__(
+        self,
+        statement: ClauseElement | Mapping[str, ClauseElement],
+        keys: Sequence[str] | None = None,
+        renewal: bool = False,
+    ) -> None:
+        statements = dict(statement) if isinstance(statement, Mapping) else {"": statement}
+        for each in statements.values():
+            table = getattr(getattr(each, "table", None), "name", None)
+            if isinstance(each, UpdateBase) and table in _CACHED_TABLES and not renewal:
+                raise ValueError(f"{table}: its changes go through the session (auth cache)")
+        self.statements = statements
+        self.keys = tuple(keys) if keys else None
+        self._plans: dict[str, _Plan] = {}
+
+    def plan(self, dialect: Dialect) -> _Plan:
+        found = self._plans.get(dialect.name)
+        if found is None:
+            statement = self.statements.get(dialect.name, self.statements.get(""))
+            if statement is None:
+                raise ValueError(f"no statement for the {dialect.name} dialect")
+            found = self._plans[dialect.name] = _Plan(statement, self.keys, dialect)
+        return found
+
+
+class Direct:
+    """The DBAPI connection of a session's transaction, for `Prepared` statements. Used inside
+    `run` (a greenlet): the asyncio drivers' adapters await there."""
+
+    __slots__ = ("_dbapi", "_listeners", "connection", "dialect")
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.dialect = connection.dialect
+        dbapi = connection.connection.dbapi_connection
+        assert dbapi is not None  # a connection in use holds one
+        self._dbapi = dbapi
+        listeners = connection.dispatch.before_cursor_execute
+        self._listeners = listeners if listeners else None
+
+    def _cursor(self, plan: _Plan, arguments: Any, many: bool) -> Any:
+        cursor = self._dbapi.cursor()
+        if self._listeners is not None:
+            for listen in self._listeners:
+                listen(self.connection, cursor, plan.sql, arguments, None, many)
+        return cursor
+
+    def run_sql(self, sql: str) -> None:
+        """A statement of the driver's own, without parameters (SQLite's `BEGIN IMMEDIATE`)."""
+        cursor = self._dbapi.cursor()
+        if self._listeners is not None:
+            for listen in self._listeners:
+                listen(self.connection, cursor, sql, (), None, False)
+        try:
+            cursor.execute(sql)
+        except self.dialect.loaded_dbapi.Error as error:
+            raise self._fail(sql, (), error) from error
+        finally:
+            cursor.close()
+
+    def _fail(self, sql: str, arguments: Any, error: Exception) -> exc.StatementError:
+        return exc.DBAPIError.instance(
+            sql,
+            arguments,
+            error,
+            self.dialect.loaded_dbapi.Error,
+            dialect=self.dialect,
+            ismulti=False,
+        )
+
+    def fetch(self, prepared: Prepared, params: Mapping[str, Any]) -> list[Any]:
+        """Every row the statement returns (a SELECT, or DML with RETURNING), as named tuples."""
+        plan = prepared.plan(self.dialect)
+        arguments = plan.arguments(params)
+        cursor = self._cursor(plan, arguments, False)
+        try:
+            cursor.execute(plan.sql, arguments)
+            raw = cursor.fetchall()
+        except self.dialect.loaded_dbapi.Error as error:
+            raise self._fail(plan.sql, arguments, error) from error
+        finally:
+            cursor.close()
+        return plan.rows(raw)
+
+    def first(self, prepared: Prepared, params: Mapping[str, Any]) -> Any | None:
+        rows = self.fetch(prepared, params)
+        return rows[0] if rows else None
+
+    def execute(self, prepared: Prepared, params: Mapping[str, Any]) -> int:
+        """Runs a statement that returns no rows; the number of rows it changed."""
+        plan = prepared.plan(self.dialect)
+        arguments = plan.arguments(params)
+        cursor = self._cursor(plan, arguments, False)
+        try:
+            cursor.execute(plan.sql, arguments)
+            return int(cursor.rowcount)
+        except self.dialect.loaded_dbapi.Error as error:
+            raise self._fail(plan.sql, arguments, error) from error
+        finally:
+            cursor.close()
+
+    def execute_many(self, prepared: Prepared, rows: Sequence[Mapping[str, Any]]) -> None:
+        plan = prepared.plan(self.dialect)
+        arguments = [plan.arguments(r) for r in rows]
+        cursor = self._cursor(plan, arguments, True)
+        try:
+            cursor.executemany(plan.sql, arguments)
+        except self.dialect.loaded_dbapi.Error as error:
+            raise self._fail(plan.sql, arguments, error) from error
+        finally:
+            cursor.close()
+
+
+_HELD = "multibank.direct"  # session.info: (the session's transaction, its Direct)
+
+
+def in_session(session: Session, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(direct, *args)` on the connection of the session's transaction (begun if it was
+    not). Inside a greenlet."""
+    session.flush()  # what the unit of work holds is written first, as an ORM autoflush would
+    # The connection of the session's transaction, found once per transaction: the session's
+    # own lookup costs as much as a statement on SQLite.
+    transaction = session.get_transaction()
+    held = session.info.get(_HELD)
+    if held is None or transaction is None or held[0] is not transaction:
+        connection = session.connection()  # begins the transaction if it has not begun
+        held = session.info[_HELD] = (session.get_transaction(), Direct(connection))
+    return fn(held[1], *args)
+
+
+async def run(db: AsyncSession, fn: Callable[Concatenate[Direct, P], T], *args: Any) -> T:
+    """Calls `fn(direct, *args)` with the connection of the request's transaction (begun if it
+    was not), in one greenlet hand-over however many statements `fn` sends. `db` is a session,
+    or what stands in for one (`kernel.db.Unit`, `LazySession`), which knows its connection."""
+    if isinstance(db, AsyncSession):
+        return await greenlet_spawn(in_session, db.sync_session, fn, *args)
+    runner: Callable[..., Awaitable[T]] = db.run_direct
+    return await runner(fn, *args)
+
+
+def _fetch(direct: Direct, prepared: Prepared, params: Mapping[str, Any]) -> list[Any]:
+    return direct.fetch(prepared, params)
+
+
+def _execute(direct: Direct, prepared: Prepared, params: Mapping[str, Any]) -> int:
+    return direct.execute(prepared, params)
+
+
+async def fetch(db: AsyncSession, prepared: Prepared, params: Mapping[str, Any]) -> list[Any]:
+    """One statement's rows, in the session's transaction."""
+    return await run(db, _fetch, prepared, params)
+
+
+async def execute(db: AsyncSession, prepared: Prepared, params: Mapping[str, Any]) -> int:
+    """One statement without rows, in the session's transaction; the rows it changed."""
+    return await run(db, _execute, prepared, params)
+
+
+def _first(direct: Direct, prepared: Prepared, params: Mapping[str, Any]) -> Any | None:
+    return direct.first(prepared, params)
+
+
+async def first(db: AsyncSession, prepared: Prepared, params: Mapping[str, Any]) -> Any | None:
+    """The first row of one statement (None if it returns none), in the session's transaction."""
+    return await run(db, _first, prepared, params)
