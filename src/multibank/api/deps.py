@@ -196,7 +196,6 @@ async def _live_session(
         if row is None or not alive(row, row.last_seen_at, programme_id, now_ms, limits):
             cache.forget_session(session_id)
             raise Unauthorized()
-        db.expunge(row)
         entry = cache.remember_session(row)
     if request.method in ("GET", "HEAD"):
         if now_ms - entry.last_seen_ms >= RENEW_EVERY_MS:

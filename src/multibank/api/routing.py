@@ -22,7 +22,7 @@ from multibank.api.lean import LeanRoute
 from multibank.kernel.context import Container
 from multibank.kernel.db import LazySession
 from multibank.kernel.errors import DomainError, NotFound
-from multibank.kernel.idempotency import Claim, IdempotencyStore
+from multibank.kernel.idempotency import Claim, IdempotencyStore, complete_on
 
 
 def container_of(request: Request) -> Container:
@@ -79,14 +79,16 @@ class UnitOfWorkRoute(LeanRoute):
                     await unit.rollback()
                     return response
                 record: Claim | None = remembered(request, "idempotency_record")
-                if record is not None:
-                    await IdempotencyStore(session).complete(
+                if record is None:
+                    await unit.commit()
+                else:  # the answer is stored in the same hand-over as the commit
+                    await unit.commit(
+                        complete_on,
                         record,
                         response.status_code,
                         response.headers.get("content-type"),
                         bytes(response.body),
                     )
-                await unit.commit()
                 return response
             finally:
                 # Committed or rolled back above (a rollback that was itself interrupted leaves

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 from sqlalchemy.orm import DeclarativeBase
-from sqlalchemy.pool import AsyncAdaptedQueuePool
+from sqlalchemy.pool import AsyncAdaptedQueuePool, PoolProxiedConnection
 from sqlalchemy.sql import Executable
 from sqlalchemy.util.concurrency import await_, greenlet_spawn
 from sqlalchemy.util.queue import AsyncAdaptedQueue, Empty
@@ -171,9 +171,11 @@ def create_engine(
         @event.listens_for(engine.sync_engine, "begin")
         def _on_begin(conn: Connection) -> None:
             # On the driver's cursor: through `exec_driver_sql` this cost as much as a
-            # statement of the request's own (kernel/direct.py). Errors are the driver's, as a
-            # failed COMMIT's are.
-            Direct(conn).run_sql("BEGIN IMMEDIATE")
+            # statement of the request's own (kernel/direct.py). A write request's `Unit` may
+            # have begun the transaction on the pooled connection already.
+            dbapi = conn.connection.dbapi_connection
+            if dbapi is not None and not dbapi.in_transaction:
+                Direct(conn).run_sql("BEGIN IMMEDIATE")
 
         return engine
     # PostgreSQL: a fixed pool per process (no overflow), so the connections a deployment needs
@@ -280,9 +282,7 @@ async def read_rows(
     request still holds at most one connection at a time. A write request's `Unit` reads in its
     own transaction."""
     if isinstance(session, Unit):
-        if session.made is None:
-            return await session.run_direct(_rows_in, statement, params)
-        session = session.made
+        return await session.read(statement, params)
     if isinstance(session, LazySession):
         if session.made is None:
             engine = session.engine.sync_engine
@@ -308,8 +308,9 @@ def _rows_on(engine: Engine, statement: Executable, params: dict[str, Any]) -> S
         return connection.execute(statement, params).all()
 
 
-def _rows_in(direct: Direct, statement: Executable, params: dict[str, Any]) -> Sequence[Row[Any]]:
-    return direct.connection.execute(statement, params).all()
+def _direct_on(engine: Engine, fn: Callable[..., T], *args: Any) -> T:
+    with engine.connect() as connection:
+        return fn(Direct(connection), *args)
 
 
 class LazySession:
@@ -336,9 +337,11 @@ class LazySession:
         return getattr(self.made, name)
 
     async def run_direct(self, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(direct, *args)` on the session (kernel/direct.py), made for it."""
-        session = getattr(self, "sync_session")  # noqa: B009 - makes the session
-        return await greenlet_spawn(in_session, session, fn, *args)
+        """`fn(direct, *args)` (kernel/direct.py): on the session's connection once it is made,
+        otherwise on a connection taken for `fn` alone, as `read_rows` does."""
+        if self.made is not None:
+            return await greenlet_spawn(in_session, self.made.sync_session, fn, *args)
+        return await greenlet_spawn(_direct_on, self.engine.sync_engine, fn, *args)
 
     async def close(self) -> None:
         if self.made is not None:
@@ -351,19 +354,27 @@ class Unit:
 
     The ORM session costs a write request about as much as its work: making it, beginning,
     committing and closing it through the unit of work is ≈ 200 µs of the event loop's CPU on
-    SQLite and ≈ 300 µs on PostgreSQL, where the connection's own BEGIN and COMMIT cost ≈ 50 µs
-    and two round trips (decision 0021). A request whose statements are all prepared
-    (kernel/direct.py: a fee charge, a payment's ledger work) never makes one; the first use of
-    any session attribute makes it, on the same connection and transaction, and from then on
-    the session controls that transaction (commit, rollback, savepoints) as it always did.
+    SQLite and ≈ 300 µs on PostgreSQL, and a SQLAlchemy `Connection` alone ≈ 50 µs more than
+    the pooled DBAPI connection under it (decision 0021). So a request whose statements are all
+    prepared (kernel/direct.py: a fee charge, a payment's ledger work) runs them on the pooled
+    DBAPI connection: SQLite's `BEGIN IMMEDIATE` first, the asyncpg adapter's transaction at
+    its first statement, the driver's COMMIT last.
+
+    What needs SQLAlchemy gets it on the same connection and transaction: `connection` (a
+    `Connection` over the pooled one; its BEGIN finds the transaction begun, `create_engine`)
+    and the ORM session, made at the first use of any session attribute, which from then on
+    controls the transaction (commit, rollback, savepoints) as it always did.
 
     Stands in for an `AsyncSession`: any attribute it does not define is the session's."""
 
-    __slots__ = ("_connection", "_db", "info", "made")
+    __slots__ = ("_db", "_direct", "_inline", "_pooled", "_sa", "info", "made")
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._connection: Connection | None = None
+        self._pooled: PoolProxiedConnection | None = None
+        self._direct: Direct | None = None
+        self._sa: Connection | None = None
+        self._inline = db.is_sqlite
         self.made: AsyncSession | None = None
         # The session's `info` (made later, it shares this dict): what a request remembers of
         # its transaction (`ledger.system_account`'s own creations, the auth cache's drops).
@@ -380,11 +391,11 @@ class Unit:
     def session(self) -> AsyncSession:
         """The ORM session of this transaction, made on first use."""
         if self.made is None:
-            if self._connection is None:  # nothing run yet: an ordinary session
+            if self._pooled is None:  # nothing run yet: an ordinary session
                 self.made = AsyncSession(self._db.engine, expire_on_commit=False, info=self.info)
             else:
-                # Joins the transaction already begun on the connection, as its owner.
-                bound = AsyncConnection(self._db.engine, self._connection)
+                # On the connection already in use, as the owner of its transaction.
+                bound = AsyncConnection(self._db.engine, self._connection())
                 self.made = AsyncSession(
                     bound,
                     expire_on_commit=False,
@@ -393,42 +404,107 @@ class Unit:
                 )
         return self.made
 
+    def _connection(self) -> Connection:
+        """The SQLAlchemy connection over the pooled one, made once."""
+        assert self._pooled is not None
+        if self._sa is None:
+            self._sa = Connection(self._db.engine.sync_engine, self._pooled)
+        return self._sa
+
     def in_transaction(self) -> bool:
         if self.made is not None:
             return self.made.in_transaction()
-        return self._connection is not None and self._connection.in_transaction()
+        return self._pooled is not None
+
+    def _begun(self) -> Direct:
+        """The pooled connection, taken and begun if it was not yet. Inside a greenlet."""
+        if self._direct is None:
+            engine = self._db.engine.sync_engine
+            self._pooled = engine.raw_connection()
+            self._direct = Direct(None, self._pooled.dbapi_connection, engine)
+            if self._inline:
+                self._direct.run_sql("BEGIN IMMEDIATE")  # may wait for another process's lock
+        return self._direct
+
+    def _ready(self) -> Direct | None:
+        """SQLite's pooled connection while it holds the write lock: a prepared statement then
+        runs inline without awaiting anything (kernel/sqlite_inline.py), so it needs no
+        greenlet hand-over."""
+        if self._inline and self._sa is None and self._direct is not None:
+            dbapi = self._pooled.dbapi_connection if self._pooled is not None else None
+            if dbapi is not None and dbapi.holds_write_lock():
+                return self._direct
+        return None
 
     async def run_direct(self, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(direct, *args)` in this transaction (kernel/direct.py), in one greenlet."""
+        """`fn(direct, *args)` in this transaction (kernel/direct.py), in at most one greenlet
+        hand-over. `fn` sends prepared statements only (`Direct`'s methods)."""
         if self.made is not None:
             return await greenlet_spawn(in_session, self.made.sync_session, fn, *args)
+        ready = self._ready()
+        if ready is not None:
+            return fn(ready, *args)
         return await greenlet_spawn(self._run, fn, *args)
 
     def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        connection = self._connection
-        if connection is None:
-            connection = self._connection = self._db.engine.sync_engine.connect()
-        if not connection.in_transaction():
-            connection.begin()  # SQLite: BEGIN IMMEDIATE (`create_engine`)
-        return fn(Direct(connection), *args)
+        return fn(self._begun(), *args)
 
-    async def commit(self) -> None:
+    async def read(self, statement: Executable, params: dict[str, Any]) -> Sequence[Row[Any]]:
+        """A Core statement's rows, in this transaction (`read_rows`)."""
         if self.made is not None:
+            return (await self.made.execute(statement, params)).all()
+        return await greenlet_spawn(self._read, statement, params)
+
+    def _read(self, statement: Executable, params: dict[str, Any]) -> Sequence[Row[Any]]:
+        self._begun()
+        return self._connection().execute(statement, params).all()
+
+    async def commit(self, last: Callable[..., object] | None = None, *args: Any) -> None:
+        """Commits, after `last(direct, *args)` if given (the request's last statement). Without
+        a session that is one hand-over, which also gives the connection back: the request is
+        done with it."""
+        if self.made is not None:
+            if last is not None:
+                await self.run_direct(last, *args)
             await self.made.commit()
-        elif self._connection is not None and self._connection.in_transaction():
-            await greenlet_spawn(self._connection.commit)
+        elif self._pooled is not None or last is not None:
+            await greenlet_spawn(self._finish, last, *args)
+
+    def _finish(self, last: Callable[..., object] | None, *args: Any) -> None:
+        try:
+            if last is not None:
+                last(self._begun(), *args)
+            if self._sa is not None and self._sa.in_transaction():
+                self._sa.commit()
+            if self._pooled is not None:
+                self._pooled.commit()  # the driver's own: nothing if SQLAlchemy committed it
+        finally:
+            self._release()
 
     async def rollback(self) -> None:
         if self.made is not None:
             await self.made.rollback()
-        elif self._connection is not None and self._connection.in_transaction():
-            await greenlet_spawn(self._connection.rollback)
+        elif self._pooled is not None:
+            await greenlet_spawn(self._undo)
+
+    def _undo(self) -> None:
+        if self._sa is not None and self._sa.in_transaction():
+            self._sa.rollback()
+        if self._pooled is not None:
+            self._pooled.rollback()
 
     async def close(self) -> None:
-        """Gives the connection back (rolling back what was not committed). A session bound to
-        the connection leaves it open on close: the connection is closed here."""
+        """Gives the connection back, rolling back what was not committed. (A session bound to
+        the connection leaves it open on close.)"""
         if self.made is not None:
             await self.made.close()
-        if self._connection is not None:
-            connection, self._connection = self._connection, None
-            await greenlet_spawn(connection.close)
+        if self._pooled is not None:
+            await greenlet_spawn(self._release)
+
+    def _release(self) -> None:
+        pooled, sa = self._pooled, self._sa
+        self._pooled = self._sa = self._direct = None
+        if sa is not None:
+            sa.close()  # rolls back its transaction, and gives the pooled connection back
+        elif pooled is not None:
+            pooled.close()  # the pool's reset on return rolls back what is left

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from sqlalchemy import exc
-from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import ClauseElement
@@ -149,22 +149,38 @@ class Prepared:
 
 
 class Direct:
-    """The DBAPI connection of a session's transaction, for `Prepared` statements. Used inside
-    `run` (a greenlet): the asyncio drivers' adapters await there."""
+    """The DBAPI connection of a transaction, for `Prepared` statements. Used inside `run` (a
+    greenlet): the asyncio drivers' adapters await there.
 
-    __slots__ = ("_dbapi", "_listeners", "connection", "dialect")
+    `connection`: the SQLAlchemy connection it belongs to, when there is one (a session's);
+    a write request's `Unit` runs its prepared statements on the pooled DBAPI connection alone,
+    and then `connection` is None (the engine's listeners see that)."""
 
-    def __init__(self, connection: Connection) -> None:
+    __slots__ = ("_listeners", "_new_cursor", "connection", "dialect")
+
+    def __init__(
+        self,
+        connection: Connection | None,
+        dbapi: Any = None,
+        engine: Engine | None = None,
+    ) -> None:
         self.connection = connection
-        self.dialect = connection.dialect
-        dbapi = connection.connection.dbapi_connection
+        if connection is not None:
+            dbapi = connection.connection.dbapi_connection
+            events: Any = connection.dispatch
+            self.dialect = connection.dialect
+        else:
+            assert engine is not None
+            events = engine.dispatch
+            self.dialect = engine.dialect
         assert dbapi is not None  # a connection in use holds one
-        self._dbapi = dbapi
-        listeners = connection.dispatch.before_cursor_execute
+        # SQLite's inline driver has a cursor for callers that are not SQLAlchemy's own.
+        self._new_cursor = getattr(dbapi, "direct_cursor", dbapi.cursor)
+        listeners = events.before_cursor_execute
         self._listeners = listeners if listeners else None
 
     def _cursor(self, plan: _Plan, arguments: Any, many: bool) -> Any:
-        cursor = self._dbapi.cursor()
+        cursor = self._new_cursor()
         if self._listeners is not None:
             for listen in self._listeners:
                 listen(self.connection, cursor, plan.sql, arguments, None, many)
@@ -172,7 +188,7 @@ class Direct:
 
     def run_sql(self, sql: str) -> None:
         """A statement of the driver's own, without parameters (SQLite's `BEGIN IMMEDIATE`)."""
-        cursor = self._dbapi.cursor()
+        cursor = self._new_cursor()
         if self._listeners is not None:
             for listen in self._listeners:
                 listen(self.connection, cursor, sql, (), None, False)

@@ -31,7 +31,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from multibank.kernel import direct
 from multibank.kernel.db import Base
-from multibank.kernel.direct import Prepared
+from multibank.kernel.direct import Direct, Prepared
 from multibank.kernel.errors import BadRequest, PayloadTooLarge
 from multibank.kernel.ids import new_id
 
@@ -116,6 +116,19 @@ _COMPLETE = Prepared(
 _RELEASE = Prepared(delete(_TABLE).where(_TABLE.c.id == bindparam("b_id")))
 
 
+def complete_on(
+    d: Direct, claim: Claim, status_code: int, content_type: str | None, body: bytes
+) -> None:
+    """Stores the answer of the request that owns `claim`, in its transaction."""
+    params = {
+        "b_id": claim.id,
+        "b_status_code": status_code,
+        "b_content_type": content_type,
+        "b_body": body,
+    }
+    d.execute(_COMPLETE, params)
+
+
 class IdempotencyStore:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -169,13 +182,7 @@ class IdempotencyStore:
     async def complete(
         self, claim: Claim, status_code: int, content_type: str | None, body: bytes
     ) -> None:
-        params = {
-            "b_id": claim.id,
-            "b_status_code": status_code,
-            "b_content_type": content_type,
-            "b_body": body,
-        }
-        await direct.execute(self.session, _COMPLETE, params)
+        await direct.run(self.session, complete_on, claim, status_code, content_type, body)
 
     async def release(self, claim: Claim) -> None:
         """The placeholder goes: a retry of the ref runs again."""

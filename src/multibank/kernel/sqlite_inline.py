@@ -61,15 +61,21 @@ def _awaited() -> None:
 
 
 class InlineCursor:
-    """A `sqlite3.Cursor` whose statements that may wait run on a worker thread."""
+    """A `sqlite3.Cursor` whose statements that may wait run on a worker thread.
 
-    def __init__(self, cursor: sqlite3.Cursor, owner: InlineConnection) -> None:
+    `told`: SQLAlchemy's `AsyncConnection.execute` is told that an inline statement ran in its
+    asyncio context (`_awaited`); a prepared statement's caller (kernel/direct.py) asks
+    nothing, and is spared the two greenlet switches."""
+
+    def __init__(self, cursor: sqlite3.Cursor, owner: InlineConnection, told: bool = True) -> None:
         self._cursor = cursor
         self._owner = owner
+        self._told = told
 
     def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> InlineCursor:
         if self._owner.holds_write_lock() or _reads_only(sql):
-            _awaited()
+            if self._told:
+                _awaited()
             self._cursor.execute(sql, parameters)
         elif sql == "BEGIN IMMEDIATE" and self._begin_at_once():
             _awaited()
@@ -94,7 +100,8 @@ class InlineCursor:
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> InlineCursor:
         if self._owner.holds_write_lock():
-            _awaited()
+            if self._told:
+                _awaited()
             self._cursor.executemany(sql, rows)
         else:
             await_(asyncio.to_thread(self._cursor.executemany, sql, rows))
@@ -125,6 +132,10 @@ class InlineConnection:
 
     def cursor(self) -> InlineCursor:
         return InlineCursor(self._connection.cursor(), self)
+
+    def direct_cursor(self) -> InlineCursor:
+        """A cursor for prepared statements (kernel/direct.py), which need no `_awaited`."""
+        return InlineCursor(self._connection.cursor(), self, told=False)
 
     def commit(self) -> None:
         if not self._connection.in_transaction:

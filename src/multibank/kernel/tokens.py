@@ -157,13 +157,9 @@ def alive(
 
 
 # Built once with bound parameters: these run on the request path (decision 0014).
-_OPEN = insert(cast(Table, AuthSession.__table__))
-_READ = (
-    select(AuthSession)
-    .where(AuthSession.id == bindparam("session_id"))
-    .execution_options(populate_existing=True)
-)
 _SESSIONS = cast(Table, AuthSession.__table__)
+_OPEN = insert(_SESSIONS)
+_READ = Prepared(select(*_SESSIONS.c).where(_SESSIONS.c.id == bindparam("session_id")))
 # On the driver's connection (kernel/direct.py): every write request sends it. The auth cache
 # records a renewal itself (api/deps.py), so it needs none of the ORM's events.
 _RENEW = Prepared(
@@ -181,8 +177,11 @@ _RENEW = Prepared(
 
 
 async def read_session(db: AsyncSession, session_id: int) -> AuthSession | None:
-    """The session row as the database holds it now (never a stale copy of this session)."""
-    return (await db.execute(_READ, {"session_id": session_id})).scalar_one_or_none()
+    """The session row as the database holds it now (never a stale copy of this session), as a
+    detached snapshot: it is shared read-only (api/authcache.py), and changed only by
+    statements by id."""
+    row = await direct.first(db, _READ, {"session_id": session_id})
+    return None if row is None else AuthSession(**row._asdict())
 
 
 async def renew_session(
