@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import Table, bindparam, func, insert, select, update
+from sqlalchemy import Select, Table, Update, bindparam, func, insert, select, union_all, update
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -107,7 +108,7 @@ _POSTINGS = cast(Table, Posting.__table__)
 _TRANSACTIONS = cast(Table, LedgerTransaction.__table__)
 
 
-def _apply_statement(guard_available: bool, guard_actual: bool) -> Prepared:
+def _apply_statement(guard_available: bool, guard_actual: bool) -> Update:
     a = _ACCOUNTS.c
     stmt = update(_ACCOUNTS).where(
         a.id == bindparam("b_id"),
@@ -118,39 +119,65 @@ def _apply_statement(guard_available: bool, guard_actual: bool) -> Prepared:
         stmt = stmt.where(a.available >= bindparam("b_need_available"))
     if guard_actual:
         stmt = stmt.where(a.actual >= bindparam("b_need_actual"))
-    return Prepared(
-        stmt.values(
-            available=a.available + bindparam("b_available"),
-            actual=a.actual + bindparam("b_actual"),
-            posting_count=a.posting_count + 1,
-            movement_count=a.movement_count + bindparam("b_movement"),
-        ).returning(a.available, a.actual)
-    )
+    return stmt.values(
+        available=a.available + bindparam("b_available"),
+        actual=a.actual + bindparam("b_actual"),
+        posting_count=a.posting_count + 1,
+        movement_count=a.movement_count + bindparam("b_movement"),
+    ).returning(a.available, a.actual)
 
 
 # A movement's statements run on the driver's connection of the caller's transaction, all of
 # one movement in one hand-over (kernel/direct.py, decision 0021): every fee charge, payment and
 # deposit sends them.
-_APPLY = {(a, b): _apply_statement(a, b) for a in (False, True) for b in (False, True)}
-_INSERT_POSTINGS = Prepared(
-    insert(_POSTINGS),
-    keys=(
-        "id",
-        "programme_id",
-        "transaction_id",
-        "account_id",
-        "currency",
-        "available_amount",
-        "actual_amount",
-        "available_after",
-        "actual_after",
-        "created_at",
-    ),
+_APPLY = {(a, b): Prepared(_apply_statement(a, b)) for a in (False, True) for b in (False, True)}
+_POSTING_KEYS = (
+    "id",
+    "programme_id",
+    "transaction_id",
+    "account_id",
+    "currency",
+    "available_amount",
+    "actual_amount",
+    "available_after",
+    "actual_after",
+    "created_at",
 )
-_INSERT_TRANSACTION = Prepared(
-    insert(_TRANSACTIONS),
-    keys=("id", "programme_id", "type", "state", "details", "external_id", "created_at"),
-)
+_TRANSACTION_KEYS = ("id", "programme_id", "type", "state", "details", "external_id", "created_at")
+_INSERT_POSTINGS = Prepared(insert(_POSTINGS), keys=_POSTING_KEYS)
+_INSERT_TRANSACTION = Prepared(insert(_TRANSACTIONS), keys=_TRANSACTION_KEYS)
+
+
+def _last_leg_statement(postings: int, guard_available: bool, guard_actual: bool) -> Prepared:
+    """PostgreSQL: a movement's last balance update (the highest account id, so the locks are
+    still taken in id order), its transaction and all its postings in one statement, one round
+    trip instead of three (decision 0021). The last posting's balances are what the update
+    returns; with a guard that fails it updates nothing, and the statement inserts one posting
+    fewer than it was given: the caller raises InsufficientFunds and the transaction rolls
+    back. The earlier postings' balances are parameters (`p0_...`), from their own updates."""
+    moved = _apply_statement(guard_available, guard_actual).cte("moved")
+    written = (
+        insert(_TRANSACTIONS)
+        .values({key: bindparam(f"t_{key}") for key in _TRANSACTION_KEYS})
+        .cte("written")
+    )
+
+    def posting(i: int) -> Select[Any]:
+        # Typed casts: in a SELECT the database cannot infer a parameter's type from a column.
+        values: list[Any] = [
+            sql_cast(bindparam(f"p{i}_{key}"), _POSTINGS.c[key].type) for key in _POSTING_KEYS
+        ]
+        if i < postings - 1:
+            return select(*values)
+        values[7], values[8] = moved.c.available, moved.c.actual  # the `..._after` columns
+        return select(*values).select_from(moved)
+
+    rows = union_all(*(posting(i) for i in range(postings)))
+    statement = insert(_POSTINGS).from_select(list(_POSTING_KEYS), rows)
+    return Prepared({"postgresql": statement.add_cte(written).add_cte(moved)})
+
+
+_LAST_LEG: dict[tuple[int, bool, bool], Prepared] = {}
 
 
 # The ids of system accounts, per engine (per database). A system account is never removed or
@@ -254,8 +281,29 @@ async def post(
 
 
 def _post(d: Direct, values: dict[str, Any], legs: Sequence[Leg]) -> None:
-    d.execute(_INSERT_TRANSACTION, values)
-    _write(d, values["programme_id"], values["id"], legs, values["created_at"])
+    if d.dialect.name != "postgresql" or not legs:
+        d.execute(_INSERT_TRANSACTION, values)
+        _write(d, values["programme_id"], values["id"], legs, values["created_at"])
+        return
+    # PostgreSQL: every round trip costs the event loop ≈ 80 µs; the last update, the
+    # transaction and the postings go together.
+    programme_id, now_ms = values["programme_id"], values["created_at"]
+    ordered = sorted(legs, key=_by_id)
+    params: dict[str, Any] = {f"t_{key}": value for key, value in values.items()}
+    for i, leg in enumerate(ordered):
+        after = (0, 0) if i == len(ordered) - 1 else _apply(d, programme_id, leg)
+        for key, value in _posting(programme_id, values["id"], leg, after, now_ms).items():
+            params[f"p{i}_{key}"] = value
+    last = ordered[-1]
+    params.update(_leg_params(programme_id, last))
+    shape = (len(ordered), "b_need_available" in params, "b_need_actual" in params)
+    statement = _LAST_LEG.get(shape)
+    if statement is None:
+        statement = _LAST_LEG[shape] = _last_leg_statement(*shape)
+    if d.execute(statement, params) != len(ordered):
+        raise InsufficientFunds(last.account_id)
+    for leg in ordered:
+        LEDGER_POSTINGS.labels(leg.currency).inc()
 
 
 def _by_id(leg: Leg) -> int:
@@ -270,28 +318,42 @@ def _write(
         return
     postings = []
     for leg in sorted(legs, key=_by_id):
-        available_after, actual_after = _apply(d, programme_id, leg)
-        postings.append(
-            {
-                "id": new_id(),
-                "programme_id": programme_id,
-                "transaction_id": transaction_id,
-                "account_id": leg.account_id,
-                "currency": leg.currency,
-                "available_amount": leg.available,
-                "actual_amount": leg.actual,
-                "available_after": available_after,
-                "actual_after": actual_after,
-                "created_at": now_ms,
-            }
-        )
+        after = _apply(d, programme_id, leg)
+        postings.append(_posting(programme_id, transaction_id, leg, after, now_ms))
         LEDGER_POSTINGS.labels(leg.currency).inc()
     # The postings in one statement, without the unit of work: nothing reads them as objects.
     d.execute_many(_INSERT_POSTINGS, postings)
 
 
+def _posting(
+    programme_id: int, transaction_id: int, leg: Leg, after: tuple[int, int], now_ms: int
+) -> dict[str, Any]:
+    return {
+        "id": new_id(),
+        "programme_id": programme_id,
+        "transaction_id": transaction_id,
+        "account_id": leg.account_id,
+        "currency": leg.currency,
+        "available_amount": leg.available,
+        "actual_amount": leg.actual,
+        "available_after": after[0],
+        "actual_after": after[1],
+        "created_at": now_ms,
+    }
+
+
 def _apply(d: Direct, programme_id: int, leg: Leg) -> tuple[int, int]:
     """One guarded UPDATE: the balance changes only if it stays non-negative where guarded."""
+    params = _leg_params(programme_id, leg)
+    statement = _APPLY["b_need_available" in params, "b_need_actual" in params]
+    row = d.first(statement, params)
+    if row is None:
+        raise InsufficientFunds(leg.account_id)
+    return int(row.available), int(row.actual)
+
+
+def _leg_params(programme_id: int, leg: Leg) -> dict[str, Any]:
+    """The parameters of a leg's guarded update; `b_need_...` for each balance it guards."""
     guard_available = leg.guarded and leg.available < 0
     guard_actual = leg.guarded and leg.actual < 0
     params = {
@@ -306,10 +368,7 @@ def _apply(d: Direct, programme_id: int, leg: Leg) -> tuple[int, int]:
         params["b_need_available"] = -leg.available
     if guard_actual:
         params["b_need_actual"] = -leg.actual
-    row = d.first(_APPLY[guard_available, guard_actual], params)
-    if row is None:
-        raise InsufficientFunds(leg.account_id)
-    return int(row.available), int(row.actual)
+    return params
 
 
 async def balances(db: AsyncSession, account_id: int) -> tuple[int, int]:
