@@ -44,7 +44,7 @@ class IdempotencyRecord(Base):
     __table_args__ = (UniqueConstraint("programme_id", "caller", "operation", "ref"),)
 
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
-    programme_id: Mapped[int] = mapped_column(index=True)
+    programme_id: Mapped[int]  # the unique constraint's first column: no index of its own
     caller: Mapped[str] = mapped_column(String(64))
     operation: Mapped[str] = mapped_column(String(200))
     ref: Mapped[str] = mapped_column(String(MAX_REF_LENGTH))

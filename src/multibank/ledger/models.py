@@ -53,7 +53,8 @@ class LedgerTransaction(Base):
     __table_args__ = (UniqueConstraint("programme_id", "external_id"),)
 
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
-    programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"), index=True)
+    # Searched through the unique constraint on (programme_id, external_id): no index of its own.
+    programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
     type: Mapped[str] = mapped_column(String(30))  # TransactionId.type: DEPOSIT, CHARGE_FEE, ...
     state: Mapped[str] = mapped_column(String(15))
     details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
