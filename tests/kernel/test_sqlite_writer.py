@@ -74,7 +74,11 @@ async def test_the_writer_checkpoints_its_wal(tmp_path: Path) -> None:
             # No checkpoint yet: the rows are in the WAL, not in the database file.
             size_before = path.stat().st_size
             assert size_before < 50 * 2000
-    # Checkpoints copied the rows into the database file itself.
+    # Checkpoints (on a connection of their own, in a worker thread, while the writer went on
+    # committing) copied the rows into the database file itself.
+    checkpoints = sqlite_inline.checkpoints_of(str(path))
+    assert checkpoints is not None
+    await checkpoints.idle()
     assert path.stat().st_size > size_before + sqlite_inline.CHECKPOINT_EVERY * 2000
     assert reader.execute("SELECT count(*) FROM t").fetchone() == (
         sqlite_inline.CHECKPOINT_EVERY * 2 + 5,

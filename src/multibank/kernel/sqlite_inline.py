@@ -17,7 +17,8 @@ loop's thread, through the standard `sqlite3` module:
 - the writer's `COMMIT` (and `ROLLBACK`) run inline: under WAL with `synchronous=NORMAL` a
   commit appends its pages to the WAL and syncs nothing. What can take long is a checkpoint,
   so the writer never checkpoints on its own (`wal_autocheckpoint=0`): every
-  `CHECKPOINT_EVERY`th commit runs in a worker thread, followed by a passive checkpoint.
+  `CHECKPOINT_EVERY`th commit starts a passive checkpoint on a connection of its own, in a
+  worker thread, while the writer goes on (`Checkpoints`).
 
 A thread hop costs the loop 130-150 µs of CPU inside a transaction; BEGIN and COMMIT inline
 take a write request's transaction from ≈ 500 µs to ≈ 200 µs (decision 0020).
@@ -123,9 +124,10 @@ class InlineConnection:
 
     immediate = False
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(self, connection: sqlite3.Connection, checkpoints: Checkpoints | None) -> None:
         self._connection = connection
         self._commits = 0
+        self._checkpoints = checkpoints
 
     def holds_write_lock(self) -> bool:
         return self.immediate and self._connection.in_transaction
@@ -143,16 +145,21 @@ class InlineConnection:
         if not self.immediate:
             await_(asyncio.to_thread(self._connection.commit))
             return
-        self._commits += 1
-        if self._commits % CHECKPOINT_EVERY:
-            _awaited()
-            self._connection.commit()
-        else:
-            await_(asyncio.to_thread(self._commit_and_checkpoint))
-
-    def _commit_and_checkpoint(self) -> None:
         self._connection.commit()
-        # PASSIVE: copies what no reader still needs, waits for nobody.
+        checkpoints = self._checkpoints
+        if checkpoints is None:
+            return
+        self._commits += 1
+        if checkpoints.catch_up:
+            # What was committed while the checkpoint ran, copied now while this connection
+            # writes nothing: the WAL is then wholly in the database file, and the next write
+            # starts it over (otherwise it grows for good, and every commit gets slower).
+            checkpoints.catch_up = False
+            await_(asyncio.to_thread(self._checkpoint_here))
+        if self._commits % CHECKPOINT_EVERY == 0:
+            checkpoints.start()
+
+    def _checkpoint_here(self) -> None:
         self._connection.execute("PRAGMA wal_checkpoint(PASSIVE)").close()
 
     def rollback(self) -> None:
@@ -168,17 +175,83 @@ class InlineConnection:
         return getattr(self._connection, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("_connection", "immediate", "_commits"):
+        if name in ("_connection", "immediate", "_commits", "_checkpoints"):
             object.__setattr__(self, name, value)
         else:
             setattr(self._connection, name, value)
+
+
+class Checkpoints:
+    """The WAL checkpoints of one database file, run on a connection of their own in a worker
+    thread, one at a time.
+
+    A PASSIVE checkpoint copies the frames no reader still needs into the database file and
+    waits for nobody, and under WAL it may run while the writer commits: the writer goes on
+    committing meanwhile (decision 0021). Run on the writer's own connection it held that
+    connection, so every write waited for it (10-40 ms, every `CHECKPOINT_EVERY` commits).
+
+    The WAL starts over only once it is wholly copied, which a checkpoint racing the writer
+    never achieves: when one ends, `catch_up` asks the writer to copy, after its next commit,
+    the few frames written meanwhile (`InlineConnection.commit`)."""
+
+    def __init__(self, database: str, uri: bool) -> None:
+        self._database = database
+        self._uri = uri
+        self._running: asyncio.Future[None] | None = None
+        self.catch_up = False
+
+    def start(self) -> None:
+        """Starts a checkpoint unless one is running. On the event loop's thread."""
+        if self._running is None or self._running.done():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no event loop (a synchronous caller): checkpoint here
+                self._checkpoint()
+                return
+            self._running = loop.run_in_executor(None, self._checkpoint)
+            self._running.add_done_callback(self._ended)
+
+    def _ended(self, _: asyncio.Future[None]) -> None:
+        self.catch_up = True
+
+    async def idle(self) -> None:
+        """Waits for the running checkpoint, if any (tests)."""
+        if self._running is not None:
+            await asyncio.shield(self._running)
+
+    def _checkpoint(self) -> None:
+        try:
+            connection = sqlite3.connect(self._database, uri=self._uri, isolation_level=None)
+        except sqlite3.Error:  # the database went away (a test's file): nothing to copy
+            return
+        try:
+            connection.execute("PRAGMA wal_checkpoint(PASSIVE)").close()
+        except sqlite3.Error:  # another checkpoint, or the file went away: the next one copies
+            pass
+        finally:
+            connection.close()
+
+
+# One checkpointer per database file, shared by that file's connections in this process.
+_CHECKPOINTS: dict[str, Checkpoints] = {}
+
+
+def checkpoints_of(database: str) -> Checkpoints | None:
+    return _CHECKPOINTS.get(database)
 
 
 class InlineDBAPI:
     """The `sqlite3` module, except that `connect` wraps its connection."""
 
     def connect(self, *args: Any, **kwargs: Any) -> InlineConnection:
-        return InlineConnection(sqlite3.connect(*args, **kwargs))
+        database = str(args[0] if args else kwargs.get("database", ""))
+        uri = bool(kwargs.get("uri"))
+        checkpoints = None
+        if database and database != ":memory:" and "mode=memory" not in database:
+            checkpoints = _CHECKPOINTS.get(database)
+            if checkpoints is None:
+                checkpoints = _CHECKPOINTS[database] = Checkpoints(database, uri)
+        return InlineConnection(sqlite3.connect(*args, **kwargs), checkpoints)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(sqlite3, name)
