@@ -15,16 +15,25 @@ from multibank.api.authcache import AuthCache, cache_of
 from multibank.api.errors import Replay
 from multibank.api.openapi import IDEMPOTENCY_REF, STEP_UP, STEP_UP_BODY, answers
 from multibank.api.routing import container_of, remembered
+from multibank.kernel import direct
 from multibank.kernel.clock import ProgrammeClock
 from multibank.kernel.context import Container
 from multibank.kernel.errors import BadRequest, Forbidden, Unauthorized
-from multibank.kernel.idempotency import Claim, IdempotencyStore, payload_hash
+from multibank.kernel.idempotency import (
+    CLAIM,
+    Claim,
+    IdempotencyStore,
+    claim_values,
+    payload_hash,
+    renew_and_claim,
+)
 from multibank.kernel.tokens import (
     AuthSession,
     SessionLimits,
     alive,
     read_session,
     renew_session,
+    renewal_params,
 )
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import Programme
@@ -128,14 +137,21 @@ ApiKeyHeader = Annotated[str | None, Depends(api_key_scheme)]
 BearerHeader = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
 
 
+ClaimOf = Callable[[AuthSession, Programme, int], Awaitable[dict[str, Any] | None]]
+
+
 async def authenticate(
-    request: Request, api_key: str | None, credentials: HTTPAuthorizationCredentials | None
+    request: Request,
+    api_key: str | None,
+    credentials: HTTPAuthorizationCredentials | None,
+    claim: ClaimOf | None = None,
 ) -> Caller:
     """The logged-in caller: a live session of this programme, renewed by this call (D7).
 
     The api-key is checked first (400, 401); a token of another programme is refused with 403
     after it (contract §2). Once per request, however many dependencies ask: the session is
-    renewed once.
+    renewed once. `claim`: the idempotency claim a write sends with its renewal
+    (`caller_idempotency`); its outcome is remembered as `claim_outcome`.
     """
     known: Caller | None = remembered(request, "authenticated")
     if known is not None:
@@ -154,7 +170,7 @@ async def authenticate(
     limits = _limits(container)
     db: AsyncSession = request.state.db
     session = await _live_session(
-        request, db, cache_of(container), session_id, programme.id, now_ms, limits
+        request, db, cache_of(container), session_id, programme, now_ms, limits, claim
     )
     route_path = str(getattr(request.scope.get("route"), "path", ""))
     if session.token_type == "PASSWORD_UPDATE" and route_path != "/passwords/update":
@@ -179,17 +195,20 @@ async def _live_session(
     db: AsyncSession,
     cache: AuthCache,
     session_id: int,
-    programme_id: int,
+    programme: Programme,
     now_ms: int,
     limits: SessionLimits,
+    claim: ClaimOf | None = None,
 ) -> AuthSession:
     """The live session `session_id`, renewed (D7); 401 if it is not live.
 
     A read trusts what this process remembers of the session (at most half a second old, and a
     refusal is decided on a fresh read) and writes the renewal at most once a second. A write
     renews in its own transaction on every call, as before: that row lock is what serialises a
-    session's concurrent writes (factors/service.py), and a refused write renews nothing.
+    session's concurrent writes (factors/service.py), and a refused write renews nothing. A
+    write's idempotency claim, if any, goes with its renewal (one round trip on PostgreSQL).
     """
+    programme_id = programme.id
     entry = cache.session(session_id)
     if entry is None or not alive(entry.row, entry.last_seen_ms, programme_id, now_ms, limits):
         row = await read_session(db, session_id)
@@ -203,18 +222,48 @@ async def _live_session(
                 cache.forget_session(session_id)
                 raise Unauthorized()
             entry.last_seen_ms = now_ms
-    elif not await renew_session(db, session_id, programme_id, now_ms, limits):
-        cache.forget_session(session_id)
-        raise Unauthorized()
+    else:
+        values = None if claim is None else await claim(entry.row, programme, now_ms)
+        if values is None:
+            renewed = await renew_session(db, session_id, programme_id, now_ms, limits)
+        else:
+            renewal = renewal_params(session_id, programme_id, now_ms, limits)
+            renewed, claimed = await renew_and_claim(db, renewal, values)
+            if renewed:
+                request.state.claim_outcome = (values, claimed)
+        if not renewed:
+            cache.forget_session(session_id)
+            raise Unauthorized()
     return entry.row
 
 
 async def begin_idempotent(
     request: Request, db: AsyncSession, programme: Programme, now_ms: int, caller: str
 ) -> None:
+    values = await _claim_of(request, programme, now_ms, caller)
+    if values is None:
+        return
+    claimed = await direct.fetch(db, CLAIM, values)
+    await _claimed(request, db, values, Claim(int(claimed[0].id)) if claimed else None)
+
+
+async def _claimed(
+    request: Request, db: AsyncSession, values: dict[str, Any], claim: Claim | None
+) -> None:
+    """The request owns `claim`; or the ref was taken, and its stored answer is replayed."""
+    if claim is not None:
+        request.state.idempotency_record = claim
+        return
+    raise Replay(await IdempotencyStore(db).taken(values))
+
+
+async def _claim_of(
+    request: Request, programme: Programme, now_ms: int, caller: str
+) -> dict[str, Any] | None:
+    """The claim of this request's `idempotency-ref` (D6), or None without one."""
     ref = request.headers.get("idempotency-ref")
     if ref is None or request.method not in ("POST", "PATCH"):
-        return
+        return None
     route = request.scope.get("route")
     path_params = ",".join(f"{k}={v}" for k, v in sorted(request.path_params.items()))
     # Not getattr's default: building `request.url` cost more than the rest of this line.
@@ -224,18 +273,8 @@ async def begin_idempotent(
     # base URL), but it must not replay the other version's answer shape (a 3.29.1 fee charge is
     # 200 with a body, a 3.1.0 one 204): the version is part of the payload, so it is refused.
     version = getattr(request.scope.get("app"), "version", "")
-    outcome = await IdempotencyStore(db).begin(
-        programme_id=programme.id,
-        caller=caller,
-        operation=operation[:200],
-        ref=ref,
-        body_hash=payload_hash(await request.body(), version),
-        now_ms=now_ms,
-    )
-    if isinstance(outcome, Claim):
-        request.state.idempotency_record = outcome
-        return
-    raise Replay(outcome)
+    body_hash = payload_hash(await request.body(), version)
+    return claim_values(programme.id, caller, operation[:200], ref, body_hash, now_ms)
 
 
 @answers(400, 413, IDEMPOTENCY_REF)
@@ -245,11 +284,25 @@ async def idempotency(request: Request, db: Db, programme: CurrentProgramme, clo
 
 
 @answers(400, 413, IDEMPOTENCY_REF)
-async def caller_idempotency(request: Request, db: Db, caller: CurrentCaller, clock: Now) -> None:
-    """D6 for logged-in operations: refs are scoped to the user who sent them."""
-    await begin_idempotent(
-        request, db, caller.programme, clock.now_ms(), f"user:{caller.session.user_id}"
-    )
+async def caller_idempotency(
+    request: Request, api_key: ApiKeyHeader, bearer: BearerHeader, clock: Now
+) -> None:
+    """D6 for logged-in operations: refs are scoped to the user who sent them. The claim goes
+    with the session's renewal (`_live_session`): on PostgreSQL one round trip for both."""
+
+    async def claim(session: AuthSession, programme: Programme, _: int) -> dict[str, Any] | None:
+        return await _claim_of(request, programme, clock.now_ms(), f"user:{session.user_id}")
+
+    already = remembered(request, "authenticated") is not None
+    caller = await authenticate(request, api_key, bearer, claim)
+    outcome: tuple[dict[str, Any], Claim | None] | None = remembered(request, "claim_outcome")
+    db: AsyncSession = request.state.db
+    if outcome is not None:
+        await _claimed(request, db, *outcome)
+    elif already:  # authenticated by an earlier dependency: the claim goes alone
+        await begin_idempotent(
+            request, db, caller.programme, clock.now_ms(), f"user:{caller.session.user_id}"
+        )
 
 
 # D6: accepted on every POST and PATCH; other methods accept the header and ignore it.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import (
     Integer,
@@ -21,15 +21,18 @@ from sqlalchemy import (
     UniqueConstraint,
     bindparam,
     delete,
+    exists,
+    func,
     select,
     update,
 )
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
-from multibank.kernel import direct
+from multibank.kernel import direct, tokens
 from multibank.kernel.db import Base
 from multibank.kernel.direct import Direct, Prepared
 from multibank.kernel.errors import BadRequest, PayloadTooLarge
@@ -97,7 +100,7 @@ class Claim:
 # decision 0021).
 _TABLE = cast(Table, IdempotencyRecord.__table__)
 _CLAIMED = ("id", "programme_id", "caller", "operation", "ref", "payload_hash", "created_at")
-_CLAIM = Prepared(
+CLAIM = Prepared(
     {
         "postgresql": pg_insert(_TABLE).on_conflict_do_nothing().returning(_TABLE.c.id),
         "sqlite": sqlite_insert(_TABLE).on_conflict_do_nothing().returning(_TABLE.c.id),
@@ -114,6 +117,79 @@ _COMPLETE = Prepared(
     )
 )
 _RELEASE = Prepared(delete(_TABLE).where(_TABLE.c.id == bindparam("b_id")))
+
+
+def claim_values(
+    programme_id: int, caller: str, operation: str, ref: str, body_hash: str, now_ms: int
+) -> dict[str, Any]:
+    """The row a claim inserts (413 or 400 for a ref too long or blank)."""
+    check_ref(ref)
+    return {
+        "id": new_id(),
+        "programme_id": programme_id,
+        "caller": caller,
+        "operation": operation,
+        "ref": ref,
+        "payload_hash": body_hash,
+        "created_at": now_ms,
+    }
+
+
+def _typed(key: str) -> Any:
+    """A parameter cast to its column's type (in a SELECT the database cannot infer it), without
+    a length: a cast to VARCHAR(n) would cut a longer value where the INSERT refuses it."""
+    kind = _TABLE.c[key].type
+    return sql_cast(bindparam(key), String() if isinstance(kind, String) else kind)
+
+
+def _renew_and_claim() -> Prepared:
+    """PostgreSQL: a logged-in write's session renewal and its claim in one round trip
+    (decision 0021). The claim is inserted only if the renewal updated the session; the answer
+    is one row: whether it did, and the claimed id (NULL if the ref was taken)."""
+    renewed = tokens.RENEWAL.returning(tokens.SESSIONS.c.id).cte("renewed")
+    row = select(*(_typed(key) for key in _CLAIMED)).where(exists(select(renewed.c.id)))
+    claimed = (
+        pg_insert(_TABLE)
+        .from_select(list(_CLAIMED), row)
+        .on_conflict_do_nothing()
+        .returning(_TABLE.c.id)
+        .cte("claimed")
+    )
+    return Prepared(
+        {
+            "postgresql": select(
+                select(func.count()).select_from(renewed).scalar_subquery().label("renewed"),
+                select(claimed.c.id).scalar_subquery().label("claimed"),
+            )
+        },
+        renewal=True,
+    )
+
+
+_RENEW_AND_CLAIM = _renew_and_claim()
+
+
+def _renew_and_claim_on(
+    d: Direct, renewal: dict[str, Any], values: dict[str, Any]
+) -> tuple[bool, Claim | None]:
+    if d.dialect.name == "postgresql":
+        row = d.first(_RENEW_AND_CLAIM, {**renewal, **values})
+        if row is None or not row.renewed:
+            return False, None
+        return True, None if row.claimed is None else Claim(int(row.claimed))
+    if d.execute(tokens.RENEW, renewal) != 1:
+        return False, None
+    claimed = d.first(CLAIM, values)
+    return True, None if claimed is None else Claim(int(claimed.id))
+
+
+async def renew_and_claim(
+    db: AsyncSession, renewal: dict[str, Any], values: dict[str, Any]
+) -> tuple[bool, Claim | None]:
+    """A logged-in write's session renewal (`tokens.renewal_params`) and, if it renewed, its
+    claim of a ref (`claim_values`): whether the session was renewed, and the claim (None if
+    the ref was taken: `IdempotencyStore.taken` says what to answer)."""
+    return await direct.run(db, _renew_and_claim_on, renewal, values)
 
 
 def complete_on(
@@ -155,25 +231,23 @@ class IdempotencyStore:
         now_ms: int,
     ) -> StoredResponse | Claim:
         """Returns the stored response to replay, or the new placeholder this request now owns."""
-        check_ref(ref)
-        values = {
-            "id": new_id(),
-            "programme_id": programme_id,
-            "caller": caller,
-            "operation": operation,
-            "ref": ref,
-            "payload_hash": body_hash,
-            "created_at": now_ms,
-        }
+        values = claim_values(programme_id, caller, operation, ref, body_hash, now_ms)
         # One statement claims the ref; a concurrent holder makes it wait on the unique index
         # (PostgreSQL) or the write lock (SQLite) and then insert nothing.
-        claimed = await direct.fetch(self.session, _CLAIM, values)
+        claimed = await direct.fetch(self.session, CLAIM, values)
         if claimed:
             return Claim(int(claimed[0].id))
-        existing = await self._find(programme_id, caller, operation, ref)
+        return await self.taken(values)
+
+    async def taken(self, values: dict[str, Any]) -> StoredResponse:
+        """What a claim that inserted nothing finds: the stored response to replay, or a 400 if
+        the payloads differ."""
+        existing = await self._find(
+            values["programme_id"], values["caller"], values["operation"], values["ref"]
+        )
         if existing is None:  # pragma: no cover - the winner's row must be visible now
             raise RuntimeError("idempotency-ref conflict without a visible row")
-        if existing.payload_hash != body_hash:
+        if existing.payload_hash != values["payload_hash"]:
             raise BadRequest(PAYLOAD_MISMATCH)
         if existing.status_code is None:  # pragma: no cover - only visible inside its own txn
             raise BadRequest("A request with this idempotency-ref is still running.")

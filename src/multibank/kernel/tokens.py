@@ -157,23 +157,24 @@ def alive(
 
 
 # Built once with bound parameters: these run on the request path (decision 0014).
-_SESSIONS = cast(Table, AuthSession.__table__)
-_OPEN = insert(_SESSIONS)
-_READ = Prepared(select(*_SESSIONS.c).where(_SESSIONS.c.id == bindparam("session_id")))
-# On the driver's connection (kernel/direct.py): every write request sends it. The auth cache
-# records a renewal itself (api/deps.py), so it needs none of the ORM's events.
-_RENEW = Prepared(
-    update(_SESSIONS)
+SESSIONS = cast(Table, AuthSession.__table__)
+_OPEN = insert(SESSIONS)
+_READ = Prepared(select(*SESSIONS.c).where(SESSIONS.c.id == bindparam("session_id")))
+# A session's renewal (its parameters: `renewal_params`). On the driver's connection
+# (kernel/direct.py): every write request sends it. The auth cache records a renewal itself
+# (api/deps.py), so it needs none of the ORM's events.
+RENEWAL = (
+    update(SESSIONS)
     .where(
-        _SESSIONS.c.id == bindparam("b_session_id"),
-        _SESSIONS.c.programme_id == bindparam("b_programme_id"),
-        _SESSIONS.c.ended_at.is_(None),
-        _SESSIONS.c.last_seen_at >= bindparam("idle_since"),
-        _SESSIONS.c.created_at >= bindparam("started_since"),
+        SESSIONS.c.id == bindparam("b_session_id"),
+        SESSIONS.c.programme_id == bindparam("b_programme_id"),
+        SESSIONS.c.ended_at.is_(None),
+        SESSIONS.c.last_seen_at >= bindparam("idle_since"),
+        SESSIONS.c.created_at >= bindparam("started_since"),
     )
-    .values(last_seen_at=bindparam("b_now_ms")),
-    renewal=True,
+    .values(last_seen_at=bindparam("b_now_ms"))
 )
+RENEW = Prepared(RENEWAL, renewal=True)
 
 
 async def read_session(db: AsyncSession, session_id: int) -> AuthSession | None:
@@ -189,14 +190,20 @@ async def renew_session(
 ) -> bool:
     """Records activity at `now_ms`, in one guarded statement: False if, meanwhile, the session
     ended or ran out (two processes racing cannot revive a session the other found expired)."""
-    params = {
+    params = renewal_params(session_id, programme_id, now_ms, limits)
+    return await direct.execute(db, RENEW, params) == 1
+
+
+def renewal_params(
+    session_id: int, programme_id: int, now_ms: int, limits: SessionLimits
+) -> dict[str, Any]:
+    return {
         "b_session_id": session_id,
         "b_programme_id": programme_id,
         "idle_since": now_ms - limits.idle_ms,
         "started_since": now_ms - limits.absolute_ms,
         "b_now_ms": now_ms,
     }
-    return await direct.execute(db, _RENEW, params) == 1
 
 
 async def end_session(db: AsyncSession, session_id: int, now_ms: int) -> None:

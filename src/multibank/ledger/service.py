@@ -11,7 +11,18 @@ from dataclasses import dataclass
 from typing import Any, cast
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import Select, Table, Update, bindparam, func, insert, select, union_all, update
+from sqlalchemy import (
+    Select,
+    String,
+    Table,
+    Update,
+    bindparam,
+    func,
+    insert,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -148,6 +159,10 @@ _INSERT_POSTINGS = Prepared(insert(_POSTINGS), keys=_POSTING_KEYS)
 _INSERT_TRANSACTION = Prepared(insert(_TRANSACTIONS), keys=_TRANSACTION_KEYS)
 
 
+def _unsized(kind: Any) -> Any:
+    return String() if isinstance(kind, String) else kind
+
+
 def _last_leg_statement(postings: int, guard_available: bool, guard_actual: bool) -> Prepared:
     """PostgreSQL: a movement's last balance update (the highest account id, so the locks are
     still taken in id order), its transaction and all its postings in one statement, one round
@@ -163,9 +178,11 @@ def _last_leg_statement(postings: int, guard_available: bool, guard_actual: bool
     )
 
     def posting(i: int) -> Select[Any]:
-        # Typed casts: in a SELECT the database cannot infer a parameter's type from a column.
+        # Typed casts: in a SELECT the database cannot infer a parameter's type from a column
+        # (without a length: a cast to VARCHAR(n) would cut what the INSERT refuses).
         values: list[Any] = [
-            sql_cast(bindparam(f"p{i}_{key}"), _POSTINGS.c[key].type) for key in _POSTING_KEYS
+            sql_cast(bindparam(f"p{i}_{key}"), _unsized(_POSTINGS.c[key].type))
+            for key in _POSTING_KEYS
         ]
         if i < postings - 1:
             return select(*values)
