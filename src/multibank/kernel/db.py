@@ -114,10 +114,6 @@ class FairPool(AsyncAdaptedQueuePool):
 
 
 BUSY_TIMEOUT_MS = 30_000  # how long an SQLite connection waits for the write lock
-# SQLite's own page cache is 2 MB per connection by default: a ledger of some thousands of
-# movements outgrows it, and every page missed is a read system call (decision 0021). Pages are
-# read through a memory map instead, and each connection keeps up to 64 MB of them.
-CACHE_PRAGMAS = ("PRAGMA cache_size=-65536", "PRAGMA mmap_size=1073741824")
 
 
 def _sqlite_pragmas(dbapi_conn: Any, *more: str) -> None:
@@ -126,7 +122,7 @@ def _sqlite_pragmas(dbapi_conn: Any, *more: str) -> None:
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
     busy = f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}"
-    for pragma in (busy, "PRAGMA foreign_keys=ON", *CACHE_PRAGMAS, *more):
+    for pragma in (busy, "PRAGMA foreign_keys=ON", *more):
         cur.execute(pragma)
     cur.close()
 
