@@ -284,14 +284,14 @@ async def idempotency(request: Request, db: Db, programme: CurrentProgramme, clo
 
 
 @answers(400, 413, IDEMPOTENCY_REF)
-async def caller_idempotency(
-    request: Request, api_key: ApiKeyHeader, bearer: BearerHeader, clock: Now
-) -> None:
+async def caller_idempotency(request: Request, api_key: ApiKeyHeader, bearer: BearerHeader) -> None:
     """D6 for logged-in operations: refs are scoped to the user who sent them. The claim goes
     with the session's renewal (`_live_session`): on PostgreSQL one round trip for both."""
 
-    async def claim(session: AuthSession, programme: Programme, _: int) -> dict[str, Any] | None:
-        return await _claim_of(request, programme, clock.now_ms(), f"user:{session.user_id}")
+    async def claim(
+        session: AuthSession, programme: Programme, now_ms: int
+    ) -> dict[str, Any] | None:
+        return await _claim_of(request, programme, now_ms, f"user:{session.user_id}")
 
     already = remembered(request, "authenticated") is not None
     caller = await authenticate(request, api_key, bearer, claim)
@@ -301,7 +301,7 @@ async def caller_idempotency(
         await _claimed(request, db, *outcome)
     elif already:  # authenticated by an earlier dependency: the claim goes alone
         await begin_idempotent(
-            request, db, caller.programme, clock.now_ms(), f"user:{caller.session.user_id}"
+            request, db, caller.programme, caller.now_ms, f"user:{caller.session.user_id}"
         )
 
 

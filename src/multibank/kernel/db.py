@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -26,6 +28,7 @@ from sqlalchemy.util.queue import AsyncAdaptedQueue, Empty
 from multibank.kernel.direct import Direct, in_session
 
 T = TypeVar("T")
+log = logging.getLogger("multibank.db")
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -230,15 +233,28 @@ class Database:
         # round trips, and on SQLite reads do not queue behind the writer (decision 0013).
         if not self.is_sqlite:
             self.read_engine = self.engine.execution_options(isolation_level="AUTOCOMMIT")
-        elif ":memory:" in self.url or "mode=memory" in self.url:
+        elif self.in_memory:
             self.read_engine = self.engine  # one private database: one connection sees it
         else:
             self.read_engine = create_read_engine(self.url, echo)
         self.read_sessionmaker = async_sessionmaker(self.read_engine, expire_on_commit=False)
+        # SQLite's writer, committed once per group of write requests; not for a private
+        # in-memory database, whose one connection every request shares.
+        self.group: GroupCommit | None = None
+        if self.is_sqlite and self.read_engine is not self.engine:
+            self.group = GroupCommit(self.engine.sync_engine)
 
     @property
     def is_sqlite(self) -> bool:
         return self.url.startswith("sqlite")
+
+    @property
+    def in_memory(self) -> bool:
+        """A private in-memory SQLite database (the URL may spell `:memory:` percent-encoded)."""
+        url = make_url(self.url)
+        return self.is_sqlite and (
+            url.database in (None, "", ":memory:") or "mode=memory" in str(url.query)
+        )
 
     async def at_once(self, statement: Executable, params: dict[str, Any]) -> Sequence[Row[Any]]:
         """One statement that commits on its own, with the rows it returns, and no session. For
@@ -348,6 +364,161 @@ class LazySession:
             await self.made.close()
 
 
+class GroupCommit:
+    """SQLite's one writing connection, taken in turn by write requests (`Unit`s) and committed
+    once per group of them (group commit, decision 0021).
+
+    SQLite has one writer at a time, and a commit writes every page its transaction changed: a
+    fee charge changes about fifteen (its rows and their indexes), and writing them was the
+    largest single cost of the request. So a request's transaction is a savepoint of a group's
+    transaction (its own work undone alone if it fails). When a request is done, the group
+    stays open until the event loop has run what else is ready: the requests that reach the
+    database meanwhile join it, and then one commit, writing each changed page once, makes the
+    whole group durable. A request answers only after that commit; a failed commit fails every
+    request of the group.
+
+    A group is committed at once after `MAX_REQUESTS` requests or `MAX_AGE_MS`, so the others
+    that use the connection (jobs, a login's one statement) get it in turn, and no answer waits
+    long for its commit."""
+
+    MAX_REQUESTS = 64
+    MAX_AGE_MS = 20.0
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._pooled: PoolProxiedConnection | None = None  # the open group's connection
+        self._held = False  # a request (or the commit) has the writer now
+        self._turns: deque[asyncio.Future[None]] = deque()  # requests waiting for it
+        self._done: list[asyncio.Future[None]] = []  # requests of the group awaiting its commit
+        self._started = 0.0
+        self._members = 0
+        self._kept = 0  # requests of the group that kept their work
+        self._flushing = False  # a commit of the open group is scheduled
+        self.commits = 0  # groups committed (tests, benches)
+
+    def enter(self) -> PoolProxiedConnection:
+        """The writer, in this request's turn, in the open group's transaction (a new group's,
+        begun here, if none is open). Inside a greenlet: waiting for the turn awaits."""
+        if self._held or self._turns:
+            turn = asyncio.get_running_loop().create_future()
+            self._turns.append(turn)
+            try:
+                await_(turn)
+            except BaseException:
+                if turn.done() and not turn.cancelled():  # handed over, then interrupted
+                    self._pass()
+                raise
+        else:
+            self._held = True
+        if self._pooled is None:
+            pooled = None
+            try:
+                pooled = self._engine.raw_connection()
+                # May wait (in a thread) for another process's lock (kernel/sqlite_inline.py).
+                Direct(None, pooled.dbapi_connection, self._engine).run_sql("BEGIN IMMEDIATE")
+            except BaseException:
+                if pooled is not None:
+                    pooled.close()
+                self._pass()
+                raise
+            self._pooled = pooled
+            self._started = time.monotonic() * 1000
+            self._members = self._kept = 0
+        self._members += 1
+        return self._pooled
+
+    def leave(self, kept: bool) -> None:
+        """The request's savepoint is released (`kept`) or rolled back. The group is committed
+        now if it is full or old; otherwise the writer goes to the next request, and the
+        group's commit is scheduled after what the event loop has ready. A request that kept
+        its work returns once the group is committed. Inside a greenlet."""
+        if kept:
+            self._kept += 1
+        old = time.monotonic() * 1000 - self._started >= self.MAX_AGE_MS
+        idle = not self._kept and not any(not t.done() for t in self._turns)
+        if old or idle or self._members >= self.MAX_REQUESTS:
+            self._commit()  # (a group where nobody kept anything is rolled back)
+            return
+        done = asyncio.get_running_loop().create_future() if kept else None
+        if done is not None:
+            self._done.append(done)
+        self._pass()
+        if not self._flushing:
+            self._flushing = True
+            asyncio.get_running_loop().call_soon(self._flush)
+        if done is not None:
+            await_(done)  # raises what made the group's commit fail
+
+    def abort(self, error: BaseException) -> None:
+        """The group's transaction cannot go on (a savepoint could not be rolled back): every
+        request of the group fails, and the connection is rolled back. Inside a greenlet."""
+        pooled, done = self._pooled, self._done
+        self._pooled, self._done = None, []
+        self._fail(done, error)
+        try:
+            if pooled is not None:
+                pooled.close()  # the pool's reset on return rolls the transaction back
+        finally:
+            self._pass()
+
+    def _flush(self) -> None:
+        """The open group's commit, once the event loop has run what was ready (the requests
+        that joined meanwhile). If a request has the writer, it schedules this again."""
+        self._flushing = False
+        if self._held or self._pooled is None:
+            return
+        self._held = True
+        asyncio.get_running_loop().create_task(self._commit_soon())
+
+    async def _commit_soon(self) -> None:
+        try:
+            await greenlet_spawn(self._commit)
+        except Exception:  # every request of the group has it; nothing else to tell
+            log.warning("a group commit failed", exc_info=True)
+
+    def _commit(self) -> None:
+        pooled, done = self._pooled, self._done
+        self._pooled, self._done = None, []
+        try:
+            if pooled is not None:
+                ends = Direct(None, pooled.dbapi_connection, self._engine)
+                if self._kept:
+                    ends.commit()
+                    self.commits += 1
+                else:  # nobody kept anything (replays, refusals): nothing to write
+                    ends.rollback()
+        except BaseException as error:
+            self._fail(done, error)
+            raise
+        else:
+            for future in done:
+                if not future.done():
+                    future.set_result(None)
+        finally:
+            try:
+                if pooled is not None:
+                    pooled.close()  # back to the pool (rolled back if the commit failed)
+            finally:
+                self._pass()
+
+    @staticmethod
+    def _fail(done: list[asyncio.Future[None]], error: BaseException) -> None:
+        failure = RuntimeError("the group commit of this request's transaction failed")
+        failure.__cause__ = error
+        for future in done:
+            if not future.done():
+                future.set_exception(error if isinstance(error, Exception) else failure)
+
+    def _pass(self) -> None:
+        """The writer goes to the next request waiting for it, or is free."""
+        while self._turns:
+            turn = self._turns.popleft()
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self._held = False
+
+
 class Unit:
     """A write request's transaction (the request owns it, `api/routing.py`): one pooled
     connection, taken and begun at the first statement, committed or rolled back once.
@@ -357,17 +528,19 @@ class Unit:
     SQLite and ≈ 300 µs on PostgreSQL, and a SQLAlchemy `Connection` alone ≈ 50 µs more than
     the pooled DBAPI connection under it (decision 0021). So a request whose statements are all
     prepared (kernel/direct.py: a fee charge, a payment's ledger work) runs them on the pooled
-    DBAPI connection: SQLite's `BEGIN IMMEDIATE` first, the asyncpg adapter's transaction at
-    its first statement, the driver's COMMIT last.
+    DBAPI connection: the asyncpg adapter's transaction at its first statement, the driver's
+    COMMIT last. On SQLite (a database file) the request's transaction is a savepoint of a
+    group's transaction, committed for the whole group (`GroupCommit`).
 
     What needs SQLAlchemy gets it on the same connection and transaction: `connection` (a
     `Connection` over the pooled one; its BEGIN finds the transaction begun, `create_engine`)
     and the ORM session, made at the first use of any session attribute, which from then on
-    controls the transaction (commit, rollback, savepoints) as it always did.
+    controls the transaction as it always did: on PostgreSQL as its owner, on SQLite through a
+    savepoint of its own within the request's.
 
     Stands in for an `AsyncSession`: any attribute it does not define is the session's."""
 
-    __slots__ = ("_db", "_direct", "_inline", "_pooled", "_sa", "info", "made")
+    __slots__ = ("_db", "_direct", "_group", "_inline", "_pooled", "_sa", "info", "made")
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -375,6 +548,7 @@ class Unit:
         self._direct: Direct | None = None
         self._sa: Connection | None = None
         self._inline = db.is_sqlite
+        self._group = db.group
         self.made: AsyncSession | None = None
         # The session's `info` (made later, it shares this dict): what a request remembers of
         # its transaction (`ledger.system_account`'s own creations, the auth cache's drops).
@@ -394,13 +568,12 @@ class Unit:
             if self._pooled is None:  # nothing run yet: an ordinary session
                 self.made = AsyncSession(self._db.engine, expire_on_commit=False, info=self.info)
             else:
-                # On the connection already in use, as the owner of its transaction.
+                # On the connection already in use: as the owner of its transaction, or (in a
+                # group) through a savepoint of its own, released when the session commits.
                 bound = AsyncConnection(self._db.engine, self._connection())
+                mode = "control_fully" if self._group is None else "create_savepoint"
                 self.made = AsyncSession(
-                    bound,
-                    expire_on_commit=False,
-                    info=self.info,
-                    join_transaction_mode="control_fully",
+                    bound, expire_on_commit=False, info=self.info, join_transaction_mode=mode
                 )
         return self.made
 
@@ -409,6 +582,10 @@ class Unit:
         assert self._pooled is not None
         if self._sa is None:
             self._sa = Connection(self._db.engine.sync_engine, self._pooled)
+            if self._group is not None:
+                # In the group's transaction already (`create_engine`'s BEGIN sees it begun):
+                # a session joins it through a savepoint, and never commits it.
+                self._sa.begin()
         return self._sa
 
     def in_transaction(self) -> bool:
@@ -420,10 +597,20 @@ class Unit:
         """The pooled connection, taken and begun if it was not yet. Inside a greenlet."""
         if self._direct is None:
             engine = self._db.engine.sync_engine
-            self._pooled = engine.raw_connection()
-            self._direct = Direct(None, self._pooled.dbapi_connection, engine)
-            if self._inline:
-                self._direct.run_sql("BEGIN IMMEDIATE")  # may wait for another process's lock
+            if self._group is not None:
+                self._pooled = self._group.enter()
+                self._direct = Direct(None, self._pooled.dbapi_connection, engine)
+                try:
+                    self._direct.run_sql("SAVEPOINT request")
+                except BaseException as error:
+                    self._group.abort(error)
+                    self._pooled = self._direct = None
+                    raise
+            else:
+                self._pooled = engine.raw_connection()
+                self._direct = Direct(None, self._pooled.dbapi_connection, engine)
+                if self._inline:
+                    self._direct.run_sql("BEGIN IMMEDIATE")  # may wait for another process
         return self._direct
 
     def _ready(self) -> Direct | None:
@@ -460,13 +647,17 @@ class Unit:
         return self._connection().execute(statement, params).all()
 
     async def commit(self, last: Callable[..., object] | None = None, *args: Any) -> None:
-        """Commits, after `last(direct, *args)` if given (the request's last statement). Without
-        a session that is one hand-over, which also gives the connection back: the request is
-        done with it."""
+        """Commits, after `last(direct, *args)` if given (the request's last statement), and
+        returns once the work is durable. Without a session that is one hand-over, which also
+        gives the connection back: the request is done with it."""
         if self.made is not None:
             if last is not None:
                 await self.run_direct(last, *args)
-            await self.made.commit()
+                last = None
+            await self.made.commit()  # in a group: releases the session's savepoint
+        if self._group is not None:
+            if self._pooled is not None or last is not None:
+                await greenlet_spawn(self._finish_in_group, last, *args)
         elif self._pooled is not None or last is not None:
             await greenlet_spawn(self._finish, last, *args)
 
@@ -481,9 +672,38 @@ class Unit:
         finally:
             self._release()
 
+    def _finish_in_group(self, last: Callable[..., object] | None, *args: Any) -> None:
+        try:
+            direct = self._begun()
+            if last is not None:
+                last(direct, *args)
+            direct.run_sql("RELEASE request")
+        except BaseException:
+            self._leave_group(kept=False)
+            raise
+        self._leave_group(kept=True)
+
+    def _leave_group(self, kept: bool) -> None:
+        group, direct = self._group, self._direct
+        assert group is not None
+        self._pooled = self._direct = self._sa = None  # the group's, not closed here
+        if direct is None:
+            return
+        if not kept:
+            try:
+                direct.run_sql("ROLLBACK TO request")
+                direct.run_sql("RELEASE request")
+            except BaseException as error:
+                group.abort(error)
+                raise
+        group.leave(kept)
+
     async def rollback(self) -> None:
         if self.made is not None:
             await self.made.rollback()
+        if self._group is not None:
+            if self._pooled is not None:
+                await greenlet_spawn(self._leave_group, False)
         elif self._pooled is not None:
             await greenlet_spawn(self._undo)
 
@@ -499,7 +719,10 @@ class Unit:
         if self.made is not None:
             await self.made.close()
         if self._pooled is not None:
-            await greenlet_spawn(self._release)
+            if self._group is not None:
+                await greenlet_spawn(self._leave_group, False)
+            else:
+                await greenlet_spawn(self._release)
 
     def _release(self) -> None:
         pooled, sa = self._pooled, self._sa

@@ -156,7 +156,15 @@ class Direct:
     a write request's `Unit` runs its prepared statements on the pooled DBAPI connection alone,
     and then `connection` is None (the engine's listeners see that)."""
 
-    __slots__ = ("_adapter", "_driver", "_listeners", "_new_cursor", "connection", "dialect")
+    __slots__ = (
+        "_adapter",
+        "_dbapi",
+        "_driver",
+        "_listeners",
+        "_new_cursor",
+        "connection",
+        "dialect",
+    )
 
     def __init__(
         self,
@@ -176,6 +184,7 @@ class Direct:
         assert dbapi is not None  # a connection in use holds one
         # SQLite's inline driver has a cursor for callers that are not SQLAlchemy's own.
         self._new_cursor = getattr(dbapi, "direct_cursor", dbapi.cursor)
+        self._dbapi = dbapi
         listeners = events.before_cursor_execute
         self._listeners = listeners if listeners else None
         # PostgreSQL: asyncpg itself, once SQLAlchemy's adapter has run this transaction's
@@ -225,6 +234,23 @@ class Direct:
             raise self._fail(sql, (), error) from error
         finally:
             cursor.close()
+
+    def commit(self) -> None:
+        """The driver's COMMIT, seen by the engine's listeners as the statement it is."""
+        self._end("COMMIT", self._dbapi.commit)
+
+    def rollback(self) -> None:
+        """The driver's ROLLBACK, seen by the engine's listeners as the statement it is."""
+        self._end("ROLLBACK", self._dbapi.rollback)
+
+    def _end(self, sql: str, end: Callable[[], None]) -> None:
+        if self._listeners is not None:
+            for listen in self._listeners:
+                listen(self.connection, None, sql, (), None, False)
+        try:
+            end()
+        except self.dialect.loaded_dbapi.Error as error:
+            raise self._fail(sql, (), error) from error
 
     def _fail(self, sql: str, arguments: Any, error: Exception) -> exc.StatementError:
         return exc.DBAPIError.instance(

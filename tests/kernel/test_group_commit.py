@@ -1,0 +1,151 @@
+"""SQLite's group commit (kernel/db.GroupCommit, decision 0021): write requests that meet share
+one commit, each in a savepoint of its own; a request's failure undoes its own work alone; a
+request answers only once its work is committed; a failed commit fails the whole group; a
+request's ORM session keeps its transaction semantics inside the group; and the connection's
+other users (jobs) still get it between groups.
+
+These run on SQLite files whatever `MULTIBANK_TEST_DB` says: PostgreSQL commits each request's
+transaction on a connection of its own, and has no group."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import BigInteger, Column, MetaData, String, Table, insert, select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from multibank.kernel import direct
+from multibank.kernel.db import Database, Unit
+from multibank.kernel.direct import Direct, Prepared
+
+META = MetaData()
+ROWS = Table("rows", META, Column("id", BigInteger, primary_key=True), Column("note", String(20)))
+INSERT = Prepared(insert(ROWS), keys=("id", "note"))
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    database = Database(f"sqlite:///{tmp_path / 'group.db'}")
+    assert database.group is not None
+    async with database.transaction() as session:
+        await session.execute(text("CREATE TABLE rows (id INTEGER PRIMARY KEY, note VARCHAR(20))"))
+    yield database
+    await database.dispose()
+
+
+def committed(db: Database) -> set[int]:
+    """The rows another connection sees: what is committed."""
+    path = db.url.split("///", 1)[1]
+    other = sqlite3.connect(path)
+    try:
+        return {row[0] for row in other.execute("SELECT id FROM rows")}
+    finally:
+        other.close()
+
+
+async def request(db: Database, row: int, fail: bool = False) -> set[int]:
+    """One write request as `api/routing.py` runs it: its statement, then commit (or, when it
+    fails, rollback), then close. Returns what is committed the moment it answers."""
+    unit = db.unit()
+    try:
+        await direct.execute(unit, INSERT, {"id": row, "note": "request"})
+        await asyncio.sleep(0)  # what a request awaits between its statements
+        if fail:
+            await unit.rollback()
+            return committed(db)
+        await unit.commit()
+        return committed(db)
+    finally:
+        await unit.close()
+
+
+async def test_requests_that_meet_share_one_commit(db: Database) -> None:
+    assert db.group is not None
+    seen = await asyncio.gather(*(request(db, row) for row in range(1, 21)))
+    assert committed(db) == set(range(1, 21))
+    # Each request answered once its own row was committed...
+    assert all(row in seen[row - 1] for row in range(1, 21))
+    # ...and twenty requests took fewer commits than that.
+    assert 1 <= db.group.commits < 20
+
+
+async def test_a_failed_request_is_undone_alone(db: Database) -> None:
+    await asyncio.gather(request(db, 1), request(db, 2, fail=True), request(db, 3))
+    assert committed(db) == {1, 3}
+
+
+async def test_a_failed_commit_fails_every_request_of_the_group(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: Direct) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(Direct, "commit", broken)
+    outcomes = await asyncio.gather(
+        *(request(db, row) for row in range(1, 6)), return_exceptions=True
+    )
+    assert all(isinstance(outcome, Exception) for outcome in outcomes), outcomes
+    assert committed(db) == set()
+    monkeypatch.undo()
+    # The writer is free again, and the next request commits as usual.
+    assert 6 in await request(db, 6)
+
+
+async def session_request(db: Database, row: int, fail: bool) -> None:
+    """A request that also uses the ORM session: its prepared statement first (as a write's
+    renewal is), then a Core statement through the session."""
+    unit = db.unit()
+    session: Any = unit
+    try:
+        await direct.execute(unit, INSERT, {"id": row, "note": "prepared"})
+        await session.execute(insert(ROWS).values(id=row + 100, note="session"))
+        await asyncio.sleep(0)
+        if fail:
+            await unit.rollback()
+        else:
+            await unit.commit()
+    finally:
+        await unit.close()
+
+
+async def test_a_session_in_a_group_commits_and_rolls_back_with_its_request(
+    db: Database,
+) -> None:
+    await asyncio.gather(
+        session_request(db, 1, fail=False),
+        session_request(db, 2, fail=True),
+        request(db, 3),
+    )
+    assert committed(db) == {1, 101, 3}
+
+
+async def test_jobs_get_the_writer_between_groups(db: Database) -> None:
+    async def job() -> None:
+        async with db.transaction() as session:
+            await session.execute(insert(ROWS).values(id=999, note="job"))
+
+    await asyncio.gather(*(request(db, row) for row in range(1, 11)), job())
+    assert committed(db) == {*range(1, 11), 999}
+
+
+async def test_a_request_that_keeps_nothing_ends_its_group_at_once(db: Database) -> None:
+    """A replay or a refusal: its savepoint is rolled back, and alone in its group the
+    transaction is rolled back too, before it answers."""
+    unit = db.unit()
+    await direct.execute(unit, INSERT, {"id": 1, "note": "undone"})
+    await unit.rollback()
+    await unit.close()
+    assert committed(db) == set()
+    assert await request(db, 2) == {2}
+    async with AsyncSession(db.engine) as session:
+        assert (await session.execute(select(ROWS.c.id))).scalars().all() == [2]
+
+
+def test_a_private_in_memory_database_has_no_group() -> None:
+    assert Database("sqlite:///:memory:").group is None
+    assert isinstance(Database("sqlite:///:memory:").unit(), Unit)
