@@ -149,3 +149,19 @@ async def test_a_request_that_keeps_nothing_ends_its_group_at_once(db: Database)
 def test_a_private_in_memory_database_has_no_group() -> None:
     assert Database("sqlite:///:memory:").group is None
     assert isinstance(Database("sqlite:///:memory:").unit(), Unit)
+
+
+async def test_a_request_that_rolled_back_can_write_again(db: Database) -> None:
+    """A page that refuses (rolls back) and then writes takes a new turn: its first session
+    went with the group it left, whose connection others now use."""
+    unit = db.unit()
+    session: Any = unit
+    await direct.execute(unit, INSERT, {"id": 1, "note": "undone"})
+    await session.execute(insert(ROWS).values(id=2, note="undone"))
+    await unit.rollback()
+    others = asyncio.gather(request(db, 3), request(db, 4))
+    await session.execute(insert(ROWS).values(id=5, note="again"))
+    await unit.commit()
+    await unit.close()
+    await others
+    assert committed(db) == {3, 4, 5}

@@ -687,6 +687,11 @@ class Unit:
         group, direct = self._group, self._direct
         assert group is not None
         self._pooled = self._direct = self._sa = None  # the group's, not closed here
+        if self.made is not None:
+            # Its connection is the group's, and goes on to others: a later use of this unit
+            # (a page that rolled back, then reads) takes a turn and a session of its own.
+            self.made.sync_session.close()
+            self.made = None
         if direct is None:
             return
         if not kept:
