@@ -20,7 +20,7 @@ from sqlalchemy import BigInteger, Column, MetaData, String, Table, insert, sele
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.kernel import direct
-from multibank.kernel.db import Database, Unit
+from multibank.kernel.db import AFTER_DURABLE_COMMIT, Database, Unit
 from multibank.kernel.direct import Direct, Prepared
 
 META = MetaData()
@@ -165,3 +165,27 @@ async def test_a_request_that_rolled_back_can_write_again(db: Database) -> None:
     await unit.close()
     await others
     assert committed(db) == {3, 4, 5}
+
+
+async def test_what_waits_for_durability_runs_after_the_group_commit(db: Database) -> None:
+    """The auth cache drops what a request changed again once it is durable (decision 0013):
+    in a group, after the group's commit, not at the session's savepoint release; and not at
+    all for a request that rolled back."""
+    seen: list[set[int]] = []
+
+    async def with_hook(row: int, fail: bool) -> None:
+        unit = db.unit()
+        session: Any = unit
+        await direct.execute(unit, INSERT, {"id": row, "note": "hooked"})
+        await session.execute(insert(ROWS).values(id=row + 100, note="session"))
+        session.info[AFTER_DURABLE_COMMIT].append(lambda: seen.append(committed(db)))
+        await asyncio.sleep(0)
+        if fail:
+            await unit.rollback()
+        else:
+            await unit.commit()
+        await unit.close()
+
+    await asyncio.gather(with_hook(1, fail=False), request(db, 2), with_hook(3, fail=True))
+    # Once, for the request that kept its work, and only when that work was committed.
+    assert len(seen) == 1 and {1, 101} <= seen[0], seen

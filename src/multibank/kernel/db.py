@@ -364,6 +364,13 @@ class LazySession:
             await self.made.close()
 
 
+# In a write request's `info` (shared with its session) when its commit is a group's
+# (`GroupCommit`): what must run once the request's work is durable, which a session's own
+# commit (a savepoint's release) does not make it. The auth cache drops what it remembers of
+# what the request changed there (api/authcache.py), as it does after a session's commit.
+AFTER_DURABLE_COMMIT = "multibank.after_durable_commit"
+
+
 class GroupCommit:
     """SQLite's one writing connection, taken in turn by write requests (`Unit`s) and committed
     once per group of them (group commit, decision 0021).
@@ -568,6 +575,8 @@ class Unit:
             if self._pooled is None:  # nothing run yet: an ordinary session
                 self.made = AsyncSession(self._db.engine, expire_on_commit=False, info=self.info)
             else:
+                if self._group is not None:
+                    self.info.setdefault(AFTER_DURABLE_COMMIT, [])
                 # On the connection already in use: as the owner of its transaction, or (in a
                 # group) through a savepoint of its own, released when the session commits.
                 bound = AsyncConnection(self._db.engine, self._connection())
@@ -701,7 +710,14 @@ class Unit:
             except BaseException as error:
                 group.abort(error)
                 raise
+        hooks: list[Callable[[], object]] = self.info.pop(AFTER_DURABLE_COMMIT, None) or []
         group.leave(kept)
+        if kept:
+            for hook in hooks:
+                try:
+                    hook()
+                except Exception:  # what it tidies is tidied again within its time anyway
+                    log.warning("a hook after a group commit failed", exc_info=True)
 
     async def rollback(self) -> None:
         if self.made is not None:
