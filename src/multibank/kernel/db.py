@@ -378,11 +378,10 @@ class GroupCommit:
     SQLite has one writer at a time, and a commit writes every page its transaction changed: a
     fee charge changes about fifteen (its rows and their indexes), and writing them was the
     largest single cost of the request. So a request's transaction is a savepoint of a group's
-    transaction (its own work undone alone if it fails). When a request is done, the group
-    stays open until the event loop has run what else is ready: the requests that reach the
-    database meanwhile join it, and then one commit, writing each changed page once, makes the
-    whole group durable. A request answers only after that commit; a failed commit fails every
-    request of the group.
+    transaction (its own work undone alone if it fails). When a request is done, it lets the
+    event loop run what else is ready: the requests that reach the database meanwhile join the
+    group, and then one commit, writing each changed page once, makes the whole group durable.
+    A request answers only after that commit; a failed commit fails every request of the group.
 
     A group is committed at once after `MAX_REQUESTS` requests or `MAX_AGE_MS`, so the others
     that use the connection (jobs, a login's one statement) get it in turn, and no answer waits
@@ -436,9 +435,10 @@ class GroupCommit:
 
     def leave(self, kept: bool) -> None:
         """The request's savepoint is released (`kept`) or rolled back. The group is committed
-        now if it is full or old; otherwise the writer goes to the next request, and the
-        group's commit is scheduled after what the event loop has ready. A request that kept
-        its work returns once the group is committed. Inside a greenlet."""
+        now if it is full or old; otherwise the writer goes to the next request, what the event
+        loop has ready runs (and may join the group), and then the group is committed, by this
+        request if nobody has the writer, by whoever has it otherwise. A request that kept its
+        work returns once the group is committed. Inside a greenlet."""
         if kept:
             self._kept += 1
         old = time.monotonic() * 1000 - self._started >= self.MAX_AGE_MS
@@ -446,15 +446,31 @@ class GroupCommit:
         if old or idle or self._members >= self.MAX_REQUESTS:
             self._commit()  # (a group where nobody kept anything is rolled back)
             return
-        done = asyncio.get_running_loop().create_future() if kept else None
-        if done is not None:
-            self._done.append(done)
+        if not kept:
+            self._pass()
+            if not self._held and self._done:
+                self._schedule_flush()  # those who kept their work wait for a commit
+            return
+        done = asyncio.get_running_loop().create_future()
+        self._done.append(done)
         self._pass()
+        await_(asyncio.sleep(0))  # what is ready runs first, and may join the group
+        if not done.done() and not self._held and self._pooled is not None:
+            self._held = True
+            try:
+                self._commit()
+            finally:
+                if done.done() and not done.cancelled():
+                    done.exception()  # raised here, not left unretrieved
+            return
+        if not done.done() and not self._held:
+            self._schedule_flush()
+        await_(done)  # raises what made the group's commit fail
+
+    def _schedule_flush(self) -> None:
         if not self._flushing:
             self._flushing = True
             asyncio.get_running_loop().call_soon(self._flush)
-        if done is not None:
-            await_(done)  # raises what made the group's commit fail
 
     def abort(self, error: BaseException) -> None:
         """The group's transaction cannot go on (a savepoint could not be rolled back): every
