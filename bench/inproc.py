@@ -189,15 +189,17 @@ async def main() -> None:
 
             seen: list[str] = []
 
-            contexts: set[int] = set()
+            last: list[Any] = [None]
 
             def record(*a: Any) -> None:
-                # PostgreSQL's read engine is an option view of the writer: both listeners fire.
-                # (A prepared statement, kernel/direct.py, has no context: its cursor is unique.)
-                key = id(a[4] if a[4] is not None else a[1])
-                if key not in contexts:
-                    contexts.add(key)
-                    seen.append(" ".join(str(a[2]).split())[:160])
+                # PostgreSQL's read engine is an option view of the writer: both listeners fire
+                # for one statement, with the same context, SQL and parameters objects (a
+                # prepared statement of kernel/direct.py has no context).
+                key = (id(a[4]), id(a[2]), id(a[3]))
+                if key == last[0]:
+                    return
+                last[0] = key
+                seen.append(" ".join(str(a[2]).split())[:160])
 
             engines = {container.db.engine.sync_engine, container.db.read_engine.sync_engine}
             for engine in engines:
