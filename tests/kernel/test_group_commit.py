@@ -189,3 +189,33 @@ async def test_what_waits_for_durability_runs_after_the_group_commit(db: Databas
     await asyncio.gather(with_hook(1, fail=False), request(db, 2), with_hook(3, fail=True))
     # Once, for the request that kept its work, and only when that work was committed.
     assert len(seen) == 1 and {1, 101} <= seen[0], seen
+
+
+async def test_a_request_cancelled_as_it_leaves_does_not_hold_up_its_group(
+    db: Database,
+) -> None:
+    """The request that would commit the group is cancelled while it lets the loop run: the
+    group is still committed (its work included), and the others of the group answer."""
+
+    async def quick(row: int) -> None:
+        unit = db.unit()
+        await direct.execute(unit, INSERT, {"id": row, "note": "quick"})
+        await unit.commit()
+        await unit.close()
+
+    async def slow(row: int) -> None:
+        unit = db.unit()
+        await direct.execute(unit, INSERT, {"id": row, "note": "slow"})
+        await asyncio.sleep(0)  # holds the writer across a turn of the loop
+        await unit.commit()
+        await unit.close()
+
+    other = asyncio.create_task(quick(3))  # done first; waits for the group's commit
+    last = asyncio.create_task(slow(1))  # joins, and would commit the group itself
+    await asyncio.sleep(0)  # `other` lets the loop run; `last` takes the writer
+    await asyncio.sleep(0)  # `other` waits for the commit; `last` lets the loop run
+    last.cancel()
+    await asyncio.wait_for(other, 5)
+    with pytest.raises(asyncio.CancelledError):
+        await last
+    assert committed(db) == {1, 3}

@@ -454,7 +454,11 @@ class GroupCommit:
         done = asyncio.get_running_loop().create_future()
         self._done.append(done)
         self._pass()
-        await_(asyncio.sleep(0))  # what is ready runs first, and may join the group
+        try:
+            await_(asyncio.sleep(0))  # what is ready runs first, and may join the group
+        except BaseException:  # this request is cancelled: the group is still to be committed
+            self._schedule_flush()
+            raise
         if not done.done() and not self._held and self._pooled is not None:
             self._held = True
             try:

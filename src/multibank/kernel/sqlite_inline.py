@@ -155,7 +155,14 @@ class InlineConnection:
             # writes nothing: the WAL is then wholly in the database file, and the next write
             # starts it over (otherwise it grows for good, and every commit gets slower).
             checkpoints.catch_up = False
-            await_(asyncio.to_thread(self._checkpoint_here))
+            try:
+                await_(asyncio.to_thread(self._checkpoint_here))
+            except asyncio.CancelledError:
+                # The commit is done, and must not be told as failed: the request's task is
+                # cancelled at its next await instead (the next catch-up copies what is left).
+                task = asyncio.current_task()
+                if task is not None:
+                    task.cancel()
         if self._commits % CHECKPOINT_EVERY == 0:
             checkpoints.start()
 
