@@ -8,12 +8,14 @@ every write (a session's renewal, the idempotency claim, a fee's lookup, a ledge
 therefore `Prepared`: a Core statement, compiled once per dialect with SQLAlchemy (so the SQL
 is the dialect's, written once), whose parameters go in the compiled order through SQLAlchemy's
 own bind processors (JSON, booleans) straight to the PEP 249 cursor of the connection the
-request's session holds. Several statements run in one greenlet hand-over (`run`).
+request's transaction holds (a write's `kernel.db.Unit`, or a session's), and on PostgreSQL,
+once the adapter has begun the transaction, to asyncpg itself. Several statements run in one
+greenlet hand-over (`run`).
 
 What stays the same as `session.execute`:
-- the statement runs in the session's transaction, on its connection (begun as the session
-  begins it: SQLite's `BEGIN IMMEDIATE`, the asyncpg adapter's transaction); what the session
-  has pending is flushed first, as an ORM statement's autoflush would;
+- the statement runs in the request's transaction, on its connection (begun if it was not:
+  SQLite's `BEGIN IMMEDIATE`, the asyncpg adapter's transaction); what a session has pending
+  is flushed first, as an ORM statement's autoflush would;
 - a driver error is raised as SQLAlchemy's exception of the same kind (`IntegrityError`,
   `OperationalError`, ...), so callers and the error handlers see what they saw before;
 - the engine's `before_cursor_execute` listeners see each statement (tests count round trips).
