@@ -15,14 +15,13 @@ from multibank.api.authcache import AuthCache, cache_of
 from multibank.api.errors import Replay
 from multibank.api.openapi import IDEMPOTENCY_REF, STEP_UP, STEP_UP_BODY, answers
 from multibank.api.routing import container_of, remembered
-from multibank.kernel import direct
 from multibank.kernel.clock import ProgrammeClock
 from multibank.kernel.context import Container
 from multibank.kernel.errors import BadRequest, Forbidden, Unauthorized
 from multibank.kernel.idempotency import (
-    CLAIM,
     Claim,
     IdempotencyStore,
+    StoredResponse,
     claim_values,
     payload_hash,
     renew_and_claim,
@@ -241,20 +240,15 @@ async def begin_idempotent(
     request: Request, db: AsyncSession, programme: Programme, now_ms: int, caller: str
 ) -> None:
     values = await _claim_of(request, programme, now_ms, caller)
-    if values is None:
-        return
-    claimed = await direct.fetch(db, CLAIM, values)
-    await _claimed(request, db, values, Claim(int(claimed[0].id)) if claimed else None)
+    if values is not None:
+        _own(request, await IdempotencyStore(db).claim(values))
 
 
-async def _claimed(
-    request: Request, db: AsyncSession, values: dict[str, Any], claim: Claim | None
-) -> None:
-    """The request owns `claim`; or the ref was taken, and its stored answer is replayed."""
-    if claim is not None:
-        request.state.idempotency_record = claim
-        return
-    raise Replay(await IdempotencyStore(db).taken(values))
+def _own(request: Request, outcome: StoredResponse | Claim) -> None:
+    """The request owns its claim; or the ref was taken, and its stored answer is replayed."""
+    if isinstance(outcome, StoredResponse):
+        raise Replay(outcome)
+    request.state.idempotency_record = outcome
 
 
 async def _claim_of(
@@ -298,7 +292,8 @@ async def caller_idempotency(request: Request, api_key: ApiKeyHeader, bearer: Be
     outcome: tuple[dict[str, Any], Claim | None] | None = remembered(request, "claim_outcome")
     db: AsyncSession = request.state.db
     if outcome is not None:
-        await _claimed(request, db, *outcome)
+        values, owned = outcome
+        _own(request, owned if owned is not None else await IdempotencyStore(db).taken(values))
     elif already:  # authenticated by an earlier dependency: the claim goes alone
         await begin_idempotent(
             request, db, caller.programme, caller.now_ms, f"user:{caller.session.user_id}"

@@ -100,7 +100,7 @@ class Claim:
 # decision 0021).
 _TABLE = cast(Table, IdempotencyRecord.__table__)
 _CLAIMED = ("id", "programme_id", "caller", "operation", "ref", "payload_hash", "created_at")
-CLAIM = Prepared(
+_CLAIM = Prepared(
     {
         "postgresql": pg_insert(_TABLE).on_conflict_do_nothing().returning(_TABLE.c.id),
         "sqlite": sqlite_insert(_TABLE).on_conflict_do_nothing().returning(_TABLE.c.id),
@@ -179,7 +179,7 @@ def _renew_and_claim_on(
         return True, None if row.claimed is None else Claim(int(row.claimed))
     if d.execute(tokens.RENEW, renewal) != 1:
         return False, None
-    claimed = d.first(CLAIM, values)
+    claimed = d.first(_CLAIM, values)
     return True, None if claimed is None else Claim(int(claimed.id))
 
 
@@ -231,10 +231,15 @@ class IdempotencyStore:
         now_ms: int,
     ) -> StoredResponse | Claim:
         """Returns the stored response to replay, or the new placeholder this request now owns."""
-        values = claim_values(programme_id, caller, operation, ref, body_hash, now_ms)
+        return await self.claim(
+            claim_values(programme_id, caller, operation, ref, body_hash, now_ms)
+        )
+
+    async def claim(self, values: dict[str, Any]) -> StoredResponse | Claim:
+        """`begin` for a claim already made up (`claim_values`)."""
         # One statement claims the ref; a concurrent holder makes it wait on the unique index
         # (PostgreSQL) or the write lock (SQLite) and then insert nothing.
-        claimed = await direct.fetch(self.session, CLAIM, values)
+        claimed = await direct.fetch(self.session, _CLAIM, values)
         if claimed:
             return Claim(int(claimed[0].id))
         return await self.taken(values)
