@@ -227,6 +227,21 @@ async def test_otp_step_up_refuses_malformed_requests(client, programme):
     assert await probe(client, h) is False
 
 
+async def test_a_rate_limited_step_up_keeps_its_idempotency_ref(client, programme):
+    """Rate-limited operations authenticate before their ref is claimed (the per-user limit
+    needs the caller), so the claim goes on its own there: the same ref replays the first
+    answer, without a second challenge, and another ref runs the operation again."""
+    _, ident = await stepped_up_programme(client, programme, "AUTHY")
+    once = {**ident.headers, "idempotency-ref": "push-once"}
+    first = await client.post(f"{PUSH}/AUTHY", headers=once)
+    assert first.status_code == 200, first.text
+    again = await client.post(f"{PUSH}/AUTHY", headers=once)
+    assert (again.status_code, again.json()) == (200, first.json())
+    # Not a replay: one challenge in flight per session.
+    other = {**ident.headers, "idempotency-ref": "push-twice"}
+    assert_409(await client.post(f"{PUSH}/AUTHY", headers=other), "CHALLENGE_LIMIT_EXCEEDED")
+
+
 # Push
 
 
