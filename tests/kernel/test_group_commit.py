@@ -20,7 +20,7 @@ from sqlalchemy import BigInteger, Column, MetaData, String, Table, insert, sele
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.kernel import direct
-from multibank.kernel.db import AFTER_DURABLE_COMMIT, Database, Unit
+from multibank.kernel.db import AFTER_DURABLE_COMMIT, Database
 from multibank.kernel.direct import Direct, Prepared
 
 META = MetaData()
@@ -146,9 +146,20 @@ async def test_a_request_that_keeps_nothing_ends_its_group_at_once(db: Database)
         assert (await session.execute(select(ROWS.c.id))).scalars().all() == [2]
 
 
-def test_a_private_in_memory_database_has_no_group() -> None:
-    assert Database("sqlite:///:memory:").group is None
-    assert isinstance(Database("sqlite:///:memory:").unit(), Unit)
+async def test_a_private_in_memory_database_commits_each_request_alone() -> None:
+    """One connection serves every request of an in-memory database, reads included: it has no
+    group, and a request's work is committed, and seen, as it answers."""
+    database = Database("sqlite:///:memory:")
+    assert database.group is None and database.read_engine is database.engine
+    async with database.transaction() as session:
+        await session.execute(text("CREATE TABLE rows (id INTEGER PRIMARY KEY, note VARCHAR(20))"))
+    unit = database.unit()
+    await direct.execute(unit, INSERT, {"id": 1, "note": "alone"})
+    await unit.commit()
+    await unit.close()
+    async with AsyncSession(database.read_engine) as session:
+        assert (await session.execute(select(ROWS.c.id))).scalars().all() == [1]
+    await database.dispose()
 
 
 async def test_a_request_that_rolled_back_can_write_again(db: Database) -> None:

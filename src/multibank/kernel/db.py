@@ -241,7 +241,7 @@ class Database:
         # SQLite's writer, committed once per group of write requests; not for a private
         # in-memory database, whose one connection every request shares.
         self.group: GroupCommit | None = None
-        if self.is_sqlite and self.read_engine is not self.engine:
+        if self.is_sqlite and not self.in_memory:
             self.group = GroupCommit(self.engine.sync_engine)
 
     @property
