@@ -9,6 +9,7 @@ a second.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from sqlalchemy import event
 
 from multibank.api import authcache, deps
+from multibank.api.authcache import cache_of
 from multibank.kernel.context import Container
 from tests.factories import PASSWORD, login, open_account, verified
 
@@ -123,6 +125,31 @@ async def test_a_read_renews_its_session_once_per_period(client, programme, cont
         assert (await client.get(path, headers=ident.headers)).status_code == 200
         assert (await client.get(path, headers=ident.headers)).status_code == 200
     assert trips.statements.count(RENEWAL) == 1, trips.statements
+
+
+async def test_concurrent_reads_that_find_their_credentials_stale_read_and_renew_once(
+    client, programme, container
+) -> None:
+    """Everything remembered of a key and a session goes stale for every request in flight at
+    once (decision 0022): sixteen reads at that moment look the key and the session up once,
+    and renew the session once, not sixteen times each."""
+    p = await programme()
+    ident = await verified(client, p, "corporates")
+    path = "/multi/corporates"
+    assert (await client.get(path, headers=ident.headers)).status_code == 200
+    r = await client.post(
+        "/simulate/api/clock/advance", headers={"programme-key": p.api_key}, json={"seconds": 101}
+    )
+    assert r.status_code == 200
+    cache_of(container).clear(programmes=True, sessions=True)
+    with counting(container) as trips:
+        answers = await asyncio.gather(
+            *(client.get(path, headers=ident.headers) for _ in range(16))
+        )
+    assert [a.status_code for a in answers] == [200] * 16
+    assert trips.statements.count(RENEWAL) == 1, trips.statements
+    # The key's programme, the session, and each read's own statement.
+    assert trips.statements.count("SELECT") == 2 + 16, trips.statements
 
 
 async def test_a_write_still_renews_in_its_own_transaction(client, programme, container) -> None:

@@ -11,13 +11,19 @@ the session's renewal: three statements before the work itself. Here a process k
 - a refusal is never decided on remembered data: what would be refused is read again first.
 
 Entries are frozen snapshots (detached ORM rows), shared read-only by concurrent requests.
+
+An entry goes stale for every request in flight at once: each of them used to read it again
+(with 16 clients, 16 statements twice a second, each waiting for a connection). `load_once` lets
+the first read and the others wait for its row (decision 0022).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import event
 from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction
@@ -29,6 +35,9 @@ from multibank.programmes.models import ApiKey, Programme
 
 FRESH_MS = 500.0
 MAX_ENTRIES = 50_000  # a bound on memory: past it everything is forgotten and read again
+
+T = TypeVar("T")
+_FAILED = object()  # what a failed or cancelled load hands its waiters: each loads for itself
 
 
 def _monotonic_ms() -> float:
@@ -46,6 +55,30 @@ class AuthCache:
     def __init__(self) -> None:
         self.programmes: dict[str, tuple[float, Programme]] = {}
         self.sessions: dict[int, SessionEntry] = {}
+        # Loads running now, by ("programme", key hash) or ("session", id).
+        self._loading: dict[Hashable, asyncio.Future[Any]] = {}
+
+    async def load_once(self, key: Hashable, load: Callable[[], Awaitable[T]]) -> T:
+        """`load()`, unless a load of `key` is running already: then its result.
+
+        The result is a fresh read (it began at most one statement ago), so a refusal decided
+        on it is decided on what the database holds, as one read of this request's own would
+        be. A load that fails, or whose request is cancelled, hands its waiters nothing: each
+        then loads for itself. A waiter cancelled does not cancel the load."""
+        running = self._loading.get(key)
+        if running is not None:
+            outcome = await asyncio.shield(running)
+            return await load() if outcome is _FAILED else outcome
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._loading[key] = future
+        outcome = _FAILED
+        try:
+            outcome = value = await load()
+            return value
+        finally:
+            future.set_result(outcome)
+            if self._loading.get(key) is future:
+                del self._loading[key]
 
     # programmes by api-key hash
 
@@ -79,10 +112,18 @@ class AuthCache:
         self.sessions.pop(session_id, None)
 
     def clear(self, programmes: bool = False, sessions: bool = False) -> None:
+        # A load that began before the change may return the old row: requests that come
+        # after it load again.
         if programmes:
             self.programmes.clear()
+            self._forget_loads("programme")
         if sessions:
             self.sessions.clear()
+            self._forget_loads("session")
+
+    def _forget_loads(self, kind: str) -> None:
+        for key in [k for k in self._loading if isinstance(k, tuple) and k[0] == kind]:
+            del self._loading[key]
 
 
 # Every cache of this process (one per container; tests build several).

@@ -5,18 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from multibank.api.authcache import AuthCache, cache_of
+from multibank.api.authcache import AuthCache, SessionEntry, cache_of
 from multibank.api.errors import Replay
 from multibank.api.openapi import IDEMPOTENCY_REF, STEP_UP, STEP_UP_BODY, answers
 from multibank.api.routing import container_of, remembered
 from multibank.kernel.clock import ProgrammeClock
 from multibank.kernel.context import Container
+from multibank.kernel.db import LazySession
 from multibank.kernel.errors import BadRequest, Forbidden, Unauthorized
 from multibank.kernel.idempotency import (
     Claim,
@@ -92,15 +93,30 @@ async def authenticate_programme(request: Request, api_key: str | None) -> Progr
     key_hash = hash_api_key(api_key.strip())
     programme = cache.programme(key_hash)
     if programme is None:
-        # On a read session of its own, so a write request's transaction does not begin here
-        # (a login hashes before it begins). Closed, the row is a detached snapshot, shared
-        # read-only (api/authcache.py).
-        async with container.db.read_sessionmaker() as own:
-            programme = await programme_for_key_hash(own, key_hash)
+        programme = await cache.load_once(
+            ("programme", key_hash), lambda: _load_programme(container, cache, key_hash)
+        )
         if programme is None:
             raise Unauthorized()
-        cache.remember_programme(key_hash, programme)
     request.state.programme = programme
+    return programme
+
+
+async def _load_programme(
+    container: Container, cache: AuthCache, key_hash: str
+) -> Programme | None:
+    # On a read session of its own, so a write request's transaction does not begin here (a
+    # login hashes before it begins). Closed, the row is a detached snapshot, shared read-only
+    # (api/authcache.py). Closed without `async with`, whose close runs in a task of its own:
+    # no transaction is open, so closing does no I/O (as a read request's session, decision
+    # 0019), and the loop does not turn while this request holds a connection.
+    own = LazySession(container.db.read_sessionmaker)
+    try:
+        programme = await programme_for_key_hash(cast(AsyncSession, own), key_hash)
+    finally:
+        await own.close()
+    if programme is not None:
+        cache.remember_programme(key_hash, programme)
     return programme
 
 
@@ -210,17 +226,25 @@ async def _live_session(
     programme_id = programme.id
     entry = cache.session(session_id)
     if entry is None or not alive(entry.row, entry.last_seen_ms, programme_id, now_ms, limits):
-        row = await read_session(db, session_id)
-        if row is None or not alive(row, row.last_seen_at, programme_id, now_ms, limits):
+        entry = await cache.load_once(
+            ("session", session_id), lambda: _load_session(db, cache, session_id)
+        )
+        if entry is None or not alive(entry.row, entry.last_seen_ms, programme_id, now_ms, limits):
             cache.forget_session(session_id)
             raise Unauthorized()
-        entry = cache.remember_session(row)
     if request.method in ("GET", "HEAD"):
         if now_ms - entry.last_seen_ms >= RENEW_EVERY_MS:
-            if not await renew_session(db, session_id, programme_id, now_ms, limits):
+            # Marked before the statement: the reads of this session that come while it runs
+            # do not each renew it too. Put back if the statement fails.
+            previous, entry.last_seen_ms = entry.last_seen_ms, now_ms
+            try:
+                renewed = await renew_session(db, session_id, programme_id, now_ms, limits)
+            except BaseException:
+                entry.last_seen_ms = min(entry.last_seen_ms, previous)
+                raise
+            if not renewed:
                 cache.forget_session(session_id)
                 raise Unauthorized()
-            entry.last_seen_ms = now_ms
     else:
         values = None if claim is None else await claim(entry.row, programme, now_ms)
         if values is None:
@@ -234,6 +258,11 @@ async def _live_session(
             cache.forget_session(session_id)
             raise Unauthorized()
     return entry.row
+
+
+async def _load_session(db: AsyncSession, cache: AuthCache, session_id: int) -> SessionEntry | None:
+    row = await read_session(db, session_id)
+    return None if row is None else cache.remember_session(row)
 
 
 async def begin_idempotent(

@@ -1,0 +1,125 @@
+"""`AuthCache.load_once` (decision 0022): requests that find the same credential stale at once
+wait for one read of it instead of each sending their own."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from multibank.api.authcache import AuthCache
+
+
+class Loads:
+    """A load that waits until released, counting how often it ran."""
+
+    def __init__(self, value: object = "row") -> None:
+        self.ran = 0
+        self.release = asyncio.Event()
+        self.value = value
+        self.fail = False
+
+    async def __call__(self) -> object:
+        self.ran += 1
+        await self.release.wait()
+        if self.fail:
+            self.fail = False  # the next one succeeds
+            raise RuntimeError("database went away")
+        return self.value
+
+
+async def _started(*tasks: asyncio.Task[object]) -> None:
+    """Lets each task run up to its first wait."""
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not any(t.done() for t in tasks)
+
+
+async def test_requests_that_miss_together_share_one_load() -> None:
+    cache, load = AuthCache(), Loads()
+    tasks = [asyncio.create_task(cache.load_once(("session", 1), load)) for _ in range(16)]
+    await _started(*tasks)
+    load.release.set()
+    assert await asyncio.gather(*tasks) == ["row"] * 16
+    assert load.ran == 1
+    # Done: the next miss loads again.
+    assert await cache.load_once(("session", 1), load) == "row"
+    assert load.ran == 2
+
+
+async def test_other_keys_load_apart() -> None:
+    cache, load = AuthCache(), Loads()
+    load.release.set()
+    one = cache.load_once(("session", 1), load)
+    two = cache.load_once(("session", 2), load)
+    assert await asyncio.gather(one, two) == ["row", "row"]
+    assert load.ran == 2
+
+
+async def test_a_failed_load_fails_alone_and_its_waiters_load_for_themselves() -> None:
+    cache, load = AuthCache(), Loads()
+    load.fail = True
+    first = asyncio.create_task(cache.load_once(("programme", "h"), load))
+    await _started(first)
+    waiters = [asyncio.create_task(cache.load_once(("programme", "h"), load)) for _ in range(3)]
+    await _started(*waiters)
+    load.release.set()
+    with pytest.raises(RuntimeError):
+        await first
+    assert await asyncio.gather(*waiters) == ["row"] * 3
+    assert load.ran == 4  # the failed one, then each waiter's own
+
+
+async def test_a_cancelled_loader_hands_its_waiters_nothing_and_they_load() -> None:
+    cache, load = AuthCache(), Loads()
+    first = asyncio.create_task(cache.load_once(("session", 7), load))
+    await _started(first)
+    waiter = asyncio.create_task(cache.load_once(("session", 7), load))
+    await _started(waiter)
+    first.cancel()  # its client went away
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    load.release.set()
+    assert await waiter == "row"
+    assert load.ran == 2
+
+
+async def test_a_cancelled_waiter_does_not_cancel_the_load() -> None:
+    cache, load = AuthCache(), Loads()
+    first = asyncio.create_task(cache.load_once(("session", 7), load))
+    await _started(first)
+    waiter = asyncio.create_task(cache.load_once(("session", 7), load))
+    await _started(waiter)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    load.release.set()
+    assert await first == "row"
+    assert load.ran == 1
+
+
+async def test_after_a_change_is_dropped_requests_do_not_join_a_load_begun_before_it() -> None:
+    """A load that began before a logout committed may return the old row: a request that comes
+    after the drop reads again."""
+    cache, old, fresh = AuthCache(), Loads("old row"), Loads("new row")
+    before = asyncio.create_task(cache.load_once(("session", 3), old))
+    await _started(before)
+    cache.clear(sessions=True)
+    after = asyncio.create_task(cache.load_once(("session", 3), fresh))
+    await _started(after)
+    old.release.set()
+    fresh.release.set()
+    assert await asyncio.gather(before, after) == ["old row", "new row"]
+    assert (old.ran, fresh.ran) == (1, 1)
+
+
+async def test_dropping_programmes_keeps_the_loads_of_sessions() -> None:
+    cache, load = AuthCache(), Loads()
+    first = asyncio.create_task(cache.load_once(("session", 3), load))
+    await _started(first)
+    cache.clear(programmes=True)
+    second = asyncio.create_task(cache.load_once(("session", 3), load))
+    await _started(second)
+    load.release.set()
+    assert await asyncio.gather(first, second) == ["row", "row"]
+    assert load.ran == 1
