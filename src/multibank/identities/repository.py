@@ -10,7 +10,8 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.identities.models import Identity
-from multibank.kernel.db import read_rows
+from multibank.kernel import direct
+from multibank.kernel.direct import Prepared
 from multibank.users.models import ROOT, User
 
 
@@ -135,14 +136,17 @@ _VIEW_WITH_ROOT = (
 )
 
 
+# On the driver's cursor, its row a named tuple (decision 0022).
+_VIEW_WITH_ROOT_PREPARED = Prepared(_VIEW_WITH_ROOT)
+
+
 async def view_with_root(
     db: AsyncSession, programme_id: int, identity_id: int, kind: str
 ) -> tuple[IdentityView, RootView] | None:
     params = {"programme_id": programme_id, "identity_id": identity_id, "kind": kind}
-    rows = await read_rows(db, _VIEW_WITH_ROOT, params)
-    if not rows:
+    row = await direct.first(db, _VIEW_WITH_ROOT_PREPARED, params)
+    if row is None:
         return None
-    row = rows[0]
     split = len(_IDENTITY_KEYS)
     identity = SimpleNamespace(**dict(zip(_IDENTITY_KEYS, row[:split], strict=True)))
     root = SimpleNamespace(**dict(zip(_ROOT_KEYS, row[split:], strict=True)))
