@@ -197,15 +197,24 @@ def create_engine(
     )
 
 
-def create_read_engine(url: str, echo: bool = False, connections: int = 4) -> AsyncEngine:
+def create_read_engine(url: str, echo: bool = False, connections: int = 16) -> AsyncEngine:
     """SQLite only: connections for read requests, in autocommit (no BEGIN IMMEDIATE), so reads
     run side by side under WAL instead of queueing for the one writing connection. A statement
-    that writes (a session renewal) takes the write lock for itself alone."""
+    that writes (a session renewal) takes the write lock for itself alone.
+
+    A read's statements run on the loop's thread and give their connection back before the
+    loop turns, so one connection would serve every read; but a renewal waits for the write
+    lock in a thread, holding its connection meanwhile (up to a write group, 20 ms). With four
+    connections, four such renewals made every read wait, and the fair hand-over then kept
+    each read waiting one turn of the loop for as long as the load lasted (decision 0022). The
+    pool opens connections only when they are all taken at once, and lends the last returned
+    first (its pages are in its cache)."""
     engine = create_async_engine(
         _inline(url),
         echo=echo,
         connect_args={"check_same_thread": False},
         poolclass=FairPool,
+        pool_use_lifo=True,
         pool_size=connections,
         max_overflow=0,
         pool_timeout=60,
