@@ -17,7 +17,8 @@ from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, Field
 
-from multibank.api.lean import LeanRoute, Unsupported, lean_handler
+from multibank.api import lean
+from multibank.api.lean import LeanRoute, Unsupported, UntrustworthyResponse, lean_handler, trusted
 
 key_scheme = APIKeyHeader(name="api-key", auto_error=False)
 calls: list[str] = []
@@ -204,3 +205,64 @@ def test_what_the_lean_handler_does_not_do_is_left_to_fastapi() -> None:
     assert isinstance(route, APIRoute)
     with pytest.raises(Unsupported):
         lean_handler(route)
+
+
+# Trusted answers (decision 0022): dumped as built, checked against the model in the tests.
+
+
+def trusted_app() -> FastAPI:
+    router = APIRouter(route_class=LeanRoute)
+
+    @router.get("/good", response_model=Out, response_model_exclude_none=True)
+    @trusted
+    async def good() -> dict[str, Any]:
+        return {"name": "a", "amount": 1}
+
+    @router.get("/checked", response_model=Out, response_model_exclude_none=True)
+    async def checked() -> dict[str, Any]:
+        return {"name": "a", "amount": 1, "note": None}
+
+    @router.get("/with-none", response_model=Out, response_model_exclude_none=True)
+    @trusted
+    async def with_none() -> dict[str, Any]:
+        return {"name": "a", "amount": 1, "note": None}  # the model leaves `note` out
+
+    @router.get("/out-of-order", response_model=Out, response_model_exclude_none=True)
+    @trusted
+    async def out_of_order() -> dict[str, Any]:
+        return {"amount": 1, "name": "a"}
+
+    @router.get("/wrong-type", response_model=Out, response_model_exclude_none=True)
+    @trusted
+    async def wrong_type() -> dict[str, Any]:
+        return {"name": "a", "amount": "1"}  # validation would make it a number
+
+    app = FastAPI()
+    app.include_router(router)
+    app.router.routes = router.routes  # served by the routes themselves (not re-included)
+    return app
+
+
+async def test_a_trusted_answer_is_the_bytes_the_model_would_give(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(lean, "CHECK_TRUSTED", True)
+    transport = httpx.ASGITransport(app=trusted_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        good, checked = await c.get("/good"), await c.get("/checked")
+        assert good.status_code == 200
+        assert good.content == checked.content == b'{"name":"a","amount":1}'
+        assert good.headers["content-type"] == checked.headers["content-type"]
+        for path in ("/with-none", "/out-of-order", "/wrong-type"):
+            with pytest.raises(UntrustworthyResponse):
+                await c.get(path)
+
+
+async def test_without_the_check_a_trusted_answer_is_not_validated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the check is for: in service the body goes out as built."""
+    monkeypatch.setattr(lean, "CHECK_TRUSTED", False)
+    transport = httpx.ASGITransport(app=trusted_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        assert (await c.get("/with-none")).content == b'{"name":"a","amount":1,"note":null}'

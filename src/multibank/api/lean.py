@@ -25,7 +25,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import params
 from fastapi._compat import ModelField, Undefined, field_annotation_is_sequence
@@ -42,6 +42,7 @@ from fastapi.dependencies.utils import (
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute, _effective_route_context_var, serialize_response
 from fastapi.utils import is_body_allowed_for_status_code
+from pydantic_core import to_json
 from starlette._utils import is_async_callable
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -50,6 +51,26 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
+
+# An endpoint marked `trusted` builds its answer with its response model's fields, in the
+# model's order, and leaves out what would be None: its body is dumped to JSON as it is, without
+# first being validated into model instances (for a page of ten accounts 65 µs, against 13 µs
+# for the dump alone; decision 0022). The test suite sets `CHECK_TRUSTED`: then every such
+# answer is also validated and serialised as any other, and must be the same bytes, or the
+# request fails.
+_TRUSTED = "_multibank_trusted_response"
+CHECK_TRUSTED = False
+
+E = TypeVar("E", bound=Callable[..., Any])
+
+
+def trusted(endpoint: E) -> E:
+    setattr(endpoint, _TRUSTED, True)
+    return endpoint
+
+
+class UntrustworthyResponse(AssertionError):
+    """A trusted endpoint answered what its response model would not (tests only)."""
 
 
 class Unsupported(Exception):
@@ -297,6 +318,7 @@ def lean_handler(route: APIRoute) -> Handler:
     status_code = route.status_code
     # FastAPI's fast path: JSON bytes straight from pydantic-core when no class was chosen.
     dump_json = response_field is not None and isinstance(response_class, DefaultPlaceholder)
+    trusted_body = dump_json and getattr(route.endpoint, _TRUSTED, False)
     status: dict[str, Any] = {"status_code": status_code} if status_code else {}
     options: dict[str, Any] = {
         "include": route.response_model_include,
@@ -318,9 +340,18 @@ def lean_handler(route: APIRoute) -> Handler:
         raw = await plan.call(**values)
         if isinstance(raw, Response):
             return raw
-        content = await serialize_response(
-            field=response_field, response_content=raw, dump_json=dump_json, **options
-        )
+        if trusted_body:
+            content = to_json(raw)
+            if CHECK_TRUSTED:
+                expected = await serialize_response(
+                    field=response_field, response_content=raw, dump_json=True, **options
+                )
+                if content != expected:
+                    raise UntrustworthyResponse(f"{content!r} is not {expected!r}")
+        else:
+            content = await serialize_response(
+                field=response_field, response_content=raw, dump_json=dump_json, **options
+            )
         if dump_json:
             response = Response(content=content, media_type="application/json", **status)
         else:

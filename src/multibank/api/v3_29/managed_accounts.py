@@ -23,6 +23,7 @@ from multibank.api.deps import (
     StepUpRequired,
     conflicts,
 )
+from multibank.api.lean import trusted
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.identities import service as identities
 from multibank.kernel.vocabulary import Currency, Tag
@@ -56,16 +57,16 @@ def account_body(
         state["blockedReason"] = account.blocked_reason
     if account.destroyed_reason:
         state["destroyedReason"] = account.destroyed_reason
-    return {
-        "id": str(account.id),
-        "profileId": str(account.profile_id),
-        "tag": account.tag,
-        "friendlyName": account.friendly_name,
-        "currency": account.currency,
-        "balances": service.balances_of(ledger_account),
-        "state": state,
-        "creationTimestamp": account.created_at,
-    }
+    # `ManagedAccountRead`'s fields in its order, none None: reads answer it as it is (`trusted`).
+    body: dict[str, Any] = {"id": str(account.id), "profileId": str(account.profile_id)}
+    if account.tag is not None:
+        body["tag"] = account.tag
+    body["friendlyName"] = account.friendly_name
+    body["currency"] = account.currency
+    body["balances"] = service.balances_of(ledger_account)
+    body["state"] = state
+    body["creationTimestamp"] = account.created_at
+    return body
 
 
 @router.get(
@@ -75,6 +76,7 @@ def account_body(
     response_model_exclude_none=True,
     responses=STEP_UP_RESPONSES,
 )
+@trusted
 async def managed_accounts_get(
     session: StepUpRequired,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
@@ -140,6 +142,7 @@ async def managed_account_create(
     response_model_exclude_none=True,
     responses=STEP_UP_RESPONSES,
 )
+@trusted
 async def managed_account_get(id: AccountId, session: StepUpRequired) -> dict[str, Any]:
     row = await service.view(session.ctx, owner(session), id)
     return account_body(row, row)
