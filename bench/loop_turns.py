@@ -14,7 +14,6 @@ Usage: .venv/bin/python bench/loop_turns.py [--path acct|list|corp] [--seconds 8
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
 import json
 import os
@@ -85,9 +84,10 @@ def serve(port: int) -> None:
         await Counted(inner(scope, receive, send))
         times.append(time.perf_counter() - started)
 
+    # The event loop and HTTP parser `multibank serve` gets (uvloop, httptools when installed).
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     try:
-        asyncio.run(uvicorn.Server(config).serve())
+        uvicorn.Server(config).run()
     except KeyboardInterrupt:  # how the bench stops it
         pass
     finally:
