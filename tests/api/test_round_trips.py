@@ -111,19 +111,25 @@ async def test_an_authenticated_read_costs_at_most_two_round_trips(
         assert RENEWAL not in trips.statements  # renewed less than a period ago
 
 
-async def test_a_read_renews_its_session_once_per_period(client, programme, container) -> None:
+async def _read_then_a_period_later(client, programme, path: str) -> dict[str, str]:
+    """A logged-in identity that read `path` once, a renewal period ago by the programme's clock
+    (100 s here, 1 s in service); its headers."""
     p = await programme()
     ident = await verified(client, p, "corporates")
-    path = "/multi/corporates"
     assert (await client.get(path, headers=ident.headers)).status_code == 200
-    # The programme's clock moves past one renewal period (100 s here, 1 s in service).
     r = await client.post(
         "/simulate/api/clock/advance", headers={"programme-key": p.api_key}, json={"seconds": 101}
     )
     assert r.status_code == 200
+    return ident.headers
+
+
+async def test_a_read_renews_its_session_once_per_period(client, programme, container) -> None:
+    path = "/multi/corporates"
+    headers = await _read_then_a_period_later(client, programme, path)
     with counting(container) as trips:
-        assert (await client.get(path, headers=ident.headers)).status_code == 200
-        assert (await client.get(path, headers=ident.headers)).status_code == 200
+        assert (await client.get(path, headers=headers)).status_code == 200
+        assert (await client.get(path, headers=headers)).status_code == 200
     assert trips.statements.count(RENEWAL) == 1, trips.statements
 
 
@@ -133,19 +139,11 @@ async def test_concurrent_reads_that_find_their_credentials_stale_read_and_renew
     """Everything remembered of a key and a session goes stale for every request in flight at
     once (decision 0022): sixteen reads at that moment look the key and the session up once,
     and renew the session once, not sixteen times each."""
-    p = await programme()
-    ident = await verified(client, p, "corporates")
     path = "/multi/corporates"
-    assert (await client.get(path, headers=ident.headers)).status_code == 200
-    r = await client.post(
-        "/simulate/api/clock/advance", headers={"programme-key": p.api_key}, json={"seconds": 101}
-    )
-    assert r.status_code == 200
+    headers = await _read_then_a_period_later(client, programme, path)
     cache_of(container).clear(programmes=True, sessions=True)
     with counting(container) as trips:
-        answers = await asyncio.gather(
-            *(client.get(path, headers=ident.headers) for _ in range(16))
-        )
+        answers = await asyncio.gather(*(client.get(path, headers=headers) for _ in range(16)))
     assert [a.status_code for a in answers] == [200] * 16
     assert trips.statements.count(RENEWAL) == 1, trips.statements
     # The key's programme, the session, and each read's own statement.

@@ -8,6 +8,8 @@ order or serialisation fails here before it reaches a client.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import httpx
@@ -243,12 +245,20 @@ def trusted_app() -> FastAPI:
     return app
 
 
+@contextlib.asynccontextmanager
+async def trusted_client(
+    monkeypatch: pytest.MonkeyPatch, check: bool
+) -> AsyncIterator[httpx.AsyncClient]:
+    monkeypatch.setattr(lean, "CHECK_TRUSTED", check)
+    transport = httpx.ASGITransport(app=trusted_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        yield c
+
+
 async def test_a_trusted_answer_is_the_bytes_the_model_would_give(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(lean, "CHECK_TRUSTED", True)
-    transport = httpx.ASGITransport(app=trusted_app())
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+    async with trusted_client(monkeypatch, check=True) as c:
         good, checked = await c.get("/good"), await c.get("/checked")
         assert good.status_code == 200
         assert good.content == checked.content == b'{"name":"a","amount":1}'
@@ -262,7 +272,5 @@ async def test_without_the_check_a_trusted_answer_is_not_validated(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """What the check is for: in service the body goes out as built."""
-    monkeypatch.setattr(lean, "CHECK_TRUSTED", False)
-    transport = httpx.ASGITransport(app=trusted_app())
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+    async with trusted_client(monkeypatch, check=False) as c:
         assert (await c.get("/with-none")).content == b'{"name":"a","amount":1,"note":null}'
