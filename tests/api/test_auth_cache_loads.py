@@ -123,3 +123,58 @@ async def test_dropping_programmes_keeps_the_loads_of_sessions() -> None:
     load.release.set()
     assert await asyncio.gather(first, second) == ["row", "row"]
     assert load.ran == 1
+
+
+async def test_a_request_holding_its_connection_reads_its_session_alone(
+    client, programme, container, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shared load may itself wait for a connection: a request that already holds its
+    transaction's connection must not wait for it (a full pool would wait on itself), and reads
+    the session on its own connection instead."""
+    from types import SimpleNamespace
+
+    from multibank.api import deps
+    from multibank.api.authcache import cache_of
+    from multibank.kernel.clock import ProgrammeClock
+    from tests.factories import verified
+
+    p = await programme()
+    ident = await verified(client, p, "corporates")
+    assert (await client.get("/multi/corporates", headers=ident.headers)).status_code == 200
+    decoded = container.tokens().verify(ident.token)
+    assert decoded is not None
+    session_id = decoded[0]
+    cache = cache_of(container)
+    programme_row = next(iter(cache.programmes.values()))[1]
+
+    release = asyncio.Event()
+    shared = deps._load_session_apart
+
+    async def stalled(*args: object) -> object:
+        await release.wait()  # the shared load waits (for a connection, say)
+        return await shared(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(deps, "_load_session_apart", stalled)
+    cache.clear(sessions=True)
+    reader = asyncio.create_task(client.get("/multi/corporates", headers=ident.headers))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not reader.done()  # waiting in the shared load
+
+    unit = container.db.unit()
+    try:
+        await unit.run_direct(lambda direct: None)  # the unit holds its connection now
+        assert unit.in_transaction()
+        request = SimpleNamespace(method="POST", scope={"multibank": container}, state=None)
+        limits = deps._limits(container)
+        now_ms = ProgrammeClock(container.clock, programme_row.clock_offset_ms).now_ms()
+        async with asyncio.timeout(10):
+            row = await deps._live_session(
+                request, unit, cache, session_id, programme_row, now_ms, limits
+            )
+        assert row.id == session_id
+        await unit.commit()
+    finally:
+        await unit.close()
+    release.set()
+    assert (await reader).status_code == 200

@@ -226,9 +226,15 @@ async def _live_session(
     programme_id = programme.id
     entry = cache.session(session_id)
     if entry is None or not alive(entry.row, entry.last_seen_ms, programme_id, now_ms, limits):
-        entry = await cache.load_once(
-            ("session", session_id), lambda: _load_session(db, cache, session_id)
-        )
+        if db.in_transaction():
+            # It holds its transaction's connection: it reads there, alone. Waiting for another
+            # request's read, which may itself wait for a connection, could wait on itself.
+            entry = await _load_session(db, cache, session_id)
+        else:
+            container = container_of(request)
+            entry = await cache.load_once(
+                ("session", session_id), lambda: _load_session_apart(container, cache, session_id)
+            )
         if entry is None or not alive(entry.row, entry.last_seen_ms, programme_id, now_ms, limits):
             cache.forget_session(session_id)
             raise Unauthorized()
@@ -263,6 +269,19 @@ async def _live_session(
 async def _load_session(db: AsyncSession, cache: AuthCache, session_id: int) -> SessionEntry | None:
     row = await read_session(db, session_id)
     return None if row is None else cache.remember_session(row)
+
+
+async def _load_session_apart(
+    container: Container, cache: AuthCache, session_id: int
+) -> SessionEntry | None:
+    """The session read on a read connection of its own, as the key's programme is: the load
+    is shared (`AuthCache.load_once`), so it must not be one request's transaction. A write
+    that then renews it still does so in its own transaction, with the guarded statement."""
+    own = LazySession(container.db.read_sessionmaker)
+    try:
+        return await _load_session(cast(AsyncSession, own), cache, session_id)
+    finally:
+        await own.close()
 
 
 async def begin_idempotent(

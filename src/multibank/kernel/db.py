@@ -361,6 +361,10 @@ class LazySession:
             self.made = self._maker()
         return getattr(self.made, name)
 
+    def in_transaction(self) -> bool:
+        """Whether the session holds a connection in a transaction (never made: no)."""
+        return self.made is not None and self.made.in_transaction()
+
     async def run_direct(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(direct, *args)` (kernel/direct.py): on the session's connection once it is made,
         otherwise on a connection taken for `fn` alone, as `read_rows` does."""
