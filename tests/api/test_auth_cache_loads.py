@@ -4,6 +4,7 @@ wait for one read of it instead of each sending their own."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -125,12 +126,12 @@ async def test_dropping_programmes_keeps_the_loads_of_sessions() -> None:
     assert load.ran == 1
 
 
-async def test_a_request_holding_its_connection_reads_its_session_alone(
+async def test_a_request_holding_its_connection_reads_its_key_and_session_alone(
     client, programme, container, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A shared load may itself wait for a connection: a request that already holds its
     transaction's connection must not wait for it (a full pool would wait on itself), and reads
-    the session on its own connection instead."""
+    the key's programme and the session itself instead."""
     from types import SimpleNamespace
 
     from multibank.api import deps
@@ -145,17 +146,17 @@ async def test_a_request_holding_its_connection_reads_its_session_alone(
     assert decoded is not None
     session_id = decoded[0]
     cache = cache_of(container)
-    programme_row = next(iter(cache.programmes.values()))[1]
+    programme_row = next(iter(cache.programmes.values()))[1]  # remembered by the read
 
     release = asyncio.Event()
-    shared = deps._load_session_apart
+    shared = cache.load_once
 
-    async def stalled(*args: object) -> object:
+    async def stalled(key: Any, load: Any) -> Any:
         await release.wait()  # the shared load waits (for a connection, say)
-        return await shared(*args)  # type: ignore[arg-type]
+        return await shared(key, load)
 
-    monkeypatch.setattr(deps, "_load_session_apart", stalled)
-    cache.clear(sessions=True)
+    cache.clear(programmes=True, sessions=True)
+    monkeypatch.setattr(cache, "load_once", stalled)
     reader = asyncio.create_task(client.get("/multi/corporates", headers=ident.headers))
     for _ in range(20):
         await asyncio.sleep(0)
@@ -165,13 +166,19 @@ async def test_a_request_holding_its_connection_reads_its_session_alone(
     try:
         await unit.run_direct(lambda direct: None)  # the unit holds its connection now
         assert unit.in_transaction()
-        request = SimpleNamespace(method="POST", scope={"multibank": container}, state=None)
+        request = SimpleNamespace(
+            method="POST",
+            scope={"multibank": container, "state": {"db": unit}},
+            state=SimpleNamespace(),
+        )
         limits = deps._limits(container)
         now_ms = ProgrammeClock(container.clock, programme_row.clock_offset_ms).now_ms()
         async with asyncio.timeout(10):
+            found = await deps.authenticate_programme(request, p.api_key)
             row = await deps._live_session(
                 request, unit, cache, session_id, programme_row, now_ms, limits
             )
+        assert found.id == programme_row.id
         assert row.id == session_id
         await unit.commit()
     finally:

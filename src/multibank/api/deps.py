@@ -93,9 +93,15 @@ async def authenticate_programme(request: Request, api_key: str | None) -> Progr
     key_hash = hash_api_key(api_key.strip())
     programme = cache.programme(key_hash)
     if programme is None:
-        programme = await cache.load_once(
-            ("programme", key_hash), lambda: _load_programme(container, cache, key_hash)
-        )
+        db: AsyncSession | None = remembered(request, "db")
+        if db is not None and db.in_transaction():
+            # It holds its transaction's connection: it does not wait for a shared load, which
+            # may itself wait for a connection (`_live_session`).
+            programme = await _load_programme(container, cache, key_hash)
+        else:
+            programme = await cache.load_once(
+                ("programme", key_hash), lambda: _load_programme(container, cache, key_hash)
+            )
         if programme is None:
             raise Unauthorized()
     request.state.programme = programme
