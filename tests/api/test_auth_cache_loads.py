@@ -4,11 +4,16 @@ wait for one read of it instead of each sending their own."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from multibank.api.authcache import AuthCache
+from multibank.api import deps
+from multibank.api.authcache import AuthCache, cache_of
+from multibank.kernel.clock import ProgrammeClock
+from tests.factories import verified
 
 
 class Loads:
@@ -34,6 +39,23 @@ async def _started(*tasks: asyncio.Task[object]) -> None:
     for _ in range(3):
         await asyncio.sleep(0)
     assert not any(t.done() for t in tasks)
+
+
+async def _one_then_another(
+    cache: AuthCache,
+    key: tuple[str, int],
+    first: Loads,
+    second: Loads,
+    between: Callable[[], None] = lambda: None,
+) -> tuple[asyncio.Task[object], asyncio.Task[object]]:
+    """Two requests that miss `key`, the second once the first has begun its load (and
+    `between` has run): both started, both waiting."""
+    one = asyncio.create_task(cache.load_once(key, first))
+    await _started(one)
+    between()
+    two = asyncio.create_task(cache.load_once(key, second))
+    await _started(two)
+    return one, two
 
 
 async def test_requests_that_miss_together_share_one_load() -> None:
@@ -73,10 +95,7 @@ async def test_a_failed_load_fails_alone_and_its_waiters_load_for_themselves() -
 
 async def test_a_cancelled_loader_hands_its_waiters_nothing_and_they_load() -> None:
     cache, load = AuthCache(), Loads()
-    first = asyncio.create_task(cache.load_once(("session", 7), load))
-    await _started(first)
-    waiter = asyncio.create_task(cache.load_once(("session", 7), load))
-    await _started(waiter)
+    first, waiter = await _one_then_another(cache, ("session", 7), load, load)
     first.cancel()  # its client went away
     with pytest.raises(asyncio.CancelledError):
         await first
@@ -87,10 +106,7 @@ async def test_a_cancelled_loader_hands_its_waiters_nothing_and_they_load() -> N
 
 async def test_a_cancelled_waiter_does_not_cancel_the_load() -> None:
     cache, load = AuthCache(), Loads()
-    first = asyncio.create_task(cache.load_once(("session", 7), load))
-    await _started(first)
-    waiter = asyncio.create_task(cache.load_once(("session", 7), load))
-    await _started(waiter)
+    first, waiter = await _one_then_another(cache, ("session", 7), load, load)
     waiter.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiter
@@ -103,11 +119,8 @@ async def test_after_a_change_is_dropped_requests_do_not_join_a_load_begun_befor
     """A load that began before a logout committed may return the old row: a request that comes
     after the drop reads again."""
     cache, old, fresh = AuthCache(), Loads("old row"), Loads("new row")
-    before = asyncio.create_task(cache.load_once(("session", 3), old))
-    await _started(before)
-    cache.clear(sessions=True)
-    after = asyncio.create_task(cache.load_once(("session", 3), fresh))
-    await _started(after)
+    dropped = lambda: cache.clear(sessions=True)  # noqa: E731
+    before, after = await _one_then_another(cache, ("session", 3), old, fresh, dropped)
     old.release.set()
     fresh.release.set()
     assert await asyncio.gather(before, after) == ["old row", "new row"]
@@ -116,11 +129,8 @@ async def test_after_a_change_is_dropped_requests_do_not_join_a_load_begun_befor
 
 async def test_dropping_programmes_keeps_the_loads_of_sessions() -> None:
     cache, load = AuthCache(), Loads()
-    first = asyncio.create_task(cache.load_once(("session", 3), load))
-    await _started(first)
-    cache.clear(programmes=True)
-    second = asyncio.create_task(cache.load_once(("session", 3), load))
-    await _started(second)
+    dropped = lambda: cache.clear(programmes=True)  # noqa: E731
+    first, second = await _one_then_another(cache, ("session", 3), load, load, dropped)
     load.release.set()
     assert await asyncio.gather(first, second) == ["row", "row"]
     assert load.ran == 1
@@ -132,13 +142,6 @@ async def test_a_request_holding_its_connection_reads_its_key_and_session_alone(
     """A shared load may itself wait for a connection: a request that already holds its
     transaction's connection must not wait for it (a full pool would wait on itself), and reads
     the key's programme and the session itself instead."""
-    from types import SimpleNamespace
-
-    from multibank.api import deps
-    from multibank.api.authcache import cache_of
-    from multibank.kernel.clock import ProgrammeClock
-    from tests.factories import verified
-
     p = await programme()
     ident = await verified(client, p, "corporates")
     assert (await client.get("/multi/corporates", headers=ident.headers)).status_code == 200
