@@ -13,6 +13,7 @@ import pytest
 from multibank.api import deps
 from multibank.api.authcache import AuthCache, cache_of
 from multibank.kernel.clock import ProgrammeClock
+from multibank.programmes.service import hash_api_key
 from tests.factories import verified
 
 
@@ -149,7 +150,8 @@ async def test_a_request_holding_its_connection_reads_its_key_and_session_alone(
     assert decoded is not None
     session_id = decoded[0]
     cache = cache_of(container)
-    programme_row = next(iter(cache.programmes.values()))[1]  # remembered by the read
+    programme_row = cache.programme(hash_api_key(p.api_key))  # remembered by the read
+    assert programme_row is not None
 
     release = asyncio.Event()
     shared = cache.load_once
