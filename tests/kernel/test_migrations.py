@@ -3,13 +3,15 @@ the models exactly, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import text
+from sqlalchemy import make_url, text
 from sqlalchemy.engine import Connection
 
 from multibank.kernel.db import Base, Database
-from multibank.kernel.migrate import upgrade
+from multibank.kernel.migrate import alembic_config, upgrade
 from multibank.models import load_all
 from multibank.programmes import repository
 
@@ -67,5 +69,31 @@ async def test_programmes_of_an_older_database_get_their_payment_profiles(fresh_
         assert profiles["transfers"].fees == {"EUR": 0, "GBP": 0}
         assert profiles["sends"].fees == {"EUR": 0, "GBP": 0}
         assert profiles["outgoingWireTransfers"].fees == {"EUR": 100, "GBP": 100}
+    finally:
+        await db.dispose()
+
+
+def test_a_percent_encoded_url_reaches_alembic_as_it_is():
+    """A Unix socket (`?host=%2Fvar%2Frun%2Fpostgresql`) or a password with `%40` is written
+    percent-encoded; Alembic's configparser must not read that as interpolation."""
+    url = "postgresql+asyncpg://app:p%40ss@/bank?host=%2Fvar%2Frun%2Fpostgresql"
+    assert alembic_config(url).get_main_option("sqlalchemy.url") == url
+
+
+async def test_a_database_whose_url_holds_a_percent_sign_is_migrated(fresh_database_url):
+    """On SQLite a file named `100%.db`; on PostgreSQL a percent-encoded password (the
+    server trusts local connections, so any password is accepted)."""
+    url = make_url(fresh_database_url)
+    if url.get_backend_name() == "sqlite":
+        url = url.set(database=str(Path(url.database or "").with_name("100%.db")))
+    else:
+        url = url.set(password="p@ss%")
+    rendered = url.render_as_string(hide_password=False)
+    assert "%" in rendered
+    db = Database(rendered)
+    try:
+        await upgrade(db)
+        async with db.transaction() as session:
+            assert await repository.list_profiles(session, 1) == []
     finally:
         await db.dispose()

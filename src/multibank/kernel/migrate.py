@@ -18,7 +18,9 @@ _LOCK_ID = 7_314_159_265  # any constant: serialises concurrent upgrades on Post
 def alembic_config(url: str) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
-    cfg.set_main_option("sqlalchemy.url", url)
+    # The option is read through configparser's interpolation: a percent-encoded URL (a Unix
+    # socket's `host=%2Fvar%2Frun%2Fpostgresql`, a password with `%40`) must escape its `%`.
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     cfg.set_main_option("file_template", "%%(year)d_%%(month).2d_%%(day).2d_%%(rev)s_%%(slug)s")
     return cfg
 
