@@ -15,6 +15,7 @@ from multibank.api.deps import (
     Session,
     conflicts,
 )
+from multibank.api.lean import trusted
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.fees import service
 from multibank.identities.schemas import Read
@@ -67,12 +68,13 @@ async def charge(body: ChargeFeeRequest, session: Session) -> service.FeeCharge:
 
 
 def charge_body(fee: service.FeeCharge) -> dict[str, Any]:
+    """`ChargeFeeRead`'s fields in its order, none None: answered as it is (`trusted`)."""
     # The fee is final when this answers; INITIALISED is the state the interface shows.
     return {
         "transactionId": {"type": "CHARGE_FEE", "id": str(fee.transaction.id)},
         "profileId": str(fee.profile_id),
         "feeType": fee.fee_type,
-        "source": {"type": "managed_accounts", "id": str(fee.source_id)},
+        "source": {"id": str(fee.source_id), "type": "managed_accounts"},
         "availableBalanceAdjustment": {"currency": fee.currency, "amount": -fee.amount},
         "state": "INITIALISED",
         "creationTimestamp": fee.transaction.created_at,
@@ -87,6 +89,7 @@ def charge_body(fee: service.FeeCharge) -> dict[str, Any]:
     dependencies=[CallerIdempotent],
     responses=CONFLICTS,
 )
+@trusted
 async def corporate_charge_fee(body: ChargeFeeRequest, session: CorporateSession) -> dict[str, Any]:
     """Charges a fee type defined in the portal to the logged-in corporate, from one of its
     accounts to the programme's revenue account."""
@@ -101,6 +104,7 @@ async def corporate_charge_fee(body: ChargeFeeRequest, session: CorporateSession
     dependencies=[CallerIdempotent],
     responses=CONFLICTS,
 )
+@trusted
 async def consumer_charge_fee(body: ChargeFeeRequest, session: ConsumerSession) -> dict[str, Any]:
     """Charges a fee type defined in the portal to the logged-in consumer."""
     return charge_body(await charge(body, session))
