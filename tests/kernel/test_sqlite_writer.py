@@ -13,7 +13,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from multibank.kernel import sqlite_inline
-from multibank.kernel.db import create_engine
+from multibank.kernel.db import create_engine, create_read_engine
 
 
 async def test_a_writer_waits_for_another_connections_lock_without_stalling_the_loop(
@@ -84,4 +84,17 @@ async def test_the_writer_checkpoints_its_wal(tmp_path: Path) -> None:
         sqlite_inline.CHECKPOINT_EVERY * 2 + 5,
     )
     reader.close()
+    await engine.dispose()
+
+
+async def test_statement_journals_and_temporary_tables_stay_in_memory(tmp_path: Path) -> None:
+    """A multi-row INSERT inside a request's savepoint (a movement's postings) opens a statement
+    journal; on a file it cost the statement 30 µs of system calls (decision 0023). Every
+    connection, the writer's and the reads', keeps it in memory."""
+    engine = create_engine(f"sqlite:///{tmp_path / 'm.db'}")
+    reads = create_read_engine(f"sqlite:///{tmp_path / 'm.db'}")
+    for each in (engine, reads):
+        async with each.connect() as conn:
+            assert (await conn.execute(text("PRAGMA temp_store"))).scalar_one() == 2  # MEMORY
+    await reads.dispose()
     await engine.dispose()

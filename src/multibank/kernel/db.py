@@ -121,11 +121,16 @@ BUSY_TIMEOUT_MS = 30_000  # how long an SQLite connection waits for the write lo
 
 def _sqlite_pragmas(dbapi_conn: Any, *more: str) -> None:
     """Every SQLite connection: autocommit at the driver (SQLAlchemy says BEGIN), a 30 s wait
-    for the write lock, foreign keys enforced; `more` for the writer (WAL, synchronous)."""
+    for the write lock, foreign keys enforced, temporary data in memory; `more` for the writer
+    (WAL, synchronous).
+
+    A statement that may fail half-way inside a transaction with a savepoint (every write
+    request's, `GroupCommit`) keeps a statement journal; on a file, the default, opening it
+    cost a fee charge's postings INSERT 30 µs of system calls, 27 of its 37 (decision 0023)."""
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
     busy = f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}"
-    for pragma in (busy, "PRAGMA foreign_keys=ON", *more):
+    for pragma in (busy, "PRAGMA foreign_keys=ON", "PRAGMA temp_store=MEMORY", *more):
         cur.execute(pragma)
     cur.close()
 
