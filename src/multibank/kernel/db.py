@@ -655,9 +655,11 @@ class Unit:
                     raise
             else:
                 self._pooled = engine.raw_connection()
-                self._direct = Direct(None, self._pooled.dbapi_connection, engine)
+                # PostgreSQL: the transaction begins with its first statement, in one round
+                # trip (kernel/direct.py); SQLite's BEGIN IMMEDIATE may wait for another process.
+                self._direct = Direct(None, self._pooled.dbapi_connection, engine, begins=True)
                 if self._inline:
-                    self._direct.run_sql("BEGIN IMMEDIATE")  # may wait for another process
+                    self._direct.run_sql("BEGIN IMMEDIATE")
         return self._direct
 
     def _ready(self) -> Direct | None:
@@ -696,7 +698,8 @@ class Unit:
     async def commit(self, last: Callable[..., object] | None = None, *args: Any) -> None:
         """Commits, after `last(direct, *args)` if given (the request's last statement), and
         returns once the work is durable. Without a session that is one hand-over, which also
-        gives the connection back: the request is done with it."""
+        gives the connection back: the request is done with it. On PostgreSQL, if `last` ends
+        with a statement that returns no rows, the COMMIT goes with it (kernel/direct.py)."""
         if self.made is not None:
             if last is not None:
                 await self.run_direct(last, *args)
@@ -711,7 +714,14 @@ class Unit:
     def _finish(self, last: Callable[..., object] | None, *args: Any) -> None:
         try:
             if last is not None:
-                last(self._begun(), *args)
+                direct = self._begun()
+                # Its last statement may carry the COMMIT (PostgreSQL, kernel/direct.py); the
+                # commit below then sends nothing.
+                direct.closing = self._sa is None
+                try:
+                    last(direct, *args)
+                finally:
+                    direct.closing = False
             if self._sa is not None and self._sa.in_transaction():
                 self._sa.commit()
             if self._pooled is not None:

@@ -22,8 +22,8 @@ from sqlalchemy import (
     bindparam,
     delete,
     exists,
-    func,
     select,
+    union_all,
     update,
 )
 from sqlalchemy import cast as sql_cast
@@ -144,8 +144,12 @@ def _typed(key: str) -> Any:
 
 def _renew_and_claim() -> Prepared:
     """PostgreSQL: a logged-in write's session renewal and its claim in one round trip
-    (decision 0021). The claim is inserted only if the renewal updated the session; the answer
-    is one row: whether it did, and the claimed id (NULL if the ref was taken)."""
+    (decision 0021). The claim is inserted only if the renewal updated the session.
+
+    The outcome is the number of rows the statement answers, not their content: one for the
+    renewal and two more for the claim (0: not renewed; 1: renewed, the ref was taken; 3: both).
+    A count is what a simple query tells, and so the statement can go with the transaction's
+    BEGIN in one (kernel/direct.py, decision 0023)."""
     renewed = tokens.RENEWAL.returning(tokens.SESSIONS.c.id).cte("renewed")
     row = select(*(_typed(key) for key in _CLAIMED)).where(exists(select(renewed.c.id)))
     claimed = (
@@ -157,9 +161,10 @@ def _renew_and_claim() -> Prepared:
     )
     return Prepared(
         {
-            "postgresql": select(
-                select(func.count()).select_from(renewed).scalar_subquery().label("renewed"),
-                select(claimed.c.id).scalar_subquery().label("claimed"),
+            "postgresql": union_all(
+                select(renewed.c.id),
+                select(claimed.c.id),
+                select(claimed.c.id),
             )
         },
         renewal=True,
@@ -167,16 +172,17 @@ def _renew_and_claim() -> Prepared:
 
 
 _RENEW_AND_CLAIM = _renew_and_claim()
+_RENEWED_AND_CLAIMED = 3
 
 
 def _renew_and_claim_on(
     d: Direct, renewal: dict[str, Any], values: dict[str, Any]
 ) -> tuple[bool, Claim | None]:
     if d.dialect.name == "postgresql":
-        row = d.first(_RENEW_AND_CLAIM, {**renewal, **values})
-        if row is None or not row.renewed:
+        rows = d.execute(_RENEW_AND_CLAIM, {**renewal, **values})
+        if rows < 1:
             return False, None
-        return True, None if row.claimed is None else Claim(int(row.claimed))
+        return True, Claim(int(values["id"])) if rows == _RENEWED_AND_CLAIMED else None
     if d.execute(tokens.RENEW, renewal) != 1:
         return False, None
     claimed = d.first(_CLAIM, values)
