@@ -5,6 +5,7 @@ as SQL, whatever it holds."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,12 +24,17 @@ _SET = Prepared(update(_T).where(_T.c.k == bindparam("k")).values(v=bindparam("v
 AWKWARD = "it's a \\'; DROP TABLE begin_commit_probe; -- $1 $$ € \U0001f4b6 \\x00"
 
 
-async def _db(url: str) -> Database:
-    db = Database(url)
-    async with db.engine.begin() as conn:
-        await conn.execute(text("DROP TABLE IF EXISTS begin_commit_probe"))
+@pytest.fixture
+async def db(fresh_database_url: str) -> AsyncIterator[Database]:
+    """A database with the probe table, on one connection: every unit of a test uses the same,
+    so what one PREPAREd the next finds there."""
+    database = Database(fresh_database_url, pool_size=1)
+    async with database.engine.begin() as conn:
         await conn.execute(text("CREATE TABLE begin_commit_probe (k VARCHAR(20), v VARCHAR(200))"))
-    return db
+    try:
+        yield database
+    finally:
+        await database.dispose()
 
 
 def _put(d: Direct, k: str, v: str) -> int:
@@ -44,46 +50,50 @@ async def _read(db: Database, k: str) -> Any:
         return (await conn.execute(select(_T.c.v).where(_T.c.k == k))).scalar_one_or_none()
 
 
-async def test_text_of_any_kind_goes_through_as_it_is(fresh_database_url: str) -> None:
-    db = await _db(fresh_database_url)
+async def _put_then_set(db: Database, k: str, first: str, last: str) -> None:
+    """A unit whose first statement goes with its BEGIN and whose last with its COMMIT."""
+    unit = db.unit()
     try:
-        for round_ in range(2):  # the second on a connection where the statements are PREPAREd
-            unit = db.unit()
-            assert await unit.run_direct(_put, f"k{round_}", AWKWARD) == 1
-            await unit.commit(_set, f"k{round_}", AWKWARD + "!")
-            await unit.close()
-            assert await _read(db, f"k{round_}") == AWKWARD + "!"
+        assert await unit.run_direct(_put, k, first) == 1
+        await unit.commit(_set, k, last)
     finally:
-        await db.dispose()
-
-
-async def test_a_failed_first_statement_leaves_nothing_open(fresh_database_url: str) -> None:
-    db = await _db(fresh_database_url)
-    try:
-        unit = db.unit()
-        with pytest.raises(Exception, match="too long"):
-            await unit.run_direct(_put, "long", "x" * 201)  # VARCHAR(200)
-        await unit.rollback()
         await unit.close()
-        # The connection went back to the pool with no transaction open: the next unit's work
-        # commits, and nothing of the failed one is there.
-        unit = db.unit()
-        await unit.run_direct(_put, "after", "ok")
-        await unit.commit()
-        await unit.close()
-        assert await _read(db, "after") == "ok"
-        assert await _read(db, "long") is None
-    finally:
-        await db.dispose()
 
 
-async def test_a_unit_rolled_back_after_its_begin_keeps_nothing(fresh_database_url: str) -> None:
-    db = await _db(fresh_database_url)
-    try:
-        unit = db.unit()
-        await unit.run_direct(_put, "undone", "x")
-        await unit.rollback()
-        await unit.close()
-        assert await _read(db, "undone") is None
-    finally:
-        await db.dispose()
+async def test_text_of_any_kind_goes_through_as_it_is(db: Database) -> None:
+    for round_ in range(2):  # the second with both statements PREPAREd on the connection
+        await _put_then_set(db, f"k{round_}", AWKWARD, AWKWARD + "!")
+        assert await _read(db, f"k{round_}") == AWKWARD + "!"
+
+
+async def test_a_failed_first_statement_leaves_nothing_open(db: Database) -> None:
+    unit = db.unit()
+    with pytest.raises(Exception, match="too long"):
+        await unit.run_direct(_put, "long", "x" * 201)  # VARCHAR(200)
+    await unit.rollback()
+    await unit.close()
+    # The connection went back to the pool with no transaction open: the next unit's work
+    # commits, and nothing of the failed one is there.
+    await _put_then_set(db, "after", "ok", "ok")
+    assert await _read(db, "after") == "ok"
+    assert await _read(db, "long") is None
+
+
+async def test_a_failed_last_statement_commits_nothing_and_the_next_unit_goes_on(
+    db: Database,
+) -> None:
+    """The last statement fails in the query that carries the COMMIT: nothing is committed, and
+    what the connection PREPAREd in that transaction is still there for the next unit."""
+    with pytest.raises(Exception, match="too long"):
+        await _put_then_set(db, "undone", "x", "y" * 201)
+    assert await _read(db, "undone") is None
+    await _put_then_set(db, "next", "a", "b")
+    assert await _read(db, "next") == "b"
+
+
+async def test_a_unit_rolled_back_after_its_begin_keeps_nothing(db: Database) -> None:
+    unit = db.unit()
+    await unit.run_direct(_put, "undone", "x")
+    await unit.rollback()
+    await unit.close()
+    assert await _read(db, "undone") is None

@@ -61,15 +61,7 @@ Processor = Callable[[Any], Any]
 class _Plan:
     """A statement compiled for one dialect: its SQL and how to lay out its parameters."""
 
-    __slots__ = (
-        "fixed",
-        "names",
-        "positional",
-        "processors",
-        "results",
-        "row",
-        "sql",
-    )
+    __slots__ = ("fixed", "name", "names", "positional", "processors", "results", "row", "sql")
 
     def __init__(self, statement: ClauseElement, keys: Sequence[str] | None, dialect: Dialect):
         compiled = cast(
@@ -77,6 +69,8 @@ class _Plan:
             statement.compile(dialect=dialect, column_keys=list(keys) if keys else None),
         )
         self.sql = str(compiled)
+        # The name it is PREPAREd under (SQL level) on a PostgreSQL connection (`Direct`).
+        self.name = "mb_" + hashlib.sha1(self.sql.encode()).hexdigest()[:20]
         names = list(compiled.positiontup or ())
         self.positional = bool(compiled.positional)
         if not self.positional:  # pragma: no cover - both drivers here are positional
@@ -106,11 +100,6 @@ class _Plan:
         self.row: Any = (
             namedtuple("Row", [c.key for c in columns], rename=True) if columns else None
         )
-
-    @property
-    def name(self) -> str:
-        """The name this statement is PREPAREd under (SQL level) on a PostgreSQL connection."""
-        return "mb_" + hashlib.sha1(self.sql.encode()).hexdigest()[:20]
 
     def literal_execute(self, arguments: Sequence[Any]) -> str | None:
         """PostgreSQL: `EXECUTE name(literals...)` for this statement PREPAREd on the
@@ -342,15 +331,15 @@ class Direct:
         if self._listeners is not None:
             # Each statement as itself (a combined query's BEGIN or COMMIT too), with the SQL
             # and parameters its EXECUTE runs.
-            many = call == "executemany"
-            told = [(sql, arguments, many)]
+            told = [(sql, arguments, call == "executemany")]
             if sent is not None:
-                told = [(self._begin or "", (), False), *told] if ends is None else told
-                if ends is not None:
+                if ends is None:
+                    told.insert(0, (self._begin or "", (), False))
+                else:
                     told.append(("COMMIT", (), False))
-            for statement, parameters, each_many in told:
+            for statement, parameters, many in told:
                 for listen in self._listeners:
-                    listen(self.connection, None, statement, parameters, None, each_many)
+                    listen(self.connection, None, statement, parameters, None, many)
         if sent is not None:
             sql, arguments = sent, ()
         try:
