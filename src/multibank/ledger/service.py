@@ -17,6 +17,7 @@ from sqlalchemy import (
     Table,
     Update,
     bindparam,
+    exists,
     func,
     insert,
     select,
@@ -163,19 +164,43 @@ def _unsized(kind: Any) -> Any:
     return String() if isinstance(kind, String) else kind
 
 
-def _last_leg_statement(postings: int, guard_available: bool, guard_actual: bool) -> Prepared:
-    """PostgreSQL: a movement's last balance update (the highest account id, so the locks are
-    still taken in id order), its transaction and all its postings in one statement, one round
-    trip instead of three (decision 0021). The last posting's balances are what the update
-    returns; with a guard that fails it updates nothing, and the statement inserts one posting
-    fewer than it was given: the caller raises InsufficientFunds and the transaction rolls
-    back. The earlier postings' balances are parameters (`p0_...`), from their own updates."""
-    moved = _apply_statement(guard_available, guard_actual).cte("moved")
+def _movement_statement(guards: tuple[tuple[bool, bool], ...]) -> Prepared:
+    """PostgreSQL: a whole movement in one statement, one round trip (decisions 0021, 0024):
+    each leg's guarded balance update, the transaction and all its postings. The legs come in
+    account id order and each update after the first runs only once the one before it has
+    returned its row (`EXISTS` on it), so the row locks are still taken in id order and two
+    movements cannot deadlock. A guard that fails updates nothing and stops the legs after it:
+    the statement inserts fewer postings than legs, the caller raises InsufficientFunds and the
+    transaction rolls back. Each posting's balances are what its own update returns."""
     written = (
         insert(_TRANSACTIONS)
         .values({key: bindparam(f"t_{key}") for key in _TRANSACTION_KEYS})
         .cte("written")
     )
+    moved: list[Any] = []
+    for i, (guard_available, guard_actual) in enumerate(guards):
+        a = _ACCOUNTS.c
+        update_ = update(_ACCOUNTS).where(
+            a.id == bindparam(f"b{i}_id"),
+            a.programme_id == bindparam(f"b{i}_programme_id"),
+            a.currency == bindparam(f"b{i}_currency"),
+        )
+        if guard_available:
+            update_ = update_.where(a.available >= bindparam(f"b{i}_need_available"))
+        if guard_actual:
+            update_ = update_.where(a.actual >= bindparam(f"b{i}_need_actual"))
+        if moved:
+            update_ = update_.where(exists(select(moved[-1].c.available)))
+        moved.append(
+            update_.values(
+                available=a.available + bindparam(f"b{i}_available"),
+                actual=a.actual + bindparam(f"b{i}_actual"),
+                posting_count=a.posting_count + 1,
+                movement_count=a.movement_count + bindparam(f"b{i}_movement"),
+            )
+            .returning(a.available, a.actual)
+            .cte(f"moved{i}")
+        )
 
     def posting(i: int) -> Select[Any]:
         # Typed casts: in a SELECT the database cannot infer a parameter's type from a column
@@ -184,17 +209,17 @@ def _last_leg_statement(postings: int, guard_available: bool, guard_actual: bool
             sql_cast(bindparam(f"p{i}_{key}"), _unsized(_POSTINGS.c[key].type))
             for key in _POSTING_KEYS
         ]
-        if i < postings - 1:
-            return select(*values)
-        values[7], values[8] = moved.c.available, moved.c.actual  # the `..._after` columns
-        return select(*values).select_from(moved)
+        values[7], values[8] = moved[i].c.available, moved[i].c.actual  # the `..._after` columns
+        return select(*values).select_from(moved[i])
 
-    rows = union_all(*(posting(i) for i in range(postings)))
-    statement = insert(_POSTINGS).from_select(list(_POSTING_KEYS), rows)
-    return Prepared({"postgresql": statement.add_cte(written).add_cte(moved)})
+    rows = union_all(*(posting(i) for i in range(len(guards))))
+    statement = insert(_POSTINGS).from_select(list(_POSTING_KEYS), rows).add_cte(written)
+    for cte in moved:
+        statement = statement.add_cte(cte)
+    return Prepared({"postgresql": statement})
 
 
-_LAST_LEG: dict[tuple[int, bool, bool], Prepared] = {}
+_MOVEMENT: dict[tuple[tuple[bool, bool], ...], Prepared] = {}
 
 
 # The ids of system accounts, per engine (per database). A system account is never removed or
@@ -302,23 +327,26 @@ def _post(d: Direct, values: dict[str, Any], legs: Sequence[Leg]) -> None:
         d.execute(_INSERT_TRANSACTION, values)
         _write(d, values["programme_id"], values["id"], legs, values["created_at"])
         return
-    # PostgreSQL: every round trip costs the event loop ≈ 80 µs; the last update, the
-    # transaction and the postings go together.
+    # PostgreSQL: every round trip costs the event loop and the database; the whole movement
+    # goes in one.
     programme_id, now_ms = values["programme_id"], values["created_at"]
     ordered = sorted(legs, key=_by_id)
     params: dict[str, Any] = {f"t_{key}": value for key, value in values.items()}
+    guards = []
     for i, leg in enumerate(ordered):
-        after = (0, 0) if i == len(ordered) - 1 else _apply(d, programme_id, leg)
-        for key, value in _posting(programme_id, values["id"], leg, after, now_ms).items():
+        for key, value in _posting(programme_id, values["id"], leg, (0, 0), now_ms).items():
             params[f"p{i}_{key}"] = value
-    last = ordered[-1]
-    params.update(_leg_params(programme_id, last))
-    shape = (len(ordered), "b_need_available" in params, "b_need_actual" in params)
-    statement = _LAST_LEG.get(shape)
+        leg_params = _leg_params(programme_id, leg)
+        guards.append(("b_need_available" in leg_params, "b_need_actual" in leg_params))
+        for key, value in leg_params.items():
+            params[f"b{i}_{key[2:]}"] = value
+    shape = tuple(guards)
+    statement = _MOVEMENT.get(shape)
     if statement is None:
-        statement = _LAST_LEG[shape] = _last_leg_statement(*shape)
-    if d.execute(statement, params) != len(ordered):
-        raise InsufficientFunds(last.account_id)
+        statement = _MOVEMENT[shape] = _movement_statement(shape)
+    written = d.execute(statement, params)
+    if written != len(ordered):  # the legs before the refused one were applied, then stopped
+        raise InsufficientFunds(ordered[written].account_id)
     for leg in ordered:
         LEDGER_POSTINGS.labels(leg.currency).inc()
 
