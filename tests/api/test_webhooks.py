@@ -243,6 +243,39 @@ async def test_every_event_type_arrives_signed_in_its_shape(
     assert only["count"] == 2
 
 
+async def test_a_refused_fee_records_no_event_and_moves_nothing(
+    client, container, admin_headers, hooked
+):
+    """A fee charge's movement may go with the transaction's next round trip (decision 0024);
+    with a webhook URL its event is recorded by the session, after it. A refused charge keeps
+    neither."""
+    p, receiver = hooked
+    ident = await verified(client, p, "corporates")
+    acc = (await open_account(client, ident, "EUR"))["id"]
+    assert await deposit(client, p, acc, 160) == "COMPLETED"
+    body = {"feeType": "ADMIN_FEE", "source": {"type": "managed_accounts", "id": acc}}
+    url = "/multi/corporates/fees/charge"
+    charged = []
+    r = await client.post(url, headers=ident.headers, json=body)  # makes the revenue account
+    assert r.status_code == 200, r.text
+    charged.append(r.json()["transactionId"]["id"])
+    for extra in ({}, {"idempotency-ref": "refused-fee"}):  # 60 left: refused
+        r = await client.post(url, headers={**ident.headers, **extra}, json=body)
+        assert (r.status_code, r.json()) == (409, {"errorCode": "FUNDS_INSUFFICIENT"})
+    assert await deposit(client, p, acc, 40) == "COMPLETED"
+    # The ref was not burnt by the refusal.
+    r = await client.post(
+        url, headers={**ident.headers, "idempotency-ref": "refused-fee"}, json=body
+    )
+    assert r.status_code == 200, r.text
+    charged.append(r.json()["transactionId"]["id"])
+    r = await client.get(f"/multi/managed_accounts/{acc}", headers=ident.headers)
+    assert r.json()["balances"]["availableBalance"] == 0
+    await deliver(container)
+    fees = [e.json for e in receiver.received if e.path.endswith("/fees/watch")]
+    assert [f["chargeFee"]["id"]["id"] for f in fees] == charged
+
+
 async def test_a_programme_without_a_url_records_nothing(client, programme, container):
     p = await programme()
     ident = await verified(client, p, "corporates")

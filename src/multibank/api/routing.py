@@ -79,16 +79,22 @@ class UnitOfWorkRoute(LeanRoute):
                     await unit.rollback()
                     return response
                 record: Claim | None = remembered(request, "idempotency_record")
-                if record is None:
-                    await unit.commit()
-                else:  # the answer is stored in the same hand-over as the commit
-                    await unit.commit(
-                        complete_on,
-                        record,
-                        response.status_code,
-                        response.headers.get("content-type"),
-                        bytes(response.body),
-                    )
+                try:
+                    if record is None:
+                        await unit.commit()
+                    else:  # the answer is stored in the same hand-over as the commit
+                        await unit.commit(
+                            complete_on,
+                            record,
+                            response.status_code,
+                            response.headers.get("content-type"),
+                            bytes(response.body),
+                        )
+                except DomainError:
+                    # A statement held back until the commit was refused (kernel/direct.py,
+                    # `Direct.defer`): nothing is kept, the refusal is the answer.
+                    await unit.rollback()
+                    raise
                 return response
             finally:
                 # Committed or rolled back above (a rollback that was itself interrupted leaves

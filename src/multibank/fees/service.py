@@ -118,6 +118,8 @@ async def charge(
             now_ms=ctx.now,
             state="COMPLETED",
             details={"chargeFeeType": fee_type, "profileId": str(account.profile_id)},
+            # Nothing after depends on the movement: on PostgreSQL it may go with the commit.
+            refused=Conflict("FUNDS_INSUFFICIENT"),
         )
     except ledger.InsufficientFunds:
         raise Conflict("FUNDS_INSUFFICIENT") from None

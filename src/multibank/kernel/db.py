@@ -25,7 +25,7 @@ from sqlalchemy.sql import Executable
 from sqlalchemy.util.concurrency import await_, greenlet_spawn
 from sqlalchemy.util.queue import AsyncAdaptedQueue, Empty
 
-from multibank.kernel.direct import Direct, in_session
+from multibank.kernel.direct import Direct, OwnTransaction, flush_deferred, in_session
 
 T = TypeVar("T")
 log = logging.getLogger("multibank.db")
@@ -629,6 +629,13 @@ class Unit:
         assert self._pooled is not None
         if self._sa is None:
             self._sa = Connection(self._db.engine.sync_engine, self._pooled)
+            if self._direct is not None:
+                # SQLAlchemy's statements do not go through `Direct`: none is held back from
+                # here on, and one held back already is sent before SQLAlchemy's first.
+                self._direct.defers = False
+                own = getattr(self._pooled.dbapi_connection, "_transaction", None)
+                if isinstance(own, OwnTransaction) and own.deferred is not None:
+                    event.listen(self._sa, "before_cursor_execute", flush_deferred)
             if self._group is not None:
                 # In the group's transaction already (`create_engine`'s BEGIN sees it begun):
                 # a session joins it through a savepoint, and never commits it.

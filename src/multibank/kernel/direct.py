@@ -44,7 +44,7 @@ from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
-from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql import ClauseElement, sqltypes
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.util.concurrency import await_, greenlet_spawn
@@ -61,7 +61,17 @@ Processor = Callable[[Any], Any]
 class _Plan:
     """A statement compiled for one dialect: its SQL and how to lay out its parameters."""
 
-    __slots__ = ("fixed", "name", "names", "positional", "processors", "results", "row", "sql")
+    __slots__ = (
+        "fixed",
+        "json",
+        "name",
+        "names",
+        "positional",
+        "processors",
+        "results",
+        "row",
+        "sql",
+    )
 
     def __init__(self, statement: ClauseElement, keys: Sequence[str] | None, dialect: Dialect):
         compiled = cast(
@@ -90,6 +100,12 @@ class _Plan:
             if process is not None:
                 processors.append((position, process))
         self.processors = tuple(processors)
+        # The JSON parameters: text converts to JSON only when cast (`literal_execute`).
+        self.json = frozenset(
+            position
+            for position, name in enumerate(names)
+            if isinstance(binds[name].type, sqltypes.JSON)
+        )
         columns = list(getattr(statement, "exported_columns", ()) or ())
         results: list[tuple[int, Processor]] = []
         for position, column in enumerate(columns):
@@ -106,10 +122,13 @@ class _Plan:
         connection; None if a parameter has no literal form here."""
         literals = []
         size = 0
-        for value in arguments:
+        json = self.json
+        for position, value in enumerate(arguments):
             literal = _literal(value)
             if literal is None:
                 return None
+            if position in json and value is not None:
+                literal += "::json"
             size += len(literal)
             if size > MAX_LITERAL_SQL:
                 return None
@@ -190,29 +209,128 @@ def _begin_sql(adapter: Any) -> str | None:
     return sql
 
 
+class Deferred:
+    """A statement whose sending waits for the transaction's next round trip (`Direct.defer`):
+    the `EXECUTE` that runs it, and what a failure of it means. A NOT NULL violation on
+    `refuses` (table, column) is how the statement says it was refused: `refused` is raised."""
+
+    __slots__ = (
+        "arguments",
+        "connection",
+        "done",
+        "listeners",
+        "literal",
+        "refused",
+        "refuses",
+        "sql",
+    )
+
+    def __init__(
+        self,
+        literal: str,
+        sql: str,
+        arguments: Any,
+        refused: Exception,
+        refuses: tuple[str, str],
+        listeners: Any,
+        connection: Connection | None,
+        done: Callable[[], None] | None,
+    ) -> None:
+        self.literal, self.sql, self.arguments = literal, sql, arguments
+        self.refused, self.refuses = refused, refuses
+        self.listeners, self.connection = listeners, connection
+        self.done = done  # called once it has run
+
+    def tell(self) -> None:
+        """The engine's listeners see it when it is sent, as the statement it is."""
+        if self.listeners is not None:
+            for listen in self.listeners:
+                listen(self.connection, None, self.sql, self.arguments, None, False)
+
+    def failure(self, error: Exception) -> Exception | None:
+        """The refusal `error` stands for, if it is this statement's refusal."""
+        table, column = self.refuses
+        if (
+            getattr(error, "sqlstate", None) == _NOT_NULL_VIOLATION
+            and getattr(error, "table_name", None) == table
+            and getattr(error, "column_name", None) == column
+        ):
+            return self.refused
+        return None
+
+
+_NOT_NULL_VIOLATION = "23502"
+
+
 class OwnTransaction:
     """Stands in for asyncpg's `Transaction` in SQLAlchemy's asyncpg adapter when a `Direct`
     began the transaction itself: the adapter (and so the pool's reset, a session bound to
     the connection) commits and rolls it back as it would asyncpg's, and does not begin
-    another. `ended`: the request's last statement carried its COMMIT."""
+    another. `ended`: the request's last statement carried its COMMIT. `deferred`: a statement
+    not sent yet (`Direct.defer`), which goes with the next one, or with the COMMIT."""
 
-    __slots__ = ("_driver", "ended")
+    __slots__ = ("_driver", "deferred", "ended")
 
     def __init__(self, driver: Any) -> None:
         self._driver = driver
         self.ended = False
+        self.deferred: Deferred | None = None
 
     async def commit(self) -> None:
-        if not self.ended:
+        if self.ended:
+            return
+        pending, self.deferred = self.deferred, None
+        if pending is None:
             self.ended = True
             await self._driver.execute("COMMIT")
+            return
+        pending.tell()
+        try:
+            await self._driver.execute(f"{pending.literal}; COMMIT")
+        except Exception as error:
+            # The statement failed before the COMMIT ran: the transaction is still open (and
+            # aborted), and the adapter forgets it once its commit has failed, so it ends here.
+            self.ended = True
+            await self._driver.execute("ROLLBACK")
+            failure = pending.failure(error)
+            if failure is not None:
+                raise failure from None
+            raise
+        self.ended = True
+        if pending.done is not None:
+            pending.done()
 
     async def rollback(self) -> None:
         # A ROLLBACK where PostgreSQL has ended the transaction already (its COMMIT failed) is
         # a warning, not an error.
+        self.deferred = None  # never sent: nothing to undo
         if not self.ended:
             self.ended = True
             await self._driver.execute("ROLLBACK")
+
+    def flush(self) -> None:
+        """Sends the deferred statement alone (inside a greenlet)."""
+        pending, self.deferred = self.deferred, None
+        if pending is None:
+            return
+        pending.tell()
+        try:
+            await_(self._driver.execute(pending.literal))
+        except Exception as error:
+            failure = pending.failure(error)
+            if failure is not None:
+                raise failure from None
+            raise
+        if pending.done is not None:
+            pending.done()
+
+
+def flush_deferred(conn: Connection, *args: Any) -> None:
+    """`before_cursor_execute` listener of a SQLAlchemy connection over a `Unit`'s pooled one
+    (kernel/db.py): a deferred statement is sent before any statement SQLAlchemy sends."""
+    own = getattr(conn.connection.dbapi_connection, "_transaction", None)
+    if isinstance(own, OwnTransaction) and own.deferred is not None:
+        own.flush()
 
 
 class Prepared:
@@ -273,6 +391,7 @@ class Direct:
         "_new_cursor",
         "closing",
         "connection",
+        "defers",
         "dialect",
     )
 
@@ -309,11 +428,15 @@ class Direct:
             if self._begin is not None:
                 self._driver = self._adapter.driver_connection
         self.closing = False
+        # Whether `defer` may hold a statement back: a `Unit`'s own transaction, until
+        # SQLAlchemy has a connection over it (kernel/db.py).
+        self.defers = self._begin is not None
 
     def _run_on_driver(self, plan: _Plan, arguments: Any, call: str) -> Any:
         driver, adapter = self._driver, self._adapter
-        sql, sent, ends = plan.sql, None, None
-        if self._begin is not None and adapter._transaction is None:
+        sql, sent, ends, pending = plan.sql, None, None, None
+        own = adapter._transaction
+        if self._begin is not None and own is None:
             # The transaction begins now: the adapter holds it from here on (its rollback, the
             # pool's reset on return, ends it), also if the BEGIN fails half-way.
             adapter._transaction = OwnTransaction(driver)
@@ -322,21 +445,31 @@ class Direct:
                 self._simple(self._begin)
             else:
                 sent = f"{self._begin}; {literal}"
-        elif self.closing and call == "execute":
-            own = adapter._transaction
-            if isinstance(own, OwnTransaction) and not own.ended:
+        elif isinstance(own, OwnTransaction) and not own.ended:
+            literal = None
+            if call == "execute" and (own.deferred is not None or self.closing):
                 literal = self._executable(plan, arguments)
-                if literal is not None:
-                    sent, ends = f"{literal}; COMMIT", own
+            if own.deferred is not None:
+                if literal is None:
+                    own.flush()  # a statement whose rows are wanted goes alone, after it
+                else:
+                    pending, own.deferred = own.deferred, None
+                    sent = literal
+            if self.closing and literal is not None:
+                sent, ends = f"{literal}; COMMIT", own
+            if pending is not None:
+                sent = f"{pending.literal}; {sent}"
         if self._listeners is not None:
-            # Each statement as itself (a combined query's BEGIN or COMMIT too), with the SQL
-            # and parameters its EXECUTE runs.
+            # Each statement as itself (a combined query's BEGIN, deferred statement or COMMIT
+            # too), with the SQL and parameters its EXECUTE runs.
             told = [(sql, arguments, call == "executemany")]
             if sent is not None:
-                if ends is None:
-                    told.insert(0, (self._begin or "", (), False))
-                else:
+                if self._begin is not None and own is None:
+                    told.insert(0, (self._begin, (), False))
+                if ends is not None:
                     told.append(("COMMIT", (), False))
+            if pending is not None:
+                pending.tell()
             for statement, parameters, many in told:
                 for listen in self._listeners:
                     listen(self.connection, None, statement, parameters, None, many)
@@ -347,12 +480,47 @@ class Direct:
                 status = await_(driver.execute(sent))  # a simple query: its last status
                 if ends is not None:
                     ends.ended = True
+                if pending is not None and pending.done is not None:
+                    pending.done()
                 return status
             if call == "executemany":
                 return await_(driver.executemany(sql, arguments))
             return await_(getattr(driver, call)(sql, *arguments))
         except Exception as error:
+            failure = pending.failure(error) if pending is not None else None
+            if failure is not None:
+                raise failure from None
             self._raise(sql, arguments, error)
+
+    def defer(
+        self,
+        prepared: Prepared,
+        params: Mapping[str, Any],
+        refused: Exception,
+        refuses: tuple[str, str],
+        done: Callable[[], None] | None = None,
+    ) -> bool:
+        """PostgreSQL, a `Unit`'s begun transaction: holds a statement that returns nothing back
+        until the transaction's next round trip, which carries it (the next statement that
+        returns no rows, or the COMMIT), and sends it alone before any other. The statement
+        says it was refused with a NOT NULL violation on `refuses` (table, column): `refused`
+        is then raised where it is sent, and the transaction rolls back; `done` is called once
+        it has run. False: not held back
+        (another kind of transaction, or too long a statement); the caller runs it itself."""
+        own = self._adapter._transaction if self.defers else None
+        if not isinstance(own, OwnTransaction) or own.ended:
+            return False
+        plan = prepared.plan(self.dialect)
+        arguments = plan.arguments(params)
+        literal = self._executable(plan, arguments)
+        if literal is None:
+            return False
+        if own.deferred is not None:
+            own.flush()
+        own.deferred = Deferred(
+            literal, plan.sql, arguments, refused, refuses, self._listeners, self.connection, done
+        )
+        return True
 
     def _executable(self, plan: _Plan, arguments: Any) -> str | None:
         """`EXECUTE` of the statement with literal parameters, PREPAREd on this connection

@@ -8,6 +8,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 from weakref import WeakKeyDictionary
 
@@ -164,14 +165,18 @@ def _unsized(kind: Any) -> Any:
     return String() if isinstance(kind, String) else kind
 
 
-def _movement_statement(guards: tuple[tuple[bool, bool], ...]) -> Prepared:
+def _movement_statement(guards: tuple[tuple[bool, bool], ...], failing: bool = False) -> Prepared:
     """PostgreSQL: a whole movement in one statement, one round trip (decisions 0021, 0024):
     each leg's guarded balance update, the transaction and all its postings. The legs come in
     account id order and each update after the first runs only once the one before it has
     returned its row (`EXISTS` on it), so the row locks are still taken in id order and two
     movements cannot deadlock. A guard that fails updates nothing and stops the legs after it:
     the statement inserts fewer postings than legs, the caller raises InsufficientFunds and the
-    transaction rolls back. Each posting's balances are what its own update returns."""
+    transaction rolls back. Each posting's balances are what its own update returns.
+
+    `failing`: a refused leg makes the statement fail instead, with a NOT NULL violation on
+    `postings.available_after` (its posting's balance is that of an update that did not
+    happen): how a movement whose outcome is learnt later says it (`Direct.defer`)."""
     written = (
         insert(_TRANSACTIONS)
         .values({key: bindparam(f"t_{key}") for key in _TRANSACTION_KEYS})
@@ -209,6 +214,10 @@ def _movement_statement(guards: tuple[tuple[bool, bool], ...]) -> Prepared:
             sql_cast(bindparam(f"p{i}_{key}"), _unsized(_POSTINGS.c[key].type))
             for key in _POSTING_KEYS
         ]
+        if failing:  # NULL, not no row, where the update did not happen
+            values[7] = select(moved[i].c.available).scalar_subquery()
+            values[8] = select(moved[i].c.actual).scalar_subquery()
+            return select(*values)
         values[7], values[8] = moved[i].c.available, moved[i].c.actual  # the `..._after` columns
         return select(*values).select_from(moved[i])
 
@@ -219,7 +228,9 @@ def _movement_statement(guards: tuple[tuple[bool, bool], ...]) -> Prepared:
     return Prepared({"postgresql": statement})
 
 
-_MOVEMENT: dict[tuple[tuple[bool, bool], ...], Prepared] = {}
+_MOVEMENT: dict[tuple[tuple[tuple[bool, bool], ...], bool], Prepared] = {}
+# What a refused leg of a held-back movement looks like (`_movement_statement(failing=True)`).
+REFUSED_LEG = ("postings", "available_after")
 
 
 # The ids of system accounts, per engine (per database). A system account is never removed or
@@ -294,13 +305,19 @@ async def post(
     details: dict[str, Any] | None = None,
     external_id: int | None = None,
     transaction_id: int | None = None,
+    refused: Exception | None = None,
 ) -> Movement:
     """Writes one transaction. Raises Unbalanced when the legs do not sum to zero per currency,
     InsufficientFunds when a guarded debit would take a balance below zero.
 
     `transaction_id` names the transaction after the resource it moves money for (a payment's
     statement entry has the payment's id); `details` may hold `byAccount`, each account's own
-    statement `additionalFields` and fee (`account_details`)."""
+    statement `additionalFields` and fee (`account_details`).
+
+    `refused`: what the caller raises when a guarded debit lacks the funds, given when nothing
+    it does next depends on the movement. On PostgreSQL the movement may then go with the
+    transaction's next round trip (its next statement, or its COMMIT: `Direct.defer`, decision
+    0024), and `refused` is raised there; otherwise InsufficientFunds is raised here."""
     sums: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for leg in legs:
         sums[leg.currency][0] += leg.available
@@ -318,11 +335,13 @@ async def post(
     }
     # A prepared INSERT, not the unit of work's flush (decision 0019): the transaction is
     # returned as a detached snapshot of what was written; later changes are statements by id.
-    await direct.run(db, _post, values, legs)
+    await direct.run(db, _post, values, legs, refused)
     return Movement(**values)
 
 
-def _post(d: Direct, values: dict[str, Any], legs: Sequence[Leg]) -> None:
+def _post(
+    d: Direct, values: dict[str, Any], legs: Sequence[Leg], refused: Exception | None = None
+) -> None:
     if d.dialect.name != "postgresql" or not legs:
         d.execute(_INSERT_TRANSACTION, values)
         _write(d, values["programme_id"], values["id"], legs, values["created_at"])
@@ -341,13 +360,23 @@ def _post(d: Direct, values: dict[str, Any], legs: Sequence[Leg]) -> None:
         for key, value in leg_params.items():
             params[f"b{i}_{key[2:]}"] = value
     shape = tuple(guards)
-    statement = _MOVEMENT.get(shape)
+    if refused is not None and d.defers:
+        held_back = _MOVEMENT.get((shape, True))
+        if held_back is None:
+            held_back = _MOVEMENT[shape, True] = _movement_statement(shape, failing=True)
+        if d.defer(held_back, params, refused, REFUSED_LEG, partial(_counted, ordered)):
+            return
+    statement = _MOVEMENT.get((shape, False))
     if statement is None:
-        statement = _MOVEMENT[shape] = _movement_statement(shape)
+        statement = _MOVEMENT[shape, False] = _movement_statement(shape)
     written = d.execute(statement, params)
     if written != len(ordered):  # the legs before the refused one were applied, then stopped
         raise InsufficientFunds(ordered[written].account_id)
-    for leg in ordered:
+    _counted(ordered)
+
+
+def _counted(legs: Sequence[Leg]) -> None:
+    for leg in legs:
         LEDGER_POSTINGS.labels(leg.currency).inc()
 
 

@@ -1,0 +1,197 @@
+"""PostgreSQL (decision 0024): a statement a write request holds back (`Direct.defer`, a fee
+charge's movement) goes with the transaction's next round trip: its next statement that returns
+no rows, or its COMMIT; alone before a statement whose rows are wanted, or before one SQLAlchemy
+sends. A refusal it signals (a NOT NULL violation on the named column) is raised as the caller's
+exception wherever it is sent, nothing of the transaction is kept, and the connection is clean
+for the next request."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import Column, MetaData, String, Table, bindparam, event, insert, select, text
+
+from multibank.kernel.db import Database, Unit
+from multibank.kernel.direct import Direct, Prepared
+from multibank.kernel.errors import Conflict
+from tests.conftest import DB_KIND
+
+pytestmark = pytest.mark.skipif(DB_KIND != "postgres", reason="asyncpg's simple queries")
+
+_T = Table(
+    "held_back_probe",
+    MetaData(),
+    Column("k", String(20)),
+    Column("v", String(200), nullable=False),
+)
+_PUT = Prepared(insert(_T).values(k=bindparam("k"), v=bindparam("v")))
+_GET = Prepared(select(_T.c.v).where(_T.c.k == bindparam("k")))
+REFUSES = ("held_back_probe", "v")
+
+
+class Refused(Conflict):
+    def __init__(self) -> None:
+        super().__init__("FUNDS_INSUFFICIENT")
+
+
+@pytest.fixture
+async def db(fresh_database_url: str) -> AsyncIterator[Database]:
+    """One connection: a refusal that left it inside a transaction would break the next unit."""
+    database = Database(fresh_database_url, pool_size=1)
+    async with database.engine.begin() as conn:
+        await conn.execute(
+            text("CREATE TABLE held_back_probe (k VARCHAR(20), v VARCHAR(200) NOT NULL)")
+        )
+    try:
+        yield database
+    finally:
+        await database.dispose()
+
+
+@contextmanager
+def told(db: Database) -> Iterator[list[str]]:
+    """The statements the engine's listeners are told of, as they are sent (not the PREPAREs)."""
+    seen: list[str] = []
+
+    def listen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        verb = statement.split()[0].upper()
+        if verb != "PREPARE":  # once per connection, not per request
+            seen.append(verb + (" probe" if "held_back_probe" in statement else ""))
+
+    engine = db.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", listen)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", listen)
+
+
+def _put(d: Direct, k: str, v: str) -> int:
+    return d.execute(_PUT, {"k": k, "v": v})
+
+
+def _hold(d: Direct, k: str, v: str | None) -> bool:
+    return d.defer(_PUT, {"k": k, "v": v}, Refused(), REFUSES)
+
+
+def _get(d: Direct, k: str) -> Any:
+    row = d.first(_GET, {"k": k})
+    return None if row is None else row.v
+
+
+async def _rows(db: Database) -> dict[str, str]:
+    async with db.engine.connect() as conn:
+        return dict((await conn.execute(select(_T.c.k, _T.c.v))).all())  # type: ignore[arg-type]
+
+
+async def _begun(db: Database, k: str = "a") -> Unit:
+    unit = db.unit()
+    assert await unit.run_direct(_put, k, "first") == 1  # the BEGIN goes with it
+    return unit
+
+
+async def test_held_back_until_the_commit(db: Database) -> None:
+    with told(db) as seen:
+        unit = await _begun(db)
+        try:
+            assert seen == ["BEGIN", "INSERT probe"]  # in one query
+            assert await unit.run_direct(_hold, "b", "held") is True
+            assert seen == ["BEGIN", "INSERT probe"]  # nothing sent yet
+            await unit.commit()
+            assert seen == ["BEGIN", "INSERT probe", "INSERT probe"]  # with the COMMIT
+        finally:
+            await unit.close()
+    assert await _rows(db) == {"a": "first", "b": "held"}
+
+
+async def test_held_back_goes_with_the_next_statement_and_the_stored_answer(
+    db: Database,
+) -> None:
+    unit = await _begun(db)
+    try:
+        await unit.run_direct(_hold, "b", "held")
+        await unit.run_direct(_put, "c", "next")
+        await unit.run_direct(_hold, "d", "held too")
+        await unit.commit(_put, "e", "last")  # the request's last statement, with the COMMIT
+    finally:
+        await unit.close()
+    assert await _rows(db) == {
+        "a": "first",
+        "b": "held",
+        "c": "next",
+        "d": "held too",
+        "e": "last",
+    }
+
+
+async def test_a_read_after_it_sees_it(db: Database) -> None:
+    unit = await _begun(db)
+    try:
+        await unit.run_direct(_hold, "b", "held")
+        assert await unit.run_direct(_get, "b") == "held"  # sent alone first
+        await unit.run_direct(_hold, "c", "held")
+        # SQLAlchemy's own statement, through the session on the same transaction.
+        found = (await unit.session.execute(select(_T.c.v).where(_T.c.k == "c"))).scalar_one()
+        assert found == "held"
+        await unit.session.commit()
+    finally:
+        await unit.close()
+    assert await _rows(db) == {"a": "first", "b": "held", "c": "held"}
+
+
+@pytest.mark.parametrize("sent_with", ["commit", "last statement", "next statement", "read"])
+async def test_a_refusal_is_the_callers_and_keeps_nothing(db: Database, sent_with: str) -> None:
+    unit = await _begun(db)
+    try:
+        await unit.run_direct(_hold, "b", None)  # NULL where NOT NULL: the refusal
+        with pytest.raises(Refused):
+            if sent_with == "commit":
+                await unit.commit()
+            elif sent_with == "last statement":
+                await unit.commit(_put, "c", "last")
+            elif sent_with == "next statement":
+                await unit.run_direct(_put, "c", "next")
+            else:
+                await unit.run_direct(_get, "a")
+        await unit.rollback()
+    finally:
+        await unit.close()
+    assert await _rows(db) == {}
+    # The one connection is out of that transaction: the next request's works.
+    unit = await _begun(db, "z")
+    try:
+        await unit.run_direct(_hold, "y", "held")
+        await unit.commit()
+    finally:
+        await unit.close()
+    assert await _rows(db) == {"z": "first", "y": "held"}
+
+
+async def test_a_rollback_drops_it_unsent(db: Database) -> None:
+    with told(db) as seen:
+        unit = await _begun(db)
+        try:
+            await unit.run_direct(_hold, "b", "held")
+            await unit.rollback()
+        finally:
+            await unit.close()
+    assert seen == ["BEGIN", "INSERT probe"]
+    assert await _rows(db) == {}
+
+
+async def test_not_held_back_outside_a_units_own_transaction(db: Database) -> None:
+    unit = db.unit()
+    try:
+        # Not begun yet: there is no round trip to go with.
+        assert await unit.run_direct(_hold, "b", "x") is False
+        await unit.run_direct(_put, "a", "first")
+        assert unit.session is not None  # SQLAlchemy's connection over it, whose statements
+        # do not pass by `Direct`
+        assert await unit.run_direct(_hold, "b", "x") is False
+        await unit.session.commit()
+    finally:
+        await unit.close()
+    assert await _rows(db) == {"a": "first"}
