@@ -10,6 +10,7 @@ import secrets
 import time
 
 import pytest
+from sqlalchemy import text
 
 from multibank.kernel.idempotency import PAYLOAD_MISMATCH
 from tests.api.fees_support import (
@@ -491,3 +492,61 @@ async def test_a_blocked_account_is_not_an_instrument_to_charge(client, programm
     r = await charge(client, ident, acc["id"], base)
     assert r.status_code in (200, 204), r.text
     assert await available(client, ident, acc["id"]) < 1000
+
+
+# Decision 0024: on PostgreSQL a charge with a ref sends its session renewal and claim with its
+# commit, after its reads. What a client sees must not depend on that.
+
+
+@pytest.mark.parametrize("base", [V29, V31])
+async def test_a_replay_answers_the_first_charge_even_where_a_new_one_would_be_refused(
+    client, programme, container, admin_headers, base
+):
+    p = await programme()
+    ident, acc = await funded(client, p, "corporates", base, amount=100)
+    first_ref, second_ref = ref(), ref()
+    first = await charge(client, ident, acc["id"], base, ref=first_ref)
+    assert first.status_code == (204 if base == V31 else 200), first.text
+    # The account is empty: a new charge is refused at its movement (sent with the commit).
+    again = await charge(client, ident, acc["id"], base, ref=first_ref)
+    assert (again.status_code, again.content) == (first.status_code, first.content)
+    second = await charge(client, ident, acc["id"], base, ref=second_ref)
+    assert (second.status_code, second.json()) == (409, {"errorCode": "FUNDS_INSUFFICIENT"})
+    # The account is gone: a new charge is refused by its reads, before anything is sent.
+    r = await client.post(
+        f"/3.1.0/multi/managed_accounts/{acc['id']}/remove", headers=ident.headers
+    )
+    assert r.status_code == 204, r.text
+    again = await charge(client, ident, acc["id"], base, ref=first_ref)
+    assert (again.status_code, again.content) == (first.status_code, first.content)
+    r = await charge(client, ident, acc["id"], base, ref=second_ref)  # not burnt by its refusal
+    assert (r.status_code, r.json()) == (409, {"errorCode": "UNRESOLVED_INSTRUMENT"})
+    # Another payload under the first ref, even one that fails validation, is the mismatch.
+    r = await charge(client, ident, acc["id"], base, ref=first_ref, body={"feeType": "ADMIN_FEE"})
+    assert (r.status_code, r.json()["message"]) == (400, PAYLOAD_MISMATCH)
+    assert await fee_count(container.db, acc["id"]) == 1
+    await ledger_ok(client, admin_headers, p)
+
+
+async def test_a_session_ended_elsewhere_is_refused_with_nothing_charged(
+    client, programme, container, admin_headers
+):
+    """Ended by another process (here: behind this process's back, while it still remembers
+    the session as live): the renewal that goes with the charge's commit refuses it."""
+    p = await programme()
+    ident, acc = await funded(client, p, "corporates", V29, amount=1000)
+    me = await client.get(f"{V29}/corporates", headers=ident.headers)  # remembered as live
+    assert me.status_code == 200
+    async with container.db.engine.begin() as conn:
+        await conn.execute(
+            text(
+                "UPDATE auth_sessions SET ended_at = 1 WHERE programme_id = :p AND ended_at IS NULL"
+            ),
+            {"p": int(p.id)},
+        )
+    r = await charge(client, ident, acc["id"], V29, ref=ref())
+    assert r.status_code == 401, r.text
+    r = await client.get(f"{V29}/corporates", headers=ident.headers)
+    assert r.status_code == 401  # and forgotten here
+    assert await fee_count(container.db, acc["id"]) == 0
+    await ledger_ok(client, admin_headers, p)

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import Column, MetaData, String, Table, bindparam, event, insert, select, text
 
 from multibank.kernel.db import Database, Unit
-from multibank.kernel.direct import Direct, Prepared
+from multibank.kernel.direct import Direct, Prepared, Refusal
 from multibank.kernel.errors import Conflict
 from tests.conftest import DB_KIND
 
@@ -37,13 +37,20 @@ class Refused(Conflict):
         super().__init__("FUNDS_INSUFFICIENT")
 
 
+class Taken(Exception):
+    pass
+
+
 @pytest.fixture
 async def db(fresh_database_url: str) -> AsyncIterator[Database]:
     """One connection: a refusal that left it inside a transaction would break the next unit."""
     database = Database(fresh_database_url, pool_size=1)
     async with database.engine.begin() as conn:
         await conn.execute(
-            text("CREATE TABLE held_back_probe (k VARCHAR(20), v VARCHAR(200) NOT NULL)")
+            text(
+                "CREATE TABLE held_back_probe (k VARCHAR(20) CONSTRAINT held_back_probe_k UNIQUE,"
+                " v VARCHAR(200) NOT NULL)"
+            )
         )
     try:
         yield database
@@ -73,8 +80,9 @@ def _put(d: Direct, k: str, v: str) -> int:
     return d.execute(_PUT, {"k": k, "v": v})
 
 
-def _hold(d: Direct, k: str, v: str | None) -> bool:
-    return d.defer(_PUT, {"k": k, "v": v}, Refused(), REFUSES)
+def _hold(d: Direct, k: str, v: str | None, before_reads: bool = False) -> bool:
+    refusals = (Refusal(Refused(), null=REFUSES), Refusal(Taken(), unique="held_back_probe_k"))
+    return d.defer(_PUT, {"k": k, "v": v}, refusals, before_reads=before_reads)
 
 
 def _get(d: Direct, k: str) -> Any:
@@ -195,3 +203,70 @@ async def test_not_held_back_outside_a_units_own_transaction(db: Database) -> No
     finally:
         await unit.close()
     assert await _rows(db) == {"a": "first"}
+
+
+async def test_held_back_before_the_begin_reads_first(db: Database) -> None:
+    """`before_reads`: nothing is sent until a write or the commit; a read runs before the
+    transaction (it does not see what is held back), and the BEGIN goes with the rest."""
+    async with db.engine.begin() as conn:
+        await conn.execute(insert(_T).values(k="old", v="committed"))
+    with told(db) as seen:
+        unit = db.unit()
+        try:
+            assert await unit.run_direct(_hold, "a", "held", True) is True
+            assert seen == []
+            assert await unit.run_direct(_get, "old") == "committed"
+            assert await unit.run_direct(_get, "a") is None  # not sent yet
+            assert seen == ["SELECT probe", "SELECT probe"]
+            await unit.run_direct(_hold, "b", "held too")
+            await unit.commit(_put, "c", "last")  # BEGIN, both held, this and COMMIT in one
+            assert seen[2:] == ["BEGIN", "INSERT probe", "INSERT probe", "INSERT probe", "COMMIT"]
+        finally:
+            await unit.close()
+    assert await _rows(db) == {"old": "committed", "a": "held", "b": "held too", "c": "last"}
+
+
+async def test_held_back_before_the_begin_then_nothing_else(db: Database) -> None:
+    for end in ("commit", "rollback"):
+        unit = db.unit()
+        try:
+            assert await unit.run_direct(_hold, end, "held", True) is True
+            if end == "commit":
+                await unit.commit()
+            else:
+                await unit.rollback()
+        finally:
+            await unit.close()
+    assert await _rows(db) == {"commit": "held"}
+
+
+async def test_a_unique_refusal_before_the_begin(db: Database) -> None:
+    async with db.engine.begin() as conn:
+        await conn.execute(insert(_T).values(k="a", v="first"))
+    unit = db.unit()
+    try:
+        await unit.run_direct(_hold, "a", "again", True)
+        await unit.run_direct(_hold, "b", "held")
+        with pytest.raises(Taken):
+            await unit.commit()
+    finally:
+        await unit.close()
+    assert await _rows(db) == {"a": "first"}
+    unit = await _begun(db, "z")  # the one connection is clean
+    try:
+        await unit.commit()
+    finally:
+        await unit.close()
+    assert await _rows(db) == {"a": "first", "z": "first"}
+
+
+async def test_a_write_before_the_begin_sends_it_first(db: Database) -> None:
+    unit = db.unit()
+    try:
+        await unit.run_direct(_hold, "a", "held", True)
+        unit.session.add  # noqa: B018 - SQLAlchemy's connection over it, from here on
+        await unit.session.execute(insert(_T).values(k="b", v="orm"))
+        await unit.session.commit()
+    finally:
+        await unit.close()
+    assert await _rows(db) == {"a": "held", "b": "orm"}

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, cast
+from functools import partial
+from typing import Annotated, Any, TypeVar, cast
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.api.authcache import AuthCache, SessionEntry, cache_of
-from multibank.api.errors import Replay
 from multibank.api.openapi import IDEMPOTENCY_REF, STEP_UP, STEP_UP_BODY, answers
 from multibank.api.routing import container_of, remembered
 from multibank.kernel.clock import ProgrammeClock
@@ -22,8 +22,10 @@ from multibank.kernel.errors import BadRequest, Forbidden, Unauthorized
 from multibank.kernel.idempotency import (
     Claim,
     IdempotencyStore,
+    Replay,
     StoredResponse,
     claim_values,
+    hold_renew_and_claim,
     payload_hash,
     renew_and_claim,
 )
@@ -263,13 +265,39 @@ async def _live_session(
             renewed = await renew_session(db, session_id, programme_id, now_ms, limits)
         else:
             renewal = renewal_params(session_id, programme_id, now_ms, limits)
-            renewed, claimed = await renew_and_claim(db, renewal, values)
+            claimed: Claim | None
+            if _renews_at_commit(request) and await hold_renew_and_claim(
+                db, renewal, values, Unauthorized(), partial(cache.forget_session, session_id)
+            ):
+                # Learnt at the commit: a refusal then is raised there (api/routing.py).
+                renewed, claimed = True, Claim(int(values["id"]))
+            else:
+                renewed, claimed = await renew_and_claim(db, renewal, values)
             if renewed:
                 request.state.claim_outcome = (values, claimed)
         if not renewed:
             cache.forget_session(session_id)
             raise Unauthorized()
     return entry.row
+
+
+_RENEWS_AT_COMMIT = "_multibank_renews_at_commit"
+E = TypeVar("E", bound=Callable[..., Any])
+
+
+def renews_at_commit(endpoint: E) -> E:
+    """An operation whose session renewal and idempotency claim may go with its commit
+    (PostgreSQL, decision 0024): one round trip for its BEGIN, renewal, claim, writes and
+    COMMIT, its reads before them, outside its transaction. For an operation that reads nothing
+    of sessions or refs, needs no lock on its session, and whose reads decide nothing that
+    the transaction's isolation would have: what they read was committed before it began."""
+    setattr(endpoint, _RENEWS_AT_COMMIT, True)
+    return endpoint
+
+
+def _renews_at_commit(request: Request) -> bool:
+    endpoint = getattr(request.scope.get("route"), "endpoint", None)
+    return getattr(endpoint, _RENEWS_AT_COMMIT, False) is True
 
 
 async def _load_session(db: AsyncSession, cache: AuthCache, session_id: int) -> SessionEntry | None:

@@ -19,7 +19,7 @@ from starlette.routing import Match
 
 from multibank.api.routing import ABSENT
 from multibank.kernel.errors import DomainError
-from multibank.kernel.idempotency import StoredResponse
+from multibank.kernel.idempotency import Replay
 
 log = logging.getLogger("multibank.errors")
 
@@ -41,13 +41,6 @@ _ERROR_KIND = {
     "extra_forbidden": "NOT_IN",
     "set_type": "IN",
 }
-
-
-class Replay(Exception):
-    """Raised by the idempotency dependency: answer with the stored first response."""
-
-    def __init__(self, stored: StoredResponse) -> None:
-        self.stored = stored
 
 
 def _field_name(loc: Sequence[Any]) -> str:

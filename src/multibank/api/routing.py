@@ -20,9 +20,15 @@ from starlette.types import Receive, Scope, Send
 
 from multibank.api.lean import LeanRoute
 from multibank.kernel.context import Container
-from multibank.kernel.db import LazySession
-from multibank.kernel.errors import DomainError, NotFound
-from multibank.kernel.idempotency import Claim, IdempotencyStore, complete_on
+from multibank.kernel.db import LazySession, Unit
+from multibank.kernel.errors import DomainError, NotFound, Unauthorized
+from multibank.kernel.idempotency import (
+    Claim,
+    ClaimTaken,
+    IdempotencyStore,
+    Replay,
+    complete_on,
+)
 
 
 def container_of(request: Request) -> Container:
@@ -66,16 +72,24 @@ class UnitOfWorkRoute(LeanRoute):
             try:
                 try:
                     response = await handler(request)
+                except ClaimTaken as taken:  # sent before one of the request's statements
+                    raise await _replay(unit, taken) from None
                 except DomainError as exc:
+                    await _settle_held(unit)
                     if exc.keep_changes:
                         await _commit_refusal(request, session, exc)
                     else:
                         await unit.rollback()
                     raise
+                except Exception:
+                    await _settle_held(unit)
+                    await unit.rollback()
+                    raise
                 except BaseException:
                     await unit.rollback()
                     raise
                 if response.status_code >= 400:
+                    await _settle_held(unit)
                     await unit.rollback()
                     return response
                 record: Claim | None = remembered(request, "idempotency_record")
@@ -90,6 +104,9 @@ class UnitOfWorkRoute(LeanRoute):
                             response.headers.get("content-type"),
                             bytes(response.body),
                         )
+                except ClaimTaken as taken:
+                    # The ref, held back with the commit (`renews_at_commit`), was taken.
+                    raise await _replay(unit, taken) from None
                 except DomainError:
                     # A statement held back until the commit was refused (kernel/direct.py,
                     # `Direct.defer`): nothing is kept, the refusal is the answer.
@@ -102,6 +119,28 @@ class UnitOfWorkRoute(LeanRoute):
                 await unit.close()
 
         return run
+
+
+async def _replay(unit: Unit, taken: ClaimTaken) -> Replay:
+    """The request's transaction rolled back, the stored answer of the request that took its
+    ref (or the 400 of another payload, raised)."""
+    await unit.rollback()
+    return Replay(await IdempotencyStore(cast(AsyncSession, unit)).taken(taken.values))
+
+
+async def _settle_held(unit: Unit) -> None:
+    """Before a request's own error or refusal is its answer: its renewal and claim, if they
+    were held back for its commit (`renews_at_commit`), are sent, so that an expired session
+    is still a 401 and a ref taken still replays its stored answer, as when they went first.
+    A refusal of something else held back leaves the request's own answer standing."""
+    try:
+        await unit.send_held()
+    except ClaimTaken as taken:
+        raise await _replay(unit, taken) from None
+    except Unauthorized:
+        raise
+    except Exception:  # the request's own error is the answer
+        pass
 
 
 async def _commit_refusal(request: Request, session: AsyncSession, exc: DomainError) -> None:

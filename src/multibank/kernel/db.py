@@ -774,6 +774,11 @@ class Unit:
                 except Exception:  # what it tidies is tidied again within its time anyway
                     log.warning("a hook after a group commit failed", exc_info=True)
 
+    async def send_held(self) -> None:
+        """Sends what `Direct.defer` holds back, now (PostgreSQL): a refusal of it is raised."""
+        if self._direct is not None and self._direct.holds():
+            await greenlet_spawn(self._direct.send_held)
+
     async def rollback(self) -> None:
         if self.made is not None:
             await self.made.rollback()

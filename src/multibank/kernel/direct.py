@@ -68,6 +68,7 @@ class _Plan:
         "names",
         "positional",
         "processors",
+        "reads",
         "results",
         "row",
         "sql",
@@ -79,6 +80,8 @@ class _Plan:
             statement.compile(dialect=dialect, column_keys=list(keys) if keys else None),
         )
         self.sql = str(compiled)
+        # Only reads: a SELECT (a statement with a data-modifying WITH begins with WITH).
+        self.reads = self.sql.lstrip()[:6].upper() == "SELECT"
         # The name it is PREPAREd under (SQL level) on a PostgreSQL connection (`Direct`).
         self.name = "mb_" + hashlib.sha1(self.sql.encode()).hexdigest()[:20]
         names = list(compiled.positiontup or ())
@@ -209,10 +212,48 @@ def _begin_sql(adapter: Any) -> str | None:
     return sql
 
 
+class Refusal:
+    """How a held-back statement says it was refused (`Direct.defer`): the error it makes
+    PostgreSQL raise, a NOT NULL violation on `table.name` or a unique violation of the
+    constraint `name`, stands for `error`, which is raised instead (after `then`, if given)."""
+
+    __slots__ = ("error", "name", "sqlstate", "table", "then")
+
+    def __init__(
+        self,
+        error: Exception,
+        *,
+        null: tuple[str, str] | None = None,
+        unique: str | None = None,
+        then: Callable[[], None] | None = None,
+    ) -> None:
+        self.error, self.then = error, then
+        self.table: str | None = None
+        if null is not None:
+            self.sqlstate, (self.table, self.name) = _NOT_NULL_VIOLATION, null
+        elif unique is not None:
+            self.sqlstate, self.name = _UNIQUE_VIOLATION, unique
+        else:  # pragma: no cover - a programming error
+            raise ValueError("a refusal is a NOT NULL or a unique violation")
+
+    def matches(self, error: Exception) -> bool:
+        if getattr(error, "sqlstate", None) != self.sqlstate:
+            return False
+        if self.sqlstate == _UNIQUE_VIOLATION:
+            return getattr(error, "constraint_name", None) == self.name
+        return (
+            getattr(error, "table_name", None) == self.table
+            and getattr(error, "column_name", None) == self.name
+        )
+
+
+_NOT_NULL_VIOLATION = "23502"
+_UNIQUE_VIOLATION = "23505"
+
+
 class Deferred:
     """A statement whose sending waits for the transaction's next round trip (`Direct.defer`):
-    the `EXECUTE` that runs it, and what a failure of it means. A NOT NULL violation on
-    `refuses` (table, column) is how the statement says it was refused: `refused` is raised."""
+    the `EXECUTE` that runs it, and what its refusals mean."""
 
     __slots__ = (
         "arguments",
@@ -220,8 +261,7 @@ class Deferred:
         "done",
         "listeners",
         "literal",
-        "refused",
-        "refuses",
+        "refusals",
         "sql",
     )
 
@@ -230,14 +270,13 @@ class Deferred:
         literal: str,
         sql: str,
         arguments: Any,
-        refused: Exception,
-        refuses: tuple[str, str],
+        refusals: Sequence[Refusal],
         listeners: Any,
         connection: Connection | None,
         done: Callable[[], None] | None,
     ) -> None:
         self.literal, self.sql, self.arguments = literal, sql, arguments
-        self.refused, self.refuses = refused, refuses
+        self.refusals = refusals
         self.listeners, self.connection = listeners, connection
         self.done = done  # called once it has run
 
@@ -247,89 +286,114 @@ class Deferred:
             for listen in self.listeners:
                 listen(self.connection, None, self.sql, self.arguments, None, False)
 
-    def failure(self, error: Exception) -> Exception | None:
-        """The refusal `error` stands for, if it is this statement's refusal."""
-        table, column = self.refuses
-        if (
-            getattr(error, "sqlstate", None) == _NOT_NULL_VIOLATION
-            and getattr(error, "table_name", None) == table
-            and getattr(error, "column_name", None) == column
-        ):
-            return self.refused
-        return None
 
-
-_NOT_NULL_VIOLATION = "23502"
+def _failure(sent: Sequence[Deferred], error: Exception) -> Exception | None:
+    """The refusal `error` stands for, if it is one of the held-back statements' refusals."""
+    for deferred in sent:
+        for refusal in deferred.refusals:
+            if refusal.matches(error):
+                if refusal.then is not None:
+                    refusal.then()
+                return refusal.error
+    return None
 
 
 class OwnTransaction:
     """Stands in for asyncpg's `Transaction` in SQLAlchemy's asyncpg adapter when a `Direct`
     began the transaction itself: the adapter (and so the pool's reset, a session bound to
     the connection) commits and rolls it back as it would asyncpg's, and does not begin
-    another. `ended`: the request's last statement carried its COMMIT. `deferred`: a statement
-    not sent yet (`Direct.defer`), which goes with the next one, or with the COMMIT."""
+    another. `ended`: the request's last statement carried its COMMIT.
 
-    __slots__ = ("_driver", "deferred", "ended")
+    `deferred`: statements not sent yet (`Direct.defer`), which go with the next statement that
+    returns no rows, or with the COMMIT. `begin`: the BEGIN itself, when statements were held
+    back before any was sent (`Direct.defer(before_reads=True)`); until it is sent, statements
+    whose rows are wanted run before it, outside the transaction."""
 
-    def __init__(self, driver: Any) -> None:
+    __slots__ = ("_driver", "begin", "deferred", "ended")
+
+    def __init__(self, driver: Any, begin: str | None = None) -> None:
         self._driver = driver
         self.ended = False
-        self.deferred: Deferred | None = None
+        self.begin = begin
+        self.deferred: list[Deferred] = []
+
+    @property
+    def holds(self) -> bool:
+        return bool(self.deferred)
+
+    def take(self) -> tuple[list[str], list[Deferred]]:
+        """What is held back, as the statements that send it, in order (the BEGIN first if
+        it was held back too); held no more. The listeners are told of them."""
+        pending, self.deferred = self.deferred, []
+        sql = [d.literal for d in pending]
+        if self.begin is not None:
+            if pending and pending[0].listeners is not None:
+                for listen in pending[0].listeners:
+                    listen(pending[0].connection, None, self.begin, (), None, False)
+            sql.insert(0, self.begin)
+            self.begin = None
+        for each in pending:
+            each.tell()
+        return sql, pending
 
     async def commit(self) -> None:
         if self.ended:
             return
-        pending, self.deferred = self.deferred, None
-        if pending is None:
+        if self.begin is not None and not self.deferred:  # nothing was ever sent
             self.ended = True
+            return
+        sql, pending = self.take()
+        self.ended = True
+        if not pending:
             await self._driver.execute("COMMIT")
             return
-        pending.tell()
         try:
-            await self._driver.execute(f"{pending.literal}; COMMIT")
+            await self._driver.execute("; ".join([*sql, "COMMIT"]))
         except Exception as error:
-            # The statement failed before the COMMIT ran: the transaction is still open (and
+            # A statement failed before the COMMIT ran: the transaction is still open (and
             # aborted), and the adapter forgets it once its commit has failed, so it ends here.
-            self.ended = True
             await self._driver.execute("ROLLBACK")
-            failure = pending.failure(error)
+            failure = _failure(pending, error)
             if failure is not None:
                 raise failure from None
             raise
-        self.ended = True
-        if pending.done is not None:
-            pending.done()
+        _done(pending)
 
     async def rollback(self) -> None:
         # A ROLLBACK where PostgreSQL has ended the transaction already (its COMMIT failed) is
         # a warning, not an error.
-        self.deferred = None  # never sent: nothing to undo
+        self.deferred = []  # never sent: nothing to undo
         if not self.ended:
             self.ended = True
-            await self._driver.execute("ROLLBACK")
+            if self.begin is None:  # else nothing was ever sent
+                await self._driver.execute("ROLLBACK")
 
     def flush(self) -> None:
-        """Sends the deferred statement alone (inside a greenlet)."""
-        pending, self.deferred = self.deferred, None
-        if pending is None:
+        """Sends what is held back, alone (inside a greenlet)."""
+        if not self.deferred:
             return
-        pending.tell()
+        sql, pending = self.take()
         try:
-            await_(self._driver.execute(pending.literal))
+            await_(self._driver.execute("; ".join(sql)))
         except Exception as error:
-            failure = pending.failure(error)
+            failure = _failure(pending, error)
             if failure is not None:
                 raise failure from None
             raise
-        if pending.done is not None:
-            pending.done()
+        _done(pending)
+
+
+def _done(sent: Sequence[Deferred]) -> None:
+    for each in sent:
+        if each.done is not None:
+            each.done()
 
 
 def flush_deferred(conn: Connection, *args: Any) -> None:
     """`before_cursor_execute` listener of a SQLAlchemy connection over a `Unit`'s pooled one
-    (kernel/db.py): a deferred statement is sent before any statement SQLAlchemy sends."""
+    (kernel/db.py): what is held back is sent before any statement SQLAlchemy sends."""
     own = getattr(conn.connection.dbapi_connection, "_transaction", None)
-    if isinstance(own, OwnTransaction) and own.deferred is not None:
+    if isinstance(own, OwnTransaction) and own.deferred:
         own.flush()
 
 
@@ -434,7 +498,9 @@ class Direct:
 
     def _run_on_driver(self, plan: _Plan, arguments: Any, call: str) -> Any:
         driver, adapter = self._driver, self._adapter
-        sql, sent, ends, pending = plan.sql, None, None, None
+        sql, sent, ends = plan.sql, None, None
+        pending: list[Deferred] = []
+        told_begin = False
         own = adapter._transaction
         if self._begin is not None and own is None:
             # The transaction begins now: the adapter holds it from here on (its rollback, the
@@ -444,32 +510,30 @@ class Direct:
             if literal is None:
                 self._simple(self._begin)
             else:
-                sent = f"{self._begin}; {literal}"
+                sent, told_begin = f"{self._begin}; {literal}", True
         elif isinstance(own, OwnTransaction) and not own.ended:
             literal = None
-            if call == "execute" and (own.deferred is not None or self.closing):
+            if call == "execute" and (own.deferred or self.closing):
                 literal = self._executable(plan, arguments)
-            if own.deferred is not None:
-                if literal is None:
-                    own.flush()  # a statement whose rows are wanted goes alone, after it
-                else:
-                    pending, own.deferred = own.deferred, None
-                    sent = literal
+            if own.deferred:
+                if literal is not None:
+                    parts, pending = own.take()  # told first, as they go first
+                    sent = "; ".join([*parts, literal])
+                elif own.begin is None or not plan.reads:
+                    own.flush()  # a statement whose rows are wanted goes alone, after them
+                # else a read before the transaction begins (what is held back does not change
+                # what it reads, `defer(before_reads=True)`), on its own
             if self.closing and literal is not None:
-                sent, ends = f"{literal}; COMMIT", own
-            if pending is not None:
-                sent = f"{pending.literal}; {sent}"
+                sent = f"{sent or literal}; COMMIT"
+                ends = own
         if self._listeners is not None:
-            # Each statement as itself (a combined query's BEGIN, deferred statement or COMMIT
-            # too), with the SQL and parameters its EXECUTE runs.
+            # Each statement as itself (a combined query's BEGIN, held-back statements or
+            # COMMIT too), with the SQL and parameters its EXECUTE runs.
             told = [(sql, arguments, call == "executemany")]
-            if sent is not None:
-                if self._begin is not None and own is None:
-                    told.insert(0, (self._begin, (), False))
-                if ends is not None:
-                    told.append(("COMMIT", (), False))
-            if pending is not None:
-                pending.tell()
+            if told_begin:
+                told.insert(0, (self._begin or "BEGIN", (), False))
+            if ends is not None:
+                told.append(("COMMIT", (), False))
             for statement, parameters, many in told:
                 for listen in self._listeners:
                     listen(self.connection, None, statement, parameters, None, many)
@@ -480,45 +544,65 @@ class Direct:
                 status = await_(driver.execute(sent))  # a simple query: its last status
                 if ends is not None:
                     ends.ended = True
-                if pending is not None and pending.done is not None:
-                    pending.done()
+                _done(pending)
                 return status
             if call == "executemany":
                 return await_(driver.executemany(sql, arguments))
             return await_(getattr(driver, call)(sql, *arguments))
         except Exception as error:
-            failure = pending.failure(error) if pending is not None else None
+            failure = _failure(pending, error)
             if failure is not None:
                 raise failure from None
             self._raise(sql, arguments, error)
+
+    def holds(self) -> bool:
+        """Whether statements are held back here (`defer`)."""
+        own = self._adapter._transaction if self._adapter is not None else None
+        return isinstance(own, OwnTransaction) and own.holds
+
+    def send_held(self) -> None:
+        """Sends what is held back, alone (inside a greenlet)."""
+        own = self._adapter._transaction if self._adapter is not None else None
+        if isinstance(own, OwnTransaction):
+            own.flush()
 
     def defer(
         self,
         prepared: Prepared,
         params: Mapping[str, Any],
-        refused: Exception,
-        refuses: tuple[str, str],
+        refusals: Sequence[Refusal],
         done: Callable[[], None] | None = None,
+        before_reads: bool = False,
     ) -> bool:
-        """PostgreSQL, a `Unit`'s begun transaction: holds a statement that returns nothing back
+        """PostgreSQL, a `Unit`'s own transaction: holds back a statement that returns no rows
         until the transaction's next round trip, which carries it (the next statement that
-        returns no rows, or the COMMIT), and sends it alone before any other. The statement
-        says it was refused with a NOT NULL violation on `refuses` (table, column): `refused`
-        is then raised where it is sent, and the transaction rolls back; `done` is called once
-        it has run. False: not held back
-        (another kind of transaction, or too long a statement); the caller runs it itself."""
-        own = self._adapter._transaction if self.defers else None
-        if not isinstance(own, OwnTransaction) or own.ended:
+        returns no rows, or the COMMIT); it is sent alone first before a statement whose rows
+        are wanted, or before anything SQLAlchemy sends. Its refusals (`Refusal`) are raised
+        where it is sent, and the transaction then rolls back; `done` is called once it has
+        run.
+
+        `before_reads`: may also be held back before the transaction has begun (its BEGIN then
+        goes with it); until then the statements whose rows are wanted run first, outside the
+        transaction: the caller vouches that nothing it reads depends on what is held back.
+
+        False: not held back (another kind of transaction, the BEGIN already sent when
+        `before_reads` wanted it not, or too long a statement); the caller runs it itself."""
+        if not self.defers:
+            return False
+        own = self._adapter._transaction
+        if own is None:
+            if not before_reads or self._begin is None or self._driver is None:
+                return False
+            own = self._adapter._transaction = OwnTransaction(self._driver, self._begin)
+        elif not isinstance(own, OwnTransaction) or own.ended:
             return False
         plan = prepared.plan(self.dialect)
         arguments = plan.arguments(params)
         literal = self._executable(plan, arguments)
         if literal is None:
             return False
-        if own.deferred is not None:
-            own.flush()
-        own.deferred = Deferred(
-            literal, plan.sql, arguments, refused, refuses, self._listeners, self.connection, done
+        own.deferred.append(
+            Deferred(literal, plan.sql, arguments, refusals, self._listeners, self.connection, done)
         )
         return True
 

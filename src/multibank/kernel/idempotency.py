@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -34,7 +35,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from multibank.kernel import direct, tokens
 from multibank.kernel.db import Base
-from multibank.kernel.direct import Direct, Prepared
+from multibank.kernel.direct import Direct, Prepared, Refusal
 from multibank.kernel.errors import BadRequest, PayloadTooLarge
 from multibank.kernel.ids import new_id
 
@@ -63,6 +64,13 @@ class StoredResponse:
     status_code: int
     content_type: str | None
     body: bytes
+
+
+class Replay(Exception):
+    """Raised by the idempotency dependency: answer with the stored first response."""
+
+    def __init__(self, stored: StoredResponse) -> None:
+        self.stored = stored
 
 
 def payload_hash(body: bytes, context: str = "") -> str:
@@ -173,6 +181,69 @@ def _renew_and_claim() -> Prepared:
 
 _RENEW_AND_CLAIM = _renew_and_claim()
 _RENEWED_AND_CLAIMED = 3
+
+
+class ClaimTaken(Exception):
+    """A held-back claim (`hold_renew_and_claim`) found its ref taken when it was sent: the
+    request's transaction rolls back, and the stored answer is replayed
+    (`IdempotencyStore.taken`)."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        super().__init__(values["ref"])
+        self.values = values
+
+
+_UNIQUE_REF = str(next(c.name for c in _TABLE.constraints if isinstance(c, UniqueConstraint)))
+# A held-back claim says "not renewed" by a NULL here (`_renew_and_claim_held`).
+_NOT_RENEWED = (_TABLE.name, "payload_hash")
+
+
+def _renew_and_claim_held() -> Prepared:
+    """PostgreSQL: the renewal and the claim of a write whose outcome is learnt at its commit
+    (decision 0024). Whatever does not go on is an error, not a row count: a session not
+    renewed leaves the claim's payload hash NULL (a NOT NULL violation), and a ref taken is a
+    unique violation, after waiting for the request that holds it, as the claim's own
+    `ON CONFLICT` waits."""
+    renewed = tokens.RENEWAL.returning(tokens.SESSIONS.c.id).cte("renewed")
+    values = [_typed(key) for key in _CLAIMED]
+    values[_CLAIMED.index("payload_hash")] = (
+        select(_typed("payload_hash")).select_from(renewed).scalar_subquery()
+    )
+    statement = pg_insert(_TABLE).from_select(list(_CLAIMED), select(*values)).add_cte(renewed)
+    return Prepared({"postgresql": statement}, renewal=True)
+
+
+_RENEW_AND_CLAIM_HELD = _renew_and_claim_held()
+
+
+def _hold_renew_and_claim_on(
+    d: Direct,
+    renewal: dict[str, Any],
+    values: dict[str, Any],
+    not_renewed: Exception,
+    forget: Callable[[], None],
+) -> bool:
+    if d.dialect.name != "postgresql":
+        return False
+    refusals = (
+        Refusal(not_renewed, null=_NOT_RENEWED, then=forget),
+        Refusal(ClaimTaken(values), unique=_UNIQUE_REF),
+    )
+    return d.defer(_RENEW_AND_CLAIM_HELD, {**renewal, **values}, refusals, before_reads=True)
+
+
+async def hold_renew_and_claim(
+    db: AsyncSession,
+    renewal: dict[str, Any],
+    values: dict[str, Any],
+    not_renewed: Exception,
+    forget: Callable[[], None],
+) -> bool:
+    """`renew_and_claim` held back until the request's commit, its BEGIN with it (PostgreSQL,
+    `Direct.defer(before_reads=True)`): the request's reads run before, outside its
+    transaction. At the commit `not_renewed` is raised (after `forget`) if the session was not
+    renewed, `ClaimTaken` if the ref was taken. False: not held back; `renew_and_claim` then."""
+    return await direct.run(db, _hold_renew_and_claim_on, renewal, values, not_renewed, forget)
 
 
 def _renew_and_claim_on(

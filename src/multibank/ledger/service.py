@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.kernel import direct
-from multibank.kernel.direct import Direct, Prepared
+from multibank.kernel.direct import Direct, Prepared, Refusal
 from multibank.kernel.ids import new_id
 from multibank.ledger.models import (
     MANAGED_ACCOUNT,
@@ -364,7 +364,8 @@ def _post(
         held_back = _MOVEMENT.get((shape, True))
         if held_back is None:
             held_back = _MOVEMENT[shape, True] = _movement_statement(shape, failing=True)
-        if d.defer(held_back, params, refused, REFUSED_LEG, partial(_counted, ordered)):
+        refusal = Refusal(refused, null=REFUSED_LEG)
+        if d.defer(held_back, params, (refusal,), partial(_counted, ordered)):
             return
     statement = _MOVEMENT.get((shape, False))
     if statement is None:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from multibank.api.deps import CallerIdempotent, ConsumerSession, CorporateSession
+from multibank.api.deps import (
+    CallerIdempotent,
+    ConsumerSession,
+    CorporateSession,
+    renews_at_commit,
+)
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.v3_29.fees import CONFLICTS, ChargeFeeRequest, charge
 
@@ -20,6 +25,7 @@ router = APIRouter(route_class=UnitOfWorkRoute)
     dependencies=[CallerIdempotent],
     responses=CONFLICTS,
 )
+@renews_at_commit
 async def corporate_charge_fee(body: ChargeFeeRequest, session: CorporateSession) -> Response:
     await charge(body, session)
     return Response(status_code=204)
@@ -34,6 +40,7 @@ async def corporate_charge_fee(body: ChargeFeeRequest, session: CorporateSession
     dependencies=[CallerIdempotent],
     responses=CONFLICTS,
 )
+@renews_at_commit
 async def consumer_charge_fee(body: ChargeFeeRequest, session: ConsumerSession) -> Response:
     await charge(body, session)
     return Response(status_code=204)
