@@ -27,6 +27,12 @@ the BEGIN goes in one simple query with the first statement, and the COMMIT with
 the statement's plan (literal SQL of its own would be parsed and planned every time). The
 statements in between go as prepared by asyncpg.
 
+A statement whose outcome nothing waits for can be held back (`Direct.defer`, decision 0024):
+it goes with the transaction's next round trip, and says it was refused with an error
+(`Refusal`), raised as the caller's own exception where it is sent. A fee charge's movement is,
+and its session renewal and claim too, before the BEGIN: its one read first, then everything else
+in one query with the COMMIT.
+
 What does not: ORM events (`do_orm_execute`). A statement that changes rows the auth cache
 remembers (programmes, api keys, sessions) must not be prepared here, except a session's own
 renewal, which the cache records itself (`Prepared(..., renewal=True)`).
