@@ -550,3 +550,45 @@ async def test_a_session_ended_elsewhere_is_refused_with_nothing_charged(
     assert r.status_code == 401  # and forgotten here
     assert await fee_count(container.db, acc["id"]) == 0
     await ledger_ok(client, admin_headers, p)
+
+
+@pytest.mark.parametrize("base", [V29, V31])
+async def test_a_charge_follows_changes_made_since_the_last_one(
+    client, programme, container, admin_headers, base
+):
+    """On PostgreSQL a process remembers what a charge looked up, and the next charge of the
+    same kind checks it in its one query (decision 0024): a change since (the account blocked,
+    the fee type's amounts replaced) is what the next charge follows."""
+    p = await programme()
+    await create_fee_type(client, admin_headers, p, "MONTHLY", {"DEFAULT": {"EUR": 10}})
+    ident, acc = await funded(client, p, base=base)
+    for _ in range(2):
+        r = await charge(client, ident, acc["id"], base, fee_type="MONTHLY")
+        assert r.status_code in (200, 204), r.text
+    assert await available(client, ident, acc["id"]) == 980
+    r = await client.post(f"{base}/managed_accounts/{acc['id']}/block", headers=ident.headers)
+    assert r.status_code == 204, r.text
+    r = await charge(client, ident, acc["id"], base, fee_type="MONTHLY", ref=ref())
+    assert (r.status_code, r.json()) == (409, {"errorCode": "UNRESOLVED_INSTRUMENT"})
+    assert await available(client, ident, acc["id"]) == 980
+    r = await client.post(f"{base}/managed_accounts/{acc['id']}/unblock", headers=ident.headers)
+    assert r.status_code == 204, r.text
+    r = await charge(client, ident, acc["id"], base, fee_type="MONTHLY")
+    assert r.status_code in (200, 204), r.text
+    assert await available(client, ident, acc["id"]) == 970
+    r = await client.put(
+        f"{PORTAL}/{p.id}/fee_types/MONTHLY",
+        headers=admin_headers,
+        json={"amounts": {"DEFAULT": {"EUR": 25}}},
+    )
+    assert r.status_code == 200, r.text
+    key = ref()
+    r = await charge(client, ident, acc["id"], base, fee_type="MONTHLY", ref=key)
+    assert r.status_code in (200, 204), r.text
+    if base == V29:
+        assert r.json()["availableBalanceAdjustment"] == {"currency": "EUR", "amount": -25}
+    again = await charge(client, ident, acc["id"], base, fee_type="MONTHLY", ref=key)
+    assert (again.status_code, again.content) == (r.status_code, r.content)
+    assert await available(client, ident, acc["id"]) == 945
+    assert await fee_count(container.db, acc["id"]) == 4
+    await ledger_ok(client, admin_headers, p)

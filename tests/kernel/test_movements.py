@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import event, select, true
 
 from multibank.kernel.context import Container
 from multibank.kernel.ids import new_id
@@ -176,3 +176,32 @@ async def test_a_movement_is_one_statement_on_postgresql(
         await db.commit()
     assert len(statements) == 1, statements
     assert await _balances(container, [low, high]) == [(495, 495, 2), (5, 5, 1)]
+
+
+async def test_a_condition_is_checked_only_where_the_movement_is_held_back(
+    container: Container, programme: ProgrammeFactory
+) -> None:
+    """A movement that cannot be held back (here: on an ORM session, and on SQLite) does not
+    check a condition: it asks its caller to read afresh instead, and changes nothing."""
+    programme_id = int((await programme()).id)
+    low, high = await _accounts(container, programme_id, 500, 0)
+    dropped: list[bool] = []
+
+    class Stale(Exception):
+        pass
+
+    condition = ledger.Condition("test", true(), {}, Stale(), lambda: dropped.append(True))
+    async with container.db.sessionmaker() as db:
+        with pytest.raises(Stale):
+            await ledger.post(
+                db,
+                programme_id=programme_id,
+                type_="TRANSFER",
+                legs=[ledger.Leg(low, "EUR", -5, -5), ledger.Leg(high, "EUR", 5, 5)],
+                now_ms=NOW,
+                refused=RuntimeError("no funds"),
+                condition=condition,
+            )
+        await db.rollback()
+    assert dropped == [True]
+    assert await _balances(container, [low, high]) == [(500, 500, 1), (0, 0, 0)]

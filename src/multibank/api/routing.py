@@ -20,7 +20,8 @@ from starlette.types import Receive, Scope, Send
 
 from multibank.api.lean import LeanRoute
 from multibank.kernel.context import Container
-from multibank.kernel.db import LazySession, Unit
+from multibank.kernel.db import Database, LazySession, Unit
+from multibank.kernel.direct import FRESH_READS, StaleRead
 from multibank.kernel.errors import DomainError, NotFound, Unauthorized
 from multibank.kernel.idempotency import (
     Claim,
@@ -64,6 +65,21 @@ class UnitOfWorkRoute(LeanRoute):
                     # half-way: it needs no task of its own to shield it, which is what
                     # `async with` pays for on every request (decision 0019).
                     await lazy.close()
+            try:
+                return await write(request, db)
+            except StaleRead:
+                # What it read from this process's memory was no longer so (decision 0024):
+                # nothing of it was kept, and it runs once more reading afresh.
+                state: dict[str, Any] = request.scope.get("state") or {}
+                for name in _PER_ATTEMPT:
+                    state.pop(name, None)
+                fresh = FRESH_READS.set(True)
+                try:
+                    return await write(request, db)
+                finally:
+                    FRESH_READS.reset(fresh)
+
+        async def write(request: Request, db: Database) -> Response:
             # A write: one transaction, begun at its first statement; the ORM session is made
             # only if the request uses it (kernel/db.Unit, decision 0021).
             unit = db.unit()
@@ -119,6 +135,10 @@ class UnitOfWorkRoute(LeanRoute):
                 await unit.close()
 
         return run
+
+
+# What a write's dependencies remember of it in `request.state`: forgotten before it runs again.
+_PER_ATTEMPT = ("authenticated", "caller", "claim_outcome", "idempotency_record", "db")
 
 
 async def _replay(unit: Unit, taken: ClaimTaken) -> Replay:

@@ -3,15 +3,21 @@ account's currency, moves from that account to the programme's revenue account."
 
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
+from weakref import WeakKeyDictionary
 
-from sqlalchemy import Table, and_, bindparam, select
+from sqlalchemy import BigInteger, String, Table, and_, bindparam, exists, select
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects.postgresql import JSONB
 
 from multibank.accounts.models import ManagedAccount
 from multibank.identities.models import Identity
 from multibank.kernel import direct
-from multibank.kernel.direct import Prepared
+from multibank.kernel.direct import FRESH_READS, Prepared, StaleRead
 from multibank.kernel.errors import Conflict
 from multibank.kernel.validation import parse_id
 from multibank.ledger import service as ledger
@@ -69,16 +75,88 @@ _LOOKUP = Prepared(
 )
 
 
+# PostgreSQL (decision 0024): what a charge's lookup found, remembered per database and
+# (programme, identity, fee type, account), so that the next charge of the same kind needs no
+# round trip before its one query. That query checks it still holds (`_STILL`): the identity's
+# fee group, the fee type's amounts and the account (its owner, ACTIVE); if not, the request
+# runs again and looks afresh (`StaleRead`). Only what passed every check is remembered.
+_REMEMBERED: WeakKeyDictionary[object, OrderedDict[tuple[int, int, str, int], Any]] = (
+    WeakKeyDictionary()
+)
+_REMEMBER_AT_MOST = 10_000
+_STILL = exists(
+    select(_IDENTITIES.c.id)
+    .select_from(
+        _IDENTITIES.join(
+            _FEE_TYPES,
+            and_(
+                _FEE_TYPES.c.programme_id == _IDENTITIES.c.programme_id,
+                _FEE_TYPES.c.name == bindparam("c_fee_type", type_=String()),
+            ),
+        ).join(
+            _ACCOUNTS,
+            and_(
+                _ACCOUNTS.c.programme_id == _IDENTITIES.c.programme_id,
+                _ACCOUNTS.c.id == bindparam("c_account_id", type_=BigInteger()),
+            ),
+        )
+    )
+    .where(
+        _IDENTITIES.c.programme_id == bindparam("c_programme_id", type_=BigInteger()),
+        _IDENTITIES.c.id == bindparam("c_identity_id", type_=BigInteger()),
+        _IDENTITIES.c.fee_group == bindparam("c_fee_group", type_=String()),
+        sql_cast(_FEE_TYPES.c.amounts, JSONB)
+        == sql_cast(bindparam("c_amounts", type_=String()), JSONB),
+        _ACCOUNTS.c.identity_id == bindparam("c_identity_id", type_=BigInteger()),
+        _ACCOUNTS.c.state == "ACTIVE",
+    )
+)
+
+
+def _remembered(ctx: Ctx) -> OrderedDict[tuple[int, int, str, int], Any] | None:
+    """This database's remembered lookups; None where a lookup costs no round trip (SQLite)."""
+    engine = getattr(ctx.db.bind, "sync_engine", None)
+    if engine is None or engine.dialect.name != "postgresql":
+        return None
+    found = _REMEMBERED.get(engine)
+    if found is None:
+        found = _REMEMBERED[engine] = OrderedDict()
+    return found
+
+
 async def charge(
     ctx: Ctx, identity_id: int, fee_type: str, source_type: str, source_id: str
 ) -> FeeCharge:
+    account_id = parse_id(source_id)  # None (not an id) matches no account
     params = {
         "programme_id": ctx.programme.id,
         "identity_id": identity_id,
         "fee_type": fee_type,
-        "account_id": parse_id(source_id),  # None (not an id) matches no account
+        "account_id": account_id,
     }
-    found = await direct.first(ctx.db, _LOOKUP, params)
+    remembered = _remembered(ctx)
+    key = (ctx.programme.id, identity_id, fee_type, account_id or 0)
+    found = None
+    if remembered is not None and not FRESH_READS.get():
+        found = remembered.get(key)
+    condition = None
+    if found is not None:
+        condition = ledger.Condition(
+            "fee lookup",
+            _STILL,
+            {
+                "c_programme_id": ctx.programme.id,
+                "c_identity_id": identity_id,
+                "c_fee_type": fee_type,
+                "c_account_id": found.id,
+                "c_fee_group": found.fee_group,
+                "c_amounts": json.dumps(found.amounts),
+            },
+            StaleRead(),
+            partial(remembered.pop, key, None) if remembered is not None else None,
+        )
+    else:
+        found = await direct.first(ctx.db, _LOOKUP, params)
     if found is None or found.amounts is None:  # no such identity, or no such fee type
         raise Conflict("UNRESOLVED_FEE_TYPE")
     if source_type != "managed_accounts":
@@ -98,6 +176,10 @@ async def charge(
         raise Conflict("UNRESOLVED_CURRENCY")
     if account.state != "ACTIVE":
         raise Conflict("UNRESOLVED_INSTRUMENT")
+    if remembered is not None and condition is None and found.fee_group is not None:
+        remembered[key] = found  # it passed every check
+        if len(remembered) > _REMEMBER_AT_MOST:
+            remembered.popitem(last=False)
     revenue = await ledger.system_account(
         ctx.db,
         ctx.programme.id,
@@ -120,6 +202,7 @@ async def charge(
             details={"chargeFeeType": fee_type, "profileId": str(account.profile_id)},
             # Nothing after depends on the movement: on PostgreSQL it may go with the commit.
             refused=Conflict("FUNDS_INSUFFICIENT"),
+            condition=condition,
         )
     except ledger.InsufficientFunds:
         raise Conflict("FUNDS_INSUFFICIENT") from None

@@ -43,6 +43,7 @@ from __future__ import annotations
 import hashlib
 from collections import namedtuple
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any, Concatenate, NoReturn, ParamSpec, TypeVar, cast
 from weakref import WeakKeyDictionary
 
@@ -252,6 +253,15 @@ class Refusal:
             and getattr(error, "column_name", None) == self.name
         )
 
+
+class StaleRead(Exception):
+    """What a request read from what this process remembers was no longer so when its held-back
+    statements were checked (`ledger.Condition`): its transaction rolls back and the request
+    runs once more with `FRESH_READS` set (api/routing.py)."""
+
+
+# Set while a request runs again after a StaleRead: it reads everything afresh.
+FRESH_READS: ContextVar[bool] = ContextVar("multibank_fresh_reads", default=False)
 
 _NOT_NULL_VIOLATION = "23502"
 _UNIQUE_VIOLATION = "23505"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import zlib
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, cast
@@ -18,6 +18,7 @@ from sqlalchemy import (
     Table,
     Update,
     bindparam,
+    case,
     exists,
     func,
     insert,
@@ -85,6 +86,21 @@ class Leg:
 # the one its source account's id picks: charges of different customers then rarely wait on one
 # another's row lock (issue 11, decision 0013). Revenue is their sum (`revenue_balance`).
 REVENUE_SHARDS = 8
+
+
+@dataclass(frozen=True)
+class Condition:
+    """What a held-back movement requires of what its caller read in an earlier request
+    (decision 0024): `clause`, a SQL condition on its own parameters (`params`, named `c_...`),
+    is checked in the movement's statement, as of that statement. When it does not hold
+    nothing changes and `stale` is raised (after `then`): the caller's request runs again,
+    reading afresh. `name` tells statements apart (one per kind of condition)."""
+
+    name: str
+    clause: Any
+    params: dict[str, Any]
+    stale: Exception
+    then: Callable[[], None] | None = None
 
 
 def revenue_shard(source_account_id: int) -> int:
@@ -165,7 +181,9 @@ def _unsized(kind: Any) -> Any:
     return String() if isinstance(kind, String) else kind
 
 
-def _movement_statement(guards: tuple[tuple[bool, bool], ...], failing: bool = False) -> Prepared:
+def _movement_statement(
+    guards: tuple[tuple[bool, bool], ...], failing: bool = False, condition: Any = None
+) -> Prepared:
     """PostgreSQL: a whole movement in one statement, one round trip (decisions 0021, 0024):
     each leg's guarded balance update, the transaction and all its postings. The legs come in
     account id order and each update after the first runs only once the one before it has
@@ -176,12 +194,18 @@ def _movement_statement(guards: tuple[tuple[bool, bool], ...], failing: bool = F
 
     `failing`: a refused leg makes the statement fail instead, with a NOT NULL violation on
     `postings.available_after` (its posting's balance is that of an update that did not
-    happen): how a movement whose outcome is learnt later says it (`Direct.defer`)."""
-    written = (
-        insert(_TRANSACTIONS)
-        .values({key: bindparam(f"t_{key}") for key in _TRANSACTION_KEYS})
-        .cte("written")
-    )
+    happen): how a movement whose outcome is learnt later says it (`Direct.defer`).
+
+    `condition` (with `failing`): the transaction is written first, its details NULL where the
+    condition does not hold (a NOT NULL violation before any balance changes: `STALE`)."""
+    values: dict[str, Any] = {key: bindparam(f"t_{key}") for key in _TRANSACTION_KEYS}
+    if condition is not None:
+        details = _TRANSACTIONS.c.details
+        values["details"] = case((condition, bindparam("t_details", type_=details.type)))
+    written_: Any = insert(_TRANSACTIONS).values(values)
+    if condition is not None:
+        written_ = written_.returning(_TRANSACTIONS.c.id)
+    written = written_.cte("written")
     moved: list[Any] = []
     for i, (guard_available, guard_actual) in enumerate(guards):
         a = _ACCOUNTS.c
@@ -196,6 +220,8 @@ def _movement_statement(guards: tuple[tuple[bool, bool], ...], failing: bool = F
             update_ = update_.where(a.actual >= bindparam(f"b{i}_need_actual"))
         if moved:
             update_ = update_.where(exists(select(moved[-1].c.available)))
+        elif condition is not None:  # the condition's check comes first
+            update_ = update_.where(exists(select(written.c.id)))
         moved.append(
             update_.values(
                 available=a.available + bindparam(f"b{i}_available"),
@@ -228,9 +254,10 @@ def _movement_statement(guards: tuple[tuple[bool, bool], ...], failing: bool = F
     return Prepared({"postgresql": statement})
 
 
-_MOVEMENT: dict[tuple[tuple[tuple[bool, bool], ...], bool], Prepared] = {}
+_MOVEMENT: dict[tuple[tuple[tuple[bool, bool], ...], bool, str], Prepared] = {}
 # What a refused leg of a held-back movement looks like (`_movement_statement(failing=True)`).
 REFUSED_LEG = ("postings", "available_after")
+STALE = ("ledger_transactions", "details")
 
 
 # The ids of system accounts, per engine (per database). A system account is never removed or
@@ -306,6 +333,7 @@ async def post(
     external_id: int | None = None,
     transaction_id: int | None = None,
     refused: Exception | None = None,
+    condition: Condition | None = None,
 ) -> Movement:
     """Writes one transaction. Raises Unbalanced when the legs do not sum to zero per currency,
     InsufficientFunds when a guarded debit would take a balance below zero.
@@ -317,7 +345,9 @@ async def post(
     `refused`: what the caller raises when a guarded debit lacks the funds, given when nothing
     it does next depends on the movement. On PostgreSQL the movement may then go with the
     transaction's next round trip (its next statement, or its COMMIT: `Direct.defer`, decision
-    0024), and `refused` is raised there; otherwise InsufficientFunds is raised here."""
+    0024), and `refused` is raised there; otherwise InsufficientFunds is raised here.
+    `condition` (with `refused`): see `Condition`; where the movement cannot be held back, its
+    `stale` is raised at once."""
     sums: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for leg in legs:
         sums[leg.currency][0] += leg.available
@@ -335,13 +365,21 @@ async def post(
     }
     # A prepared INSERT, not the unit of work's flush (decision 0019): the transaction is
     # returned as a detached snapshot of what was written; later changes are statements by id.
-    await direct.run(db, _post, values, legs, refused)
+    await direct.run(db, _post, values, legs, refused, condition)
     return Movement(**values)
 
 
 def _post(
-    d: Direct, values: dict[str, Any], legs: Sequence[Leg], refused: Exception | None = None
+    d: Direct,
+    values: dict[str, Any],
+    legs: Sequence[Leg],
+    refused: Exception | None = None,
+    condition: Condition | None = None,
 ) -> None:
+    if condition is not None and (refused is None or not d.defers or not legs):
+        if condition.then is not None:
+            condition.then()
+        raise condition.stale  # only a held-back movement checks a condition
     if d.dialect.name != "postgresql" or not legs:
         d.execute(_INSERT_TRANSACTION, values)
         _write(d, values["programme_id"], values["id"], legs, values["created_at"])
@@ -361,15 +399,26 @@ def _post(
             params[f"b{i}_{key[2:]}"] = value
     shape = tuple(guards)
     if refused is not None and d.defers:
-        held_back = _MOVEMENT.get((shape, True))
+        refusals = [Refusal(refused, null=REFUSED_LEG)]
+        name = ""
+        if condition is not None:
+            name = condition.name
+            params.update(condition.params)
+            refusals.insert(0, Refusal(condition.stale, null=STALE, then=condition.then))
+        held_back = _MOVEMENT.get((shape, True, name))
         if held_back is None:
-            held_back = _MOVEMENT[shape, True] = _movement_statement(shape, failing=True)
-        refusal = Refusal(refused, null=REFUSED_LEG)
-        if d.defer(held_back, params, (refusal,), partial(_counted, ordered)):
+            clause = None if condition is None else condition.clause
+            held_back = _movement_statement(shape, failing=True, condition=clause)
+            _MOVEMENT[shape, True, name] = held_back
+        if d.defer(held_back, params, refusals, partial(_counted, ordered)):
             return
-    statement = _MOVEMENT.get((shape, False))
+        if condition is not None:
+            if condition.then is not None:
+                condition.then()
+            raise condition.stale
+    statement = _MOVEMENT.get((shape, False, ""))
     if statement is None:
-        statement = _MOVEMENT[shape, False] = _movement_statement(shape)
+        statement = _MOVEMENT[shape, False, ""] = _movement_statement(shape)
     written = d.execute(statement, params)
     if written != len(ordered):  # the legs before the refused one were applied, then stopped
         raise InsufficientFunds(ordered[written].account_id)
