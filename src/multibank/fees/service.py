@@ -3,16 +3,14 @@ account's currency, moves from that account to the programme's revenue account."
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, cast
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import BigInteger, String, Table, and_, bindparam, exists, select
+from sqlalchemy import BigInteger, String, Table, Text, and_, bindparam, exists, select
 from sqlalchemy import cast as sql_cast
-from sqlalchemy.dialects.postgresql import JSONB
 
 from multibank.accounts.models import ManagedAccount
 from multibank.identities.models import Identity
@@ -47,6 +45,7 @@ _LOOKUP = Prepared(
     select(
         _IDENTITIES.c.fee_group,
         _FEE_TYPES.c.amounts,
+        sql_cast(_FEE_TYPES.c.amounts, Text).label("amounts_text"),  # as stored (`_STILL`)
         _ACCOUNTS.c.id,
         _ACCOUNTS.c.identity_id,
         _ACCOUNTS.c.currency,
@@ -105,8 +104,7 @@ _STILL = exists(
         _IDENTITIES.c.programme_id == bindparam("c_programme_id", type_=BigInteger()),
         _IDENTITIES.c.id == bindparam("c_identity_id", type_=BigInteger()),
         _IDENTITIES.c.fee_group == bindparam("c_fee_group", type_=String()),
-        sql_cast(_FEE_TYPES.c.amounts, JSONB)
-        == sql_cast(bindparam("c_amounts", type_=String()), JSONB),
+        sql_cast(_FEE_TYPES.c.amounts, Text) == bindparam("c_amounts", type_=Text()),
         _ACCOUNTS.c.identity_id == bindparam("c_identity_id", type_=BigInteger()),
         _ACCOUNTS.c.state == "ACTIVE",
     )
@@ -150,7 +148,7 @@ async def charge(
                 "c_fee_type": fee_type,
                 "c_account_id": found.id,
                 "c_fee_group": found.fee_group,
-                "c_amounts": json.dumps(found.amounts),
+                "c_amounts": found.amounts_text,
             },
             StaleRead(),
             partial(remembered.pop, key, None) if remembered is not None else None,
