@@ -147,6 +147,14 @@ async def test_each_posting_records_the_balance_its_update_left(
     assert after == {low: 0, high: 970}
 
 
+async def _five(db: Any, programme_id: int, low: int, high: int, **options: Any) -> None:
+    """5 EUR from `low` to `high`, in `db`'s transaction."""
+    legs = [ledger.Leg(low, "EUR", -5, -5), ledger.Leg(high, "EUR", 5, 5)]
+    await ledger.post(
+        db, programme_id=programme_id, type_="TRANSFER", legs=legs, now_ms=NOW, **options
+    )
+
+
 async def test_a_movement_is_one_statement_on_postgresql(
     container: Container, programme: ProgrammeFactory
 ) -> None:
@@ -164,13 +172,7 @@ async def test_a_movement_is_one_statement_on_postgresql(
         await db.connection()  # the transaction's BEGIN, before counting
         event.listen(engine, "before_cursor_execute", record)
         try:
-            await ledger.post(
-                db,
-                programme_id=programme_id,
-                type_="TRANSFER",
-                legs=[ledger.Leg(low, "EUR", -5, -5), ledger.Leg(high, "EUR", 5, 5)],
-                now_ms=NOW,
-            )
+            await _five(db, programme_id, low, high)
         finally:
             event.remove(engine, "before_cursor_execute", record)
         await db.commit()
@@ -193,15 +195,7 @@ async def test_a_condition_is_checked_only_where_the_movement_is_held_back(
     condition = ledger.Condition("test", true(), {}, Stale(), lambda: dropped.append(True))
     async with container.db.sessionmaker() as db:
         with pytest.raises(Stale):
-            await ledger.post(
-                db,
-                programme_id=programme_id,
-                type_="TRANSFER",
-                legs=[ledger.Leg(low, "EUR", -5, -5), ledger.Leg(high, "EUR", 5, 5)],
-                now_ms=NOW,
-                refused=RuntimeError("no funds"),
-                condition=condition,
-            )
+            await _five(db, programme_id, low, high, refused=RuntimeError(), condition=condition)
         await db.rollback()
     assert dropped == [True]
     assert await _balances(container, [low, high]) == [(500, 500, 1), (0, 0, 0)]
