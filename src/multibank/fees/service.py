@@ -135,10 +135,10 @@ async def charge(
     remembered = _remembered(ctx)
     key = (ctx.programme.id, identity_id, fee_type, account_id or 0)
     found = None
+    condition = None
     if remembered is not None and not FRESH_READS.get():
         found = remembered.get(key)
-    condition = None
-    if found is not None:
+    if remembered is not None and found is not None:
         condition = ledger.Condition(
             "fee lookup",
             _STILL,
@@ -151,7 +151,7 @@ async def charge(
                 "c_amounts": found.amounts_text,
             },
             StaleRead(),
-            partial(remembered.pop, key, None) if remembered is not None else None,
+            partial(remembered.pop, key, None),
         )
     else:
         found = await direct.first(ctx.db, _LOOKUP, params)

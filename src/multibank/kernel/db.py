@@ -634,7 +634,7 @@ class Unit:
                 # here on, and one held back already is sent before SQLAlchemy's first.
                 self._direct.defers = False
                 own = getattr(self._pooled.dbapi_connection, "_transaction", None)
-                if isinstance(own, OwnTransaction) and own.deferred is not None:
+                if isinstance(own, OwnTransaction) and own.deferred:
                     event.listen(self._sa, "before_cursor_execute", flush_deferred)
             if self._group is not None:
                 # In the group's transaction already (`create_engine`'s BEGIN sees it begun):

@@ -333,10 +333,6 @@ class OwnTransaction:
         self.begin = begin
         self.deferred: list[Deferred] = []
 
-    @property
-    def holds(self) -> bool:
-        return bool(self.deferred)
-
     def take(self) -> tuple[list[str], list[Deferred]]:
         """What is held back, as the statements that send it, in order (the BEGIN first if
         it was held back too); held no more. The listeners are told of them."""
@@ -574,7 +570,7 @@ class Direct:
     def holds(self) -> bool:
         """Whether statements are held back here (`defer`)."""
         own = self._adapter._transaction if self._adapter is not None else None
-        return isinstance(own, OwnTransaction) and own.holds
+        return isinstance(own, OwnTransaction) and bool(own.deferred)
 
     def send_held(self) -> None:
         """Sends what is held back, alone (inside a greenlet)."""

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import (
@@ -377,9 +377,7 @@ def _post(
     condition: Condition | None = None,
 ) -> None:
     if condition is not None and (refused is None or not d.defers or not legs):
-        if condition.then is not None:
-            condition.then()
-        raise condition.stale  # only a held-back movement checks a condition
+        _stale(condition)  # only a held-back movement checks a condition
     if d.dialect.name != "postgresql" or not legs:
         d.execute(_INSERT_TRANSACTION, values)
         _write(d, values["programme_id"], values["id"], legs, values["created_at"])
@@ -413,9 +411,7 @@ def _post(
         if d.defer(held_back, params, refusals, partial(_counted, ordered)):
             return
         if condition is not None:
-            if condition.then is not None:
-                condition.then()
-            raise condition.stale
+            _stale(condition)
     statement = _MOVEMENT.get((shape, False, ""))
     if statement is None:
         statement = _MOVEMENT[shape, False, ""] = _movement_statement(shape)
@@ -423,6 +419,13 @@ def _post(
     if written != len(ordered):  # the legs before the refused one were applied, then stopped
         raise InsufficientFunds(ordered[written].account_id)
     _counted(ordered)
+
+
+def _stale(condition: Condition) -> NoReturn:
+    """A condition that could not be checked: the caller reads afresh."""
+    if condition.then is not None:
+        condition.then()
+    raise condition.stale
 
 
 def _counted(legs: Sequence[Leg]) -> None:
