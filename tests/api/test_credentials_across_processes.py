@@ -14,7 +14,7 @@ import httpx
 
 from tests.api.test_ledger_concurrency import fresh_database, new_programme, two_servers
 from tests.conftest import ADMIN_TOKEN
-from tests.factories import invited_user, login, verified
+from tests.factories import PASSWORD, invited_user, login, verified
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 WITHIN = 1.0  # seconds: the interface's bound for another process to notice
@@ -69,3 +69,32 @@ async def test_withdrawn_credentials_stop_on_the_other_process_within_a_second(
         # The programme's first key still works on both.
         for c in (a, b):
             assert (await c.get("/multi/corporates", headers=root.headers)).status_code == 200
+
+
+async def test_a_password_changed_on_one_process_counts_at_once_on_the_other(
+    tmp_path: Path,
+) -> None:
+    """B remembers the hash of a user who logged in there (decision 0025); the password
+    changed on A, B refuses the old one and takes the new one at once, not a second later."""
+    new = "An0ther-secret!"
+    async with (
+        fresh_database(tmp_path) as url,
+        two_servers(url, tmp_path) as bases,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        a, b = [
+            await stack.enter_async_context(httpx.AsyncClient(base_url=u, timeout=60))
+            for u in bases
+        ]
+        p = await new_programme(a, ADMIN)
+        ident = await verified(a, p, "corporates")
+        for _ in range(2):
+            assert (await login(b, p, ident.email)).status_code == 200
+        body = {"oldPassword": {"value": PASSWORD}, "newPassword": {"value": new}}
+        r = await a.post("/multi/passwords/update", headers=ident.headers, json=body)
+        assert r.status_code == 200, r.text
+        assert (await login(b, p, ident.email)).status_code == 403
+        r = await login(b, p, ident.email, new)
+        assert r.status_code == 200, r.text
+        headers = {**p.headers, "Authorization": f"Bearer {r.json()['token']}"}
+        assert (await b.get("/multi/corporates", headers=headers)).status_code == 200

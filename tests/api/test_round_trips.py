@@ -188,6 +188,26 @@ async def test_a_plain_login_is_its_check_and_one_write(
     assert (await client.get(f"{base}/corporates", headers=headers)).status_code == 200
 
 
+@pytest.mark.parametrize("base", ["/multi", "/3.1.0/multi"])
+async def test_a_login_after_a_login_is_one_write(
+    client, programme, container: Container, base: str
+) -> None:
+    """The user's hash is remembered from their last login on this process (decision 0025):
+    the next login's password is checked against it, and its one INSERT, which opens the
+    session only if the user still has that hash, is all it sends."""
+    p = await programme()
+    ident = await verified(client, p, "corporates")
+    assert (await login(client, p, ident.email, base=base)).status_code == 200
+    with counting(container) as trips:
+        r = await login(client, p, ident.email, base=base)
+    assert r.status_code == 200, r.text
+    writes = [s for s in trips.statements if s not in ("BEGIN", "COMMIT")]
+    assert writes == ["INSERT"], trips.statements
+    token = r.json()["token"]
+    headers = {**p.headers, "Authorization": f"Bearer {token}"}
+    assert (await client.get(f"{base}/corporates", headers=headers)).status_code == 200
+
+
 async def test_a_login_with_a_ref_keeps_its_answer(client, programme, container: Container) -> None:
     """With an idempotency-ref the login runs in the request's transaction, which stores its
     answer: the same ref answers the same token, and the replay writes nothing."""

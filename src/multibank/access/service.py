@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from multibank.access.passwords import complexity_error
 from multibank.kernel import notify
 from multibank.kernel.db import Database
+from multibank.kernel.direct import Prepared
 from multibank.kernel.errors import Conflict, DomainError, Forbidden, Locked, NotFound
 from multibank.kernel.hashing import PasswordHasher
 from multibank.kernel.ids import new_id
@@ -112,19 +113,87 @@ class PasswordCheck:
     user_id: int | None
     password_hash: str | None
     ok: bool
+    email_key: str = ""
+
+
+class KnownCredentials:
+    """The password hashes of users who logged in on this process lately, by programme and
+    e-mail: the next login of one of them checks its password without reading the user first
+    (decision 0025).
+
+    Only ever a hint. The login's one write opens the session only if the user still has that
+    e-mail and that hash (and may log in: `_OPEN_IF_PLAIN`), else the login takes the full path,
+    which reads the user; a password the remembered hash refuses is checked against the user
+    read afresh. So a password changed, an e-mail changed or a user deactivated, here or in
+    another process, counts at once. Bounded: forgotten all at once when full, as the auth
+    cache is (api/authcache.py)."""
+
+    LIMIT = 10_000
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[int, str], tuple[int, str]] = {}
+
+    def get(self, programme_id: int, email_key: str) -> tuple[int, str] | None:
+        return self._known.get((programme_id, email_key))
+
+    def remember(self, programme_id: int, email_key: str, user_id: int, encoded: str) -> None:
+        if len(self._known) >= self.LIMIT:
+            self._known.clear()
+        self._known[(programme_id, email_key)] = (user_id, encoded)
+
+    def forget(self, programme_id: int, email_key: str) -> None:
+        self._known.pop((programme_id, email_key), None)
 
 
 async def check_password(
-    db: AsyncSession, hasher: PasswordHasher, programme_id: int, email: str, password: str
+    db: AsyncSession,
+    hasher: PasswordHasher,
+    known: KnownCredentials,
+    programme_id: int,
+    email: str,
+    password: str,
 ) -> PasswordCheck:
-    """Reads the user on `db` (a read session of its own, closed here once read, or a
-    `LazySession` whose one statement holds a connection only while it runs), then checks
-    the password: Argon2id takes tens of milliseconds, and no database connection or lock may
-    be held meanwhile (issue 11). The same work is done for an unknown e-mail (D7)."""
+    """Checks the password against the hash remembered for the e-mail (`KnownCredentials`), or
+    else reads the user on `db` (a `LazySession`, whose one statement holds a connection only
+    while it runs, or a read session of its own, closed here once read) and checks it against
+    what it read: Argon2id takes tens of milliseconds, and no database connection or lock may
+    be held meanwhile (issue 11). An unknown e-mail and a wrong password cost the same work: a
+    read and a hash (D7)."""
+    key = users.email_key(email)
+    remembered = known.get(programme_id, key)
+    if remembered is not None:
+        if await hasher.verify(remembered[1], password):
+            return PasswordCheck(remembered[0], remembered[1], True, key)
+        known.forget(programme_id, key)
     found = await users.credential_by_email(db, programme_id, email)
     await db.close()  # the connection goes back to the pool before the hash is computed
     user_id, encoded = found if found is not None else (None, None)
-    return PasswordCheck(user_id, encoded, await hasher.verify(encoded, password))
+    if remembered is not None and encoded == remembered[1]:
+        ok = False  # the hash read is the one that refused this password just now
+    else:
+        ok = await hasher.verify(encoded, password)
+    if ok and user_id is not None and encoded is not None:
+        known.remember(programme_id, key, user_id, encoded)
+    return PasswordCheck(user_id, encoded, ok, key)
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A new session, as a login's answer names it."""
+
+    session_id: int
+    token_type: str
+    identity_type: str
+    identity_id: int
+    role: str
+    user_id: int
+
+    @classmethod
+    def of(cls, result: LoginResult) -> Opened:
+        session, user = result.session, result.user
+        return cls(
+            session.id, session.token_type, user.identity_type, user.identity_id, user.role, user.id
+        )
 
 
 _USERS = cast(Table, User.__table__)
@@ -165,6 +234,7 @@ _OPEN_IF_PLAIN = (
         ).where(
             _USERS.c.programme_id == bindparam("programme_id"),
             _USERS.c.id == bindparam("user_id"),
+            _USERS.c.email_key == bindparam("email_key"),
             _USERS.c.password_hash == bindparam("password_hash"),
             _USERS.c.active.is_(True),
             _USERS.c.failed_logins == 0,
@@ -172,36 +242,46 @@ _OPEN_IF_PLAIN = (
             or_(_USERS.c.password_expires_at == 0, _USERS.c.password_expires_at > _NOW),
         ),
     )
-    .returning(*_SESSIONS.c)
+    .returning(
+        _SESSIONS.c.id,
+        _SESSIONS.c.token_type,
+        _SESSIONS.c.identity_type,
+        _SESSIONS.c.identity_id,
+        _SESSIONS.c.credential_type,
+        _SESSIONS.c.user_id,
+    )
 )
+_OPEN_IF_PLAIN_PREPARED = Prepared(_OPEN_IF_PLAIN, new_rows=True)
 
 
 async def login_at_once(
-    db: Database, programme: Programme, checked: PasswordCheck, now_ms: int
-) -> LoginResult | None:
+    db: Database,
+    known: KnownCredentials,
+    programme: Programme,
+    checked: PasswordCheck,
+    now_ms: int,
+) -> Opened | None:
     """The common login, a right password and nothing else to do, as one statement that
-    commits on its own: no transaction of the request's. None when it does not apply (a
-    programme with webhooks has an event to record with it) or did not write: the caller then
-    runs `login`."""
+    commits on its own: no transaction of the request's, and no ORM objects. None when it does
+    not apply (a programme with webhooks has an event to record with it) or did not write: the
+    caller then runs `login`, which reads the user afresh (and so the e-mail's remembered hash is
+    forgotten here: it may be what no longer matches)."""
     if not checked.ok or checked.user_id is None or programme.webhook_url:
         return None
     params = {
         "session_id": new_id(),
         "programme_id": programme.id,
         "user_id": checked.user_id,
+        "email_key": checked.email_key,
         "password_hash": checked.password_hash,
         "now": now_ms,
     }
-    for row in await db.at_once(_OPEN_IF_PLAIN, params):
-        session = AuthSession(**row._asdict())  # the row written, detached
-        user = User(
-            id=session.user_id,
-            programme_id=session.programme_id,
-            role=session.credential_type,
-            identity_type=session.identity_type,
-            identity_id=session.identity_id,
+    for row in await db.at_once(_OPEN_IF_PLAIN_PREPARED, params):
+        r = row
+        return Opened(
+            r.id, r.token_type, r.identity_type, r.identity_id, r.credential_type, r.user_id
         )
-        return LoginResult(session, user)
+    known.forget(programme.id, checked.email_key)
     return None
 
 

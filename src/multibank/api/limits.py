@@ -26,7 +26,6 @@ the idempotency store).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -66,8 +65,8 @@ async def body_email(request: Request) -> str:
     """The `email` of a JSON object body, normalised; "" when there is none. Never raises: a
     malformed body is the body validation's to answer (400), not ours."""
     try:
-        raw = await request.body()
-        data: Any = json.loads(raw) if raw else None
+        # Starlette keeps the decoded body: the body's own validation does not decode it again.
+        data: Any = await request.json() if await request.body() else None
     except (ValueError, RecursionError):
         return ""
     if not isinstance(data, dict):

@@ -415,7 +415,9 @@ class Prepared:
     `statement`: one statement, or one per dialect name (`{"postgresql": ..., "sqlite": ...}`)
     where the SQL differs (`INSERT ... ON CONFLICT` is each dialect's own construct).
     `keys`: for an INSERT without `.values()`, the columns it sets (each its own parameter).
-    `renewal`: the statement is a session's renewal (the one auth-cache table write allowed)."""
+    `renewal`: the statement is a session's renewal (an auth-cache table write allowed: the cache
+    records it itself). `new_rows`: the statement only adds rows with new keys to such a table (a
+    login's new session), so nothing the cache remembers changes."""
 
     __slots__ = ("_plans", "keys", "statements")
 
@@ -424,11 +426,13 @@ class Prepared:
         statement: ClauseElement | Mapping[str, ClauseElement],
         keys: Sequence[str] | None = None,
         renewal: bool = False,
+        new_rows: bool = False,
     ) -> None:
         statements = dict(statement) if isinstance(statement, Mapping) else {"": statement}
         for each in statements.values():
             table = getattr(getattr(each, "table", None), "name", None)
-            if isinstance(each, UpdateBase) and table in _CACHED_TABLES and not renewal:
+            allowed = renewal or new_rows
+            if isinstance(each, UpdateBase) and table in _CACHED_TABLES and not allowed:
                 raise ValueError(f"{table}: its changes go through the session (auth cache)")
         self.statements = statements
         self.keys = tuple(keys) if keys else None
@@ -456,7 +460,9 @@ class Direct:
     or through the adapter, whichever comes first; here, its BEGIN goes with that statement
     when the statement returns no rows (`execute`). `closing`: set while the request's last
     statement runs; if it returns no rows, it goes with the COMMIT of a transaction begun here
-    (and then `execute` cannot tell the rows it changed: -1)."""
+    (and then `execute` cannot tell the rows it changed: -1). `autocommit` (PostgreSQL, a pooled
+    connection of its own): each statement goes to asyncpg at once, outside any transaction, and
+    commits on its own; the connection goes back to the pool with nothing to roll back."""
 
     __slots__ = (
         "_adapter",
@@ -477,6 +483,7 @@ class Direct:
         dbapi: Any = None,
         engine: Engine | None = None,
         begins: bool = False,
+        autocommit: bool = False,
     ) -> None:
         self.connection = connection
         if connection is not None:
@@ -503,6 +510,10 @@ class Direct:
             self._begin = _begin_sql(self._adapter)
             if self._begin is not None:
                 self._driver = self._adapter.driver_connection
+        elif autocommit:
+            if self._adapter is None or self._adapter._transaction is not None:
+                raise ValueError("autocommit: a PostgreSQL connection outside a transaction")
+            self._driver = self._adapter.driver_connection
         self.closing = False
         # Whether `defer` may hold a statement back: a `Unit`'s own transaction, until
         # SQLAlchemy has a connection over it (kernel/db.py).

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from sqlalchemy import Select, bindparam, case, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from multibank.kernel.db import read_rows
+from multibank.kernel import direct
+from multibank.kernel.direct import Prepared
 from multibank.users.models import ROOT, USER, User
 
 
@@ -27,9 +28,12 @@ _BY_EMAIL = select(User).where(
     User.programme_id == bindparam("programme_id"), User.email_key == bindparam("email_key")
 )
 _USERS = User.__table__
-_CREDENTIAL_BY_EMAIL = select(_USERS.c.id, _USERS.c.password_hash).where(
-    _USERS.c.programme_id == bindparam("programme_id"),
-    _USERS.c.email_key == bindparam("email_key"),
+# On the driver's cursor (kernel/direct.py): a login's read, before its hash.
+_CREDENTIAL_BY_EMAIL = Prepared(
+    select(_USERS.c.id, _USERS.c.password_hash).where(
+        _USERS.c.programme_id == bindparam("programme_id"),
+        _USERS.c.email_key == bindparam("email_key"),
+    )
 )
 
 
@@ -48,9 +52,8 @@ async def credential_by_email(
 ) -> tuple[int, str | None] | None:
     """The user's id and password hash, as a plain row: what checking a password reads."""
     params = {"programme_id": programme_id, "email_key": email_key(email)}
-    for row in await read_rows(db, _CREDENTIAL_BY_EMAIL, params):
-        return int(row.id), row.password_hash
-    return None
+    row = await direct.first(db, _CREDENTIAL_BY_EMAIL, params)
+    return None if row is None else (int(row.id), row.password_hash)
 
 
 async def email_taken(

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
 
 from multibank.api.deps import AnonCtx, AppContainer, Idempotent
+from multibank.api.lean import trusted
 from multibank.api.limits import LoginLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.v3_29.access import LOGIN_RESPONSES, LoginRequest, PasswordChecked, do_login
@@ -24,11 +27,15 @@ class LoginResponse(BaseModel):
 @router.post(
     "/login_with_password",
     operation_id="loginWithPassword",
+    response_model=LoginResponse,
     dependencies=[LoginLimited, PasswordChecked, Idempotent],
     responses=LOGIN_RESPONSES,
     description=latest.__doc__,
 )
+@trusted
 async def login_with_password(
     request: Request, body: LoginRequest, ctx: AnonCtx, container: AppContainer
-) -> LoginResponse:
-    return LoginResponse.model_validate(await do_login(request, body, ctx, container))
+) -> dict[str, Any]:
+    answer = await do_login(request, body, ctx, container)
+    del answer["tokenType"]
+    return answer

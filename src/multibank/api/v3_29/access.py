@@ -20,6 +20,7 @@ from multibank.api.deps import (
     LoggedIn,
     Now,
 )
+from multibank.api.lean import trusted
 from multibank.api.limits import LoginLimited
 from multibank.api.openapi import LOCKED
 from multibank.api.routing import UnitOfWorkRoute, remembered
@@ -56,14 +57,25 @@ class LoginResponse(BaseModel):
     credentials: TypeId
 
 
-def login_body(token: str, result: service.LoginResult) -> dict[str, Any]:
-    user = result.user
+def login_body(token: str, opened: service.Opened) -> dict[str, Any]:
+    """The answer of a login, in `LoginResponse`'s order (the route is `trusted`)."""
     return {
         "token": token,
-        "tokenType": result.session.token_type,
-        "identity": {"type": user.identity_type, "id": str(user.identity_id)},
-        "credentials": {"type": user.role, "id": str(user.id)},
+        "tokenType": opened.token_type,
+        "identity": {"type": opened.identity_type, "id": str(opened.identity_id)},
+        "credentials": {"type": opened.role, "id": str(opened.user_id)},
     }
+
+
+_KNOWN = "access.known_credentials"
+
+
+def known_credentials(container: AppContainer) -> service.KnownCredentials:
+    """This process's `KnownCredentials` (decision 0025)."""
+    known = container.caches.get(_KNOWN)
+    if known is None:
+        known = container.caches[_KNOWN] = service.KnownCredentials()
+    return cast(service.KnownCredentials, known)
 
 
 async def check_password(
@@ -74,7 +86,12 @@ async def check_password(
     # Its one statement takes a connection and gives it back at once (`read_rows`).
     db = cast(AsyncSession, LazySession(container.db.read_sessionmaker))
     request.state.password_check = await service.check_password(
-        db, container.hasher, programme.id, str(body.email), body.password.value
+        db,
+        container.hasher,
+        known_credentials(container),
+        programme.id,
+        str(body.email),
+        body.password.value,
     )
 
 
@@ -89,9 +106,10 @@ async def do_login(
     # Only while the request holds no transaction: a ref's answer is stored in it (and on
     # SQLite it would hold the one writing connection the INSERT needs).
     if checked is not None and not ctx.db.in_transaction():
-        done = await service.login_at_once(container.db, ctx.programme, checked, ctx.now)
+        known = known_credentials(container)
+        done = await service.login_at_once(container.db, known, ctx.programme, checked, ctx.now)
         if done is not None:
-            return login_body(container.tokens().sign(done.session.id, ctx.programme.id), done)
+            return login_body(container.tokens().sign(done.session_id, ctx.programme.id), done)
     try:
         result = await service.login(
             ctx, container.hasher, str(body.email), body.password.value, checked
@@ -99,20 +117,23 @@ async def do_login(
     except service.PasswordExpired as expired:
         expired.token = container.tokens().sign(expired.session.id, ctx.programme.id)
         raise
-    return login_body(container.tokens().sign(result.session.id, ctx.programme.id), result)
+    opened = service.Opened.of(result)
+    return login_body(container.tokens().sign(opened.session_id, ctx.programme.id), opened)
 
 
 @router.post(
     "/login_with_password",
     operation_id="loginWithPassword",
+    response_model=LoginResponse,
     dependencies=[LoginLimited, PasswordChecked, Idempotent],
     responses=LOGIN_RESPONSES,
 )
+@trusted
 async def login_with_password(
     request: Request, body: LoginRequest, ctx: AnonCtx, container: AppContainer
-) -> LoginResponse:
+) -> dict[str, Any]:
     """Logs a root or authorised user in; the token lasts 5 minutes from the last call."""
-    return LoginResponse.model_validate(await do_login(request, body, ctx, container))
+    return await do_login(request, body, ctx, container)
 
 
 @router.post(
