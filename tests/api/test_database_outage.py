@@ -14,9 +14,10 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from multibank.app import create_app
+from multibank.app import create_app, startup
 from multibank.settings import Settings
 from tests.conftest import DB_KIND
+from tests.factories import login, verified
 
 UNREACHABLE = "postgresql+asyncpg://nobody@127.0.0.1:1/none"
 
@@ -97,3 +98,47 @@ async def test_serve_waits_a_bounded_time_for_the_database(tmp_path: Path) -> No
     assert lines[0].startswith("waiting up to 2 s for the database:"), lines
     assert lines[-1].startswith("cannot use the database at postgresql+asyncpg://"), lines
     assert len(lines) == 2, lines  # no traceback
+
+
+@pytest.mark.skipif(DB_KIND != "postgres", reason="a PostgreSQL backend terminated")
+@pytest.mark.parametrize("kind", ["read", "write", "login"])
+async def test_a_connection_the_database_dropped_is_replaced(
+    settings: Settings, programme, client, container, kind: str
+) -> None:
+    """PostgreSQL terminates the backend of the process's one pooled connection (as a restart,
+    a failover or an idle timeout would). The connection is replaced: the next requests are
+    served (the first one may answer 503 if it met the dead connection first), never a 500.
+    Each kind runs its statements on the driver itself (kernel/direct.py): a read's one
+    statement, a write's transaction, a remembered login's INSERT."""
+    p = await programme()
+    ident = await verified(client, p)
+    app = create_app(settings.model_copy(update={"database_pool_size": 1}))
+    await startup(app.state.container)  # its keys (ASGITransport runs no lifespan)
+    engine = app.state.container.db.engine
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        r = await login(c, p, ident.email)
+        assert r.status_code == 200, r.text
+        headers = {**p.headers, "Authorization": f"Bearer {r.json()['token']}"}
+        tags = iter(range(100))
+
+        async def call() -> httpx.Response:
+            if kind == "read":
+                return await c.get("/multi/corporates", headers=headers)
+            if kind == "write":
+                body = {"tag": f"tag{next(tags)}"}
+                return await c.patch("/multi/corporates", headers=headers, json=body)
+            return await login(c, p, ident.email)  # remembered: its INSERT alone
+
+        assert (await call()).status_code == 200
+        async with engine.connect() as conn:  # the pool's only connection
+            pid = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+        async with container.db.engine.connect() as other:
+            await other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        first = await call()
+        if first.status_code != 200:
+            assert_503(first)
+        for _ in range(2):
+            r = await call()
+            assert r.status_code == 200, r.text
+    await app.state.container.db.dispose()

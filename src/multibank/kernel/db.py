@@ -8,7 +8,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, ClassVar, TypeVar
 
 from sqlalchemy import BigInteger, MetaData, event, exc
 from sqlalchemy.engine import Connection, Engine, Row, make_url
@@ -25,7 +25,14 @@ from sqlalchemy.sql import Executable
 from sqlalchemy.util.concurrency import await_, greenlet_spawn
 from sqlalchemy.util.queue import AsyncAdaptedQueue, Empty
 
-from multibank.kernel.direct import Direct, OwnTransaction, Prepared, flush_deferred, in_session
+from multibank.kernel.direct import (
+    Direct,
+    OwnTransaction,
+    Prepared,
+    closed,
+    flush_deferred,
+    in_session,
+)
 
 T = TypeVar("T")
 log = logging.getLogger("multibank.db")
@@ -189,7 +196,7 @@ def create_engine(
     # PostgreSQL: a fixed pool per process (no overflow), so the connections a deployment needs
     # are known in advance: processes x pool size (README). A request that waits longer than
     # `pool_timeout` for a connection answers 503 with Retry-After (api/errors.py).
-    return create_async_engine(
+    engine = create_async_engine(
         url,
         echo=echo,
         poolclass=FairPool,
@@ -197,9 +204,21 @@ def create_engine(
         max_overflow=0,
         pool_timeout=pool_timeout,
         skip_autocommit_rollback=True,  # the read sessions' connections (autocommit)
-        # No pre-ping: it is a round trip on every checkout. A connection the server dropped
-        # fails its request with 503 (api/errors.py) and is invalidated; the next one reconnects.
+        # No pre-ping: it is a round trip on every checkout. See `_replace_closed` instead.
     )
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _replace_closed(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+        # A connection PostgreSQL closed (a restart, a terminated backend, an idle timeout),
+        # as asyncpg has already seen: discarded and replaced now, without a round trip. Lent
+        # again it would fail every request it served, the prepared statements' (kernel/direct.py)
+        # included, which SQLAlchemy's own disconnect handling never sees. A connection that
+        # dies while in use fails its request with 503 (api/errors.py) and is replaced here at
+        # its next checkout.
+        if closed(dbapi_conn):
+            raise exc.DisconnectionError("the server closed this connection")
+
+    return engine
 
 
 def create_read_engine(url: str, echo: bool = False, connections: int = 16) -> AsyncEngine:
@@ -339,12 +358,6 @@ def _at_once_on(engine: Engine, prepared: Prepared, params: Mapping[str, Any]) -
             return rows
         alone = Direct(None, pooled.dbapi_connection, engine, autocommit=True)
         return alone.fetch(prepared, params)
-    except exc.DBAPIError as error:
-        if error.connection_invalidated or engine.dialect.is_disconnect(
-            cast(Any, error.orig), pooled.dbapi_connection, None
-        ):
-            pooled.invalidate(error)  # the server dropped it: the next checkout reconnects
-        raise
     finally:
         pooled.close()  # back to the pool, rolled back if the statement failed half-way
 

@@ -409,6 +409,14 @@ def flush_deferred(conn: Connection, *args: Any) -> None:
         own.flush()
 
 
+def closed(dbapi: Any) -> bool:
+    """Whether the driver knows its connection is closed (asyncpg: the server terminated it),
+    without a round trip. False for a driver that cannot tell."""
+    driver = getattr(dbapi, "driver_connection", None)
+    is_closed = getattr(driver, "is_closed", None)
+    return bool(is_closed()) if callable(is_closed) else False
+
+
 class Prepared:
     """A Core statement with bound parameters (`bindparam`), compiled once per dialect.
 
@@ -702,11 +710,18 @@ class Direct:
             raise self._fail(sql, (), error) from error
 
     def _fail(self, sql: str, arguments: Any, error: Exception) -> exc.StatementError:
+        # A connection the server dropped says so as SQLAlchemy's own would
+        # (`connection_invalidated`: the request answers 503), and is not lent again: the pool
+        # replaces a closed connection when it is next checked out (`kernel.db.create_engine`).
+        gone = self.dialect.is_disconnect(cast(Any, error), self._dbapi, None) or closed(
+            self._dbapi
+        )
         return exc.DBAPIError.instance(
             sql,
             arguments,
             error,
             self.dialect.loaded_dbapi.Error,
+            connection_invalidated=gone,
             dialect=self.dialect,
             ismulti=False,
         )
