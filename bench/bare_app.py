@@ -1,7 +1,15 @@
 """The baseline: a bare FastAPI JSON endpoint, served exactly as multibank is (uvicorn, one
-worker, the same host), so the ratio shows what multibank's own work costs."""
+worker, the same host, the same HTTP protocol: `multibank.serving`), so the ratio shows what
+multibank's own work costs.
 
+Usage: .venv/bin/python bench/bare_app.py --port N"""
+
+import argparse
+
+import uvicorn
 from fastapi import FastAPI
+
+from multibank.serving import CoalescingHttpToolsProtocol
 
 app = FastAPI()
 
@@ -9,3 +17,16 @@ app = FastAPI()
 @app.get("/ping")
 async def ping() -> dict[str, str]:
     return {"status": "ok"}
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    args = ap.parse_args()
+    uvicorn.run(
+        "bare_app:app",
+        http=CoalescingHttpToolsProtocol,
+        port=args.port,
+        log_level="warning",
+        server_header=False,
+    )

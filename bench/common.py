@@ -87,7 +87,7 @@ def multibank_server(env: dict[str, str] | None = None) -> Iterator[Server]:
 def bare_server() -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
-        [str(VENV_BIN / "uvicorn"), "bare_app:app", "--port", str(port), "--log-level", "warning"],
+        [str(VENV_BIN / "python"), "bare_app.py", "--port", str(port)],
         cwd=Path(__file__).parent,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
