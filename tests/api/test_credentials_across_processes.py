@@ -8,21 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 
 from tests.api.test_ledger_concurrency import fresh_database, new_programme, two_servers
-from tests.conftest import ADMIN_TOKEN
+from tests.conftest import ADMIN_TOKEN, Prog
 from tests.factories import PASSWORD, invited_user, login, verified
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 WITHIN = 1.0  # seconds: the interface's bound for another process to notice
 
 
-async def test_withdrawn_credentials_stop_on_the_other_process_within_a_second(
+@contextlib.asynccontextmanager
+async def two_processes(
     tmp_path: Path,
-) -> None:
+) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient, Prog]]:
+    """Clients of two `multibank serve` processes on one fresh database, and a programme."""
     async with (
         fresh_database(tmp_path) as url,
         two_servers(url, tmp_path) as bases,
@@ -32,8 +35,13 @@ async def test_withdrawn_credentials_stop_on_the_other_process_within_a_second(
             await stack.enter_async_context(httpx.AsyncClient(base_url=u, timeout=60))
             for u in bases
         ]
-        p = await new_programme(a, ADMIN)
+        yield a, b, await new_programme(a, ADMIN)
 
+
+async def test_withdrawn_credentials_stop_on_the_other_process_within_a_second(
+    tmp_path: Path,
+) -> None:
+    async with two_processes(tmp_path) as (a, b, p):
         # A logout on A.
         ident = await verified(a, p, "corporates")
         for _ in range(3):
@@ -77,16 +85,7 @@ async def test_a_password_changed_on_one_process_counts_at_once_on_the_other(
     """B remembers the hash of a user who logged in there (decision 0025); the password
     changed on A, B refuses the old one and takes the new one at once, not a second later."""
     new = "An0ther-secret!"
-    async with (
-        fresh_database(tmp_path) as url,
-        two_servers(url, tmp_path) as bases,
-        contextlib.AsyncExitStack() as stack,
-    ):
-        a, b = [
-            await stack.enter_async_context(httpx.AsyncClient(base_url=u, timeout=60))
-            for u in bases
-        ]
-        p = await new_programme(a, ADMIN)
+    async with two_processes(tmp_path) as (a, b, p):
         ident = await verified(a, p, "corporates")
         for _ in range(2):
             assert (await login(b, p, ident.email)).status_code == 200
