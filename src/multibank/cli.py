@@ -472,10 +472,11 @@ def ledger_verify(
 
     Every currency of every programme sums to zero, and every account's balance equals the sum
     of its postings."""
-    from multibank.ledger.verify import verify
+    from multibank.ledger.verify import one_snapshot, verify
 
     async def work(db: Database) -> list[str]:
         async with db.transaction() as session:
+            await one_snapshot(session)  # the programme's lookup is its first statement
             pid = None
             if programme is not None:
                 pid = (await service.require_programme_by_name(session, programme)).id

@@ -20,10 +20,17 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
+from sqlalchemy import event, select, update
+from sqlalchemy.util import await_
 
 from multibank.kernel.db import Database
+from multibank.ledger.models import RESERVED, LedgerAccount
+from multibank.ledger.verify import verify
+from multibank.payments.models import Payment
 from tests.api.fees_support import account_postings, revenue
 from tests.api.payments_support import PORTAL, balances, enrol_sms
 from tests.api.test_ledger_concurrency import (
@@ -35,7 +42,7 @@ from tests.api.test_ledger_concurrency import (
     new_programme,
     second_client,  # noqa: F401 (a fixture)
 )
-from tests.conftest import ADMIN_TOKEN, Prog
+from tests.conftest import ADMIN_TOKEN, DB_KIND, Prog
 from tests.factories import CODE, Identity, deposit, login, open_account, verified
 
 AMOUNT, FEE = 4_000, 25  # above the low-value exemption: every send waits for SCA
@@ -405,3 +412,82 @@ async def test_ledger_verify_names_a_hold_that_differs(client, programme, contai
     finally:
         await shift(-1)
     assert (await client.get(verify, headers=ADMIN)).json() == {"ok": True, "violations": []}
+
+
+@pytest.mark.skipif(DB_KIND != "postgres", reason="PostgreSQL's READ COMMITTED statements")
+async def test_ledger_verify_reads_one_snapshot_while_money_moves(client, programme, container):
+    """A hold grows by one cent, consistently (the payment, a RESERVED account, the paying
+    account), committed by another connection between two statements of `verify`: verify must
+    read the ledger before it or after it, never half of each, and so find nothing. (Under READ
+    COMMITTED it compared the RESERVED accounts before with the payments after.)"""
+    p = await programme()
+    sender = await verified(client, p, "corporates")
+    a = (await open_account(client, sender, "EUR"))["id"]
+    assert await deposit(client, p, a, 100_000) == "COMPLETED"
+    receiver = await verified(client, p, "consumers")
+    r = (await open_account(client, receiver, "EUR"))["id"]
+    body = {
+        "profileId": p.profiles["sends"],
+        "source": {"type": "managed_accounts", "id": a},
+        "destination": {"type": "managed_accounts", "id": r},
+        "destinationAmount": {"currency": "EUR", "amount": AMOUNT},
+    }
+    sent = await client.post("/multi/sends", headers=sender.headers, json=body)
+    send_id = int(sent.json()["id"])
+    async with container.db.transaction() as s:
+        payment = (await s.execute(select(Payment).where(Payment.id == send_id))).scalar_one()
+        reserved_id = (
+            await s.execute(
+                select(LedgerAccount.id).where(
+                    LedgerAccount.kind == RESERVED,
+                    LedgerAccount.programme_id == payment.programme_id,
+                    LedgerAccount.currency == "EUR",
+                )
+            )
+        ).scalar_one()
+
+    async def hold_more(delta: int) -> None:  # behind the ledger's back, but consistently
+        async with container.db.transaction() as s:
+            await s.execute(
+                update(Payment)
+                .where(Payment.id == send_id)
+                .values(reserved=Payment.reserved + delta)
+            )
+            for account_id, change in ((reserved_id, delta), (payment.source_id, -delta)):
+                await s.execute(
+                    update(LedgerAccount)
+                    .where(LedgerAccount.id == account_id)
+                    .values(available=LedgerAccount.available + change)
+                )
+
+    armed: list[bool] = []  # one per verify to come: the hold grows once in each
+    moved: list[bool] = []
+
+    def between(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        held = "ledger_accounts.kind" in statement and "sum(ledger_accounts.available)" in statement
+        if held and len(moved) < len(armed):
+            moved.append(True)
+            await_(hold_more(1))  # inside verify's greenlet: committed before its next statement
+
+    engine = container.db.engine.sync_engine
+    event.listen(engine, "after_cursor_execute", between)
+    undone: list[bool] = []
+
+    async def undo() -> None:  # what the last verify saw half-way goes, before the next one
+        while len(undone) < len(moved):
+            await hold_more(-1)
+            undone.append(True)
+
+    try:
+        armed.append(True)  # the operator API's verify
+        r = await client.get(f"{PORTAL}/{p.id}/ledger/verify", headers=ADMIN)
+        await undo()
+        armed.append(True)  # as `multibank ledger verify` runs it
+        async with container.db.transaction() as session:
+            found = await verify(session, payment.programme_id)
+    finally:
+        event.remove(engine, "after_cursor_execute", between)
+        await undo()
+    assert len(moved) == 2, "verify's statement on the RESERVED accounts was not seen"
+    assert r.status_code == 200 and r.json() == {"ok": True, "violations": []}, r.text
+    assert found == [], found

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from multibank.kernel.db import Database
 from multibank.ledger.models import (
     MANAGED_ACCOUNT,
     RESERVED,
@@ -24,7 +25,32 @@ class Violation:
     detail: str
 
 
+async def one_snapshot(db: AsyncSession) -> None:
+    """Begins the session's transaction, on PostgreSQL as REPEATABLE READ: every statement of it
+    then reads the database as it was at its first, as the checks of `verify` must (each
+    compares what two statements read). Under READ COMMITTED each statement read a later moment,
+    and a verify run while money moved reported differences that were never there. (SQLite's
+    transactions read one snapshot already.) Call it before the transaction's first statement;
+    after that it changes nothing."""
+    if db.in_transaction():
+        return
+    if db.get_bind().dialect.name == "postgresql":
+        await db.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+    else:
+        await db.connection()
+
+
+async def verify_alone(database: Database, programme_id: int) -> list[Violation]:
+    """`verify` on a read session of its own, begun by it: one snapshot on PostgreSQL. (A
+    request's session has read the programme already, at READ COMMITTED.)"""
+    async with database.read_sessionmaker() as session:
+        return await verify(session, programme_id)
+
+
 async def verify(db: AsyncSession, programme_id: int | None = None) -> list[Violation]:
+    """The violations of the invariants, read on one snapshot (`one_snapshot`) when the session
+    has not begun its transaction yet."""
+    await one_snapshot(db)
     out: list[Violation] = []
     totals = select(
         LedgerAccount.programme_id,

@@ -19,7 +19,7 @@ from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp, answers, not_found
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.kernel.errors import NotFound, Unauthorized
-from multibank.ledger.verify import verify
+from multibank.ledger.verify import verify_alone
 from multibank.programmes import repository, service
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import Programme
@@ -331,9 +331,9 @@ async def webhook_redeliver(delivery_id: IdPath, ctx: PortalCtx) -> dict[str, An
 
 
 @router.get("/{programme_id}/ledger/verify", operation_id="ledgerVerify")
-async def ledger_verify(ctx: PortalCtx) -> dict[str, object]:
+async def ledger_verify(programme: ProgrammePath, container: AppContainer) -> dict[str, object]:
     """The D5 invariants for this programme: `ok` and the violations found."""
-    violations = await verify(ctx.db, ctx.programme.id)
+    violations = await verify_alone(container.db, programme.id)
     return {"ok": not violations, "violations": [v.__dict__ for v in violations]}
 
 

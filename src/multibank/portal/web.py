@@ -37,7 +37,7 @@ from multibank.kernel.notify import OutboxMessage
 from multibank.kernel.validation import parse_id
 from multibank.ledger import statements
 from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
-from multibank.ledger.verify import verify
+from multibank.ledger.verify import verify_alone
 from multibank.payments import owt
 from multibank.payments import repository as payments_repo
 from multibank.payments import steps as payment_steps
@@ -686,7 +686,7 @@ async def ledger_page(
         title="Ledger",
         programme=programme,
         csrf=signed.csrf,
-        violations=await verify(db, programme.id),
+        violations=await verify_alone(container_of(request).db, programme.id),
         transactions=[(t, postings[t.id]) for t in txs],
         kinds=kinds,
         offset=offset,
