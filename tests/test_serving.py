@@ -34,6 +34,9 @@ class Recorded:
     def close(self) -> None:
         self.closed = True
 
+    def write_eof(self) -> None:
+        self.writes.append(b"<eof>")
+
     def get_extra_info(self, name: str) -> Any:
         return f"extra {name}"
 
@@ -50,6 +53,16 @@ async def test_writes_in_one_turn_go_out_in_one_write() -> None:
     await asyncio.sleep(0)
     assert inner.writes[1:] == [b"next"]
     assert t.get_extra_info("peername") == "extra peername"  # the rest is the transport's
+
+
+async def test_writelines_and_eof_keep_the_order_of_the_bytes() -> None:
+    inner = Recorded()
+    t = CoalescingTransport(inner, asyncio.get_running_loop())  # type: ignore[arg-type]
+    t.write(b"a")
+    t.writelines([b"b", b"c"])
+    assert inner.writes == []
+    t.write_eof()  # what is held goes first
+    assert inner.writes == [b"abc", b"<eof>"]
 
 
 async def test_a_large_write_goes_out_at_once_after_what_is_held() -> None:

@@ -65,6 +65,26 @@ async def _sessions(client: httpx.AsyncClient, p: Prog, ident: Identity) -> list
     return tokens
 
 
+async def _a_send(client: httpx.AsyncClient, p: Prog) -> tuple[Identity, str, dict[str, object]]:
+    """A corporate with 100,000 on an account (its id), and the body of a send of AMOUNT from it
+    to a consumer's account (it waits for SCA: its money is held)."""
+    sender = await verified(client, p, "corporates")
+    a = (await open_account(client, sender, "EUR"))["id"]
+    assert await deposit(client, p, a, 100_000) == "COMPLETED"
+    receiver = await verified(client, p, "consumers")
+    r = (await open_account(client, receiver, "EUR"))["id"]
+    return (
+        sender,
+        a,
+        {
+            "profileId": p.profiles["sends"],
+            "source": {"type": "managed_accounts", "id": a},
+            "destination": {"type": "managed_accounts", "id": r},
+            "destinationAmount": {"currency": "EUR", "amount": AMOUNT},
+        },
+    )
+
+
 def _as(p: Prog, token: str) -> dict[str, str]:
     return {**p.headers, "Authorization": f"Bearer {token}"}
 
@@ -335,19 +355,9 @@ async def test_kill_minus_nine_between_verify_and_completion(tmp_path):
 
 async def test_one_ref_twenty_times_is_one_send(client, programme, container):
     p = await programme()
-    sender = await verified(client, p, "corporates")
-    a = (await open_account(client, sender, "EUR"))["id"]
-    assert await deposit(client, p, a, 100_000) == "COMPLETED"
-    receiver = await verified(client, p, "consumers")
-    r = (await open_account(client, receiver, "EUR"))["id"]
+    sender, a, body = await _a_send(client, p)
     tokens = await _sessions(client, p, sender)
     ref = f"same-{os.urandom(6).hex()}"
-    body = {
-        "profileId": p.profiles["sends"],
-        "source": {"type": "managed_accounts", "id": a},
-        "destination": {"type": "managed_accounts", "id": r},
-        "destinationAmount": {"currency": "EUR", "amount": AMOUNT},
-    }
     responses = await asyncio.gather(
         *(
             client.post(
@@ -367,26 +377,9 @@ async def test_one_ref_twenty_times_is_one_send(client, programme, container):
 
 
 async def test_ledger_verify_names_a_hold_that_differs(client, programme, container):
-    from sqlalchemy import update
-
-    from multibank.payments.models import Payment
-
     p = await programme()
-    sender = await verified(client, p, "corporates")
-    a = (await open_account(client, sender, "EUR"))["id"]
-    assert await deposit(client, p, a, 100_000) == "COMPLETED"
-    receiver = await verified(client, p, "consumers")
-    r = (await open_account(client, receiver, "EUR"))["id"]
-    res = await client.post(
-        "/multi/sends",
-        headers=sender.headers,
-        json={
-            "profileId": p.profiles["sends"],
-            "source": {"type": "managed_accounts", "id": a},
-            "destination": {"type": "managed_accounts", "id": r},
-            "destinationAmount": {"currency": "EUR", "amount": AMOUNT},
-        },
-    )
+    sender, a, body = await _a_send(client, p)
+    res = await client.post("/multi/sends", headers=sender.headers, json=body)
     send_id = int(res.json()["id"])
     verify = f"{PORTAL}/{p.id}/ledger/verify"
     assert (await client.get(verify, headers=ADMIN)).json() == {"ok": True, "violations": []}
@@ -421,17 +414,7 @@ async def test_ledger_verify_reads_one_snapshot_while_money_moves(client, progra
     read the ledger before it or after it, never half of each, and so find nothing. (Under READ
     COMMITTED it compared the RESERVED accounts before with the payments after.)"""
     p = await programme()
-    sender = await verified(client, p, "corporates")
-    a = (await open_account(client, sender, "EUR"))["id"]
-    assert await deposit(client, p, a, 100_000) == "COMPLETED"
-    receiver = await verified(client, p, "consumers")
-    r = (await open_account(client, receiver, "EUR"))["id"]
-    body = {
-        "profileId": p.profiles["sends"],
-        "source": {"type": "managed_accounts", "id": a},
-        "destination": {"type": "managed_accounts", "id": r},
-        "destinationAmount": {"currency": "EUR", "amount": AMOUNT},
-    }
+    sender, _, body = await _a_send(client, p)
     sent = await client.post("/multi/sends", headers=sender.headers, json=body)
     send_id = int(sent.json()["id"])
     async with container.db.transaction() as s:

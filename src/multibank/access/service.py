@@ -277,10 +277,7 @@ async def login_at_once(
         "now": now_ms,
     }
     for row in await db.at_once(_OPEN_IF_PLAIN_PREPARED, params):
-        r = row
-        return Opened(
-            r.id, r.token_type, r.identity_type, r.identity_id, r.credential_type, r.user_id
-        )
+        return Opened(*row)  # RETURNING names `Opened`'s fields, in its order
     known.forget(programme.id, checked.email_key)
     return None
 

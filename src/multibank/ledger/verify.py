@@ -26,18 +26,14 @@ class Violation:
 
 
 async def one_snapshot(db: AsyncSession) -> None:
-    """Begins the session's transaction, on PostgreSQL as REPEATABLE READ: every statement of it
+    """Begins the session's transaction on PostgreSQL as REPEATABLE READ: every statement of it
     then reads the database as it was at its first, as the checks of `verify` must (each
     compares what two statements read). Under READ COMMITTED each statement read a later moment,
     and a verify run while money moved reported differences that were never there. (SQLite's
     transactions read one snapshot already.) Call it before the transaction's first statement;
     after that it changes nothing."""
-    if db.in_transaction():
-        return
-    if db.get_bind().dialect.name == "postgresql":
+    if not db.in_transaction() and db.get_bind().dialect.name == "postgresql":
         await db.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-    else:
-        await db.connection()
 
 
 async def verify_alone(database: Database, programme_id: int) -> list[Violation]:
