@@ -31,6 +31,17 @@ REQUEST_LATENCY = Histogram(
 LEDGER_POSTINGS = Counter(
     "multibank_ledger_postings_total", "Ledger postings written", ["currency"]
 )
+_POSTINGS_BY_CURRENCY: dict[str, Any] = {}
+
+
+def posting_counted(currency: str) -> None:
+    """One posting in `currency` counted. Each currency's child is looked up once: the client
+    library's `labels()` validates and locks on every call (as `api/middleware.py` notes)."""
+    child = _POSTINGS_BY_CURRENCY.get(currency)
+    if child is None:
+        child = _POSTINGS_BY_CURRENCY[currency] = LEDGER_POSTINGS.labels(currency)
+    child.inc()
+
 
 # Record attributes that are not our fields (uvicorn adds an ANSI-coloured copy of its message).
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {

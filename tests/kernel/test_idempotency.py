@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -70,6 +71,14 @@ def test_payload_hash_ignores_key_order_and_whitespace() -> None:
     assert payload_hash(a) == payload_hash(b)
     assert len(payload_hash(a)) == 64
     int(payload_hash(a), 16)  # hex
+
+
+def test_payload_hash_of_a_body_decoded_already_is_the_same() -> None:
+    """A request whose JSON body was decoded hands it over (api/deps.py): same hash, and JSON's
+    null is a body like any other."""
+    for raw in (b'{"b": [1, {"y": 2, "x": 1}], "a": "z"}', b"null", b"[]"):
+        assert payload_hash(raw, "3.29.1", json.loads(raw)) == payload_hash(raw, "3.29.1")
+    assert payload_hash(b"null", "", None) != payload_hash(b"{}", "", {})
 
 
 @pytest.mark.parametrize(

@@ -349,7 +349,14 @@ async def _claim_of(
     # base URL), but it must not replay the other version's answer shape (a 3.29.1 fee charge is
     # 200 with a body, a 3.1.0 one 204): the version is part of the payload, so it is refused.
     version = getattr(request.scope.get("app"), "version", "")
-    body_hash = payload_hash(await request.body(), version)
+    body = await request.body()
+    try:
+        # Decoded once: a JSON body field has been by now, and Starlette keeps it.
+        parsed = await request.json()
+    except ValueError:  # not JSON: `payload_hash` hashes the bytes themselves
+        body_hash = payload_hash(body, version)
+    else:
+        body_hash = payload_hash(body, version, parsed)
     return claim_values(programme.id, caller, operation[:200], ref, body_hash, now_ms)
 
 

@@ -477,6 +477,7 @@ class Direct:
         "_begin",
         "_dbapi",
         "_driver",
+        "_inline",
         "_listeners",
         "_new_cursor",
         "closing",
@@ -504,7 +505,9 @@ class Direct:
             self.dialect = engine.dialect
         assert dbapi is not None  # a connection in use holds one
         # SQLite's inline driver has a cursor for callers that are not SQLAlchemy's own.
-        self._new_cursor = getattr(dbapi, "direct_cursor", dbapi.cursor)
+        inline = getattr(dbapi, "direct_cursor", None)
+        self._new_cursor = dbapi.cursor if inline is None else inline
+        self._inline = inline is not None
         self._dbapi = dbapi
         listeners = events.before_cursor_execute
         self._listeners = listeners if listeners else None
@@ -673,7 +676,7 @@ class Direct:
             self._driver = self._adapter.driver_connection
 
     def _cursor(self, plan: _Plan, arguments: Any, many: bool) -> Any:
-        cursor = self._new_cursor()
+        cursor = self._new_cursor(plan.reads) if self._inline else self._new_cursor()
         if self._listeners is not None:
             for listen in self._listeners:
                 listen(self.connection, cursor, plan.sql, arguments, None, many)

@@ -73,11 +73,17 @@ class Replay(Exception):
         self.stored = stored
 
 
-def payload_hash(body: bytes, context: str = "") -> str:
+_UNPARSED: Any = object()
+
+
+def payload_hash(body: bytes, context: str = "", parsed: Any = _UNPARSED) -> str:
     """Hash of the request body, insensitive to JSON key order and white space; `context`
-    (the interface version) is part of what must match."""
+    (the interface version) is part of what must match. `parsed`: the body as JSON, if the
+    caller has decoded it already (None is JSON's null)."""
     try:
-        canonical = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode()
+        if parsed is _UNPARSED:
+            parsed = json.loads(body)
+        canonical = json.dumps(parsed, sort_keys=True, separators=(",", ":")).encode()
     except ValueError:
         canonical = body
     if context:

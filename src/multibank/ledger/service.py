@@ -41,7 +41,7 @@ from multibank.ledger.models import (
     LedgerTransaction,
     Posting,
 )
-from multibank.observability import LEDGER_POSTINGS
+from multibank.observability import posting_counted
 
 
 class InsufficientFunds(Exception):
@@ -430,7 +430,7 @@ def _stale(condition: Condition) -> NoReturn:
 
 def _counted(legs: Sequence[Leg]) -> None:
     for leg in legs:
-        LEDGER_POSTINGS.labels(leg.currency).inc()
+        posting_counted(leg.currency)
 
 
 def _by_id(leg: Leg) -> int:
@@ -447,7 +447,7 @@ def _write(
     for leg in sorted(legs, key=_by_id):
         after = _apply(d, programme_id, leg)
         postings.append(_posting(programme_id, transaction_id, leg, after, now_ms))
-        LEDGER_POSTINGS.labels(leg.currency).inc()
+        posting_counted(leg.currency)
     # The postings in one statement, without the unit of work: nothing reads them as objects.
     d.execute_many(_INSERT_POSTINGS, postings)
 

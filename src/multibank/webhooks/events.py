@@ -293,6 +293,8 @@ async def fee(
     profile_id: int,
 ) -> None:
     """A fee charged to an account (`fees/charge`)."""
+    if not ctx.programme.webhook_url:  # nothing recorded (`emit`): the body is not built
+        return
     await emit(
         ctx,
         FEES,
