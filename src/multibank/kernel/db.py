@@ -449,6 +449,11 @@ class GroupCommit:
         self._flushing = False  # a commit of the open group is scheduled
         self.commits = 0  # groups committed (tests, benches)
 
+    def open_and_free(self) -> bool:
+        """A group's transaction is open and nobody has the writer or waits for it: `enter`
+        would neither wait for a turn nor begin a transaction (so needs no greenlet)."""
+        return self._pooled is not None and not self._held and not self._turns
+
     def enter(self) -> PoolProxiedConnection:
         """The writer, in this request's turn, in the open group's transaction (a new group's,
         begun here, if none is open). Inside a greenlet: waiting for the turn awaits."""
@@ -716,6 +721,10 @@ class Unit:
         ready = self._ready()
         if ready is not None:
             return fn(ready, *args)
+        if self._direct is None and self._group is not None and self._group.open_and_free():
+            # Its first statements join the group's open transaction, the writer free: taking
+            # it and the savepoint await nothing, and what follows runs inline (`_ready`).
+            return fn(self._begun(), *args)
         return await greenlet_spawn(self._run, fn, *args)
 
     def _run(self, fn: Callable[..., T], *args: Any) -> T:
