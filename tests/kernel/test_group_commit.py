@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import BigInteger, Column, MetaData, String, Table, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from multibank.kernel import db as db_module
 from multibank.kernel import direct
 from multibank.kernel.db import AFTER_DURABLE_COMMIT, Database
 from multibank.kernel.direct import Direct, Prepared
@@ -230,3 +231,39 @@ async def test_a_request_cancelled_as_it_leaves_does_not_hold_up_its_group(
     with pytest.raises(asyncio.CancelledError):
         await last
     assert committed(db) == {1, 3}
+
+
+async def test_a_request_joins_an_open_group_without_a_greenlet_when_the_writer_is_free(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decision 0029: while a group's transaction is open and nobody has the writer, a request's
+    first statements take it and their savepoint at once, inline; the group still commits
+    both requests in one commit."""
+    assert db.group is not None
+    spawned: list[str] = []
+    real = db_module.greenlet_spawn
+
+    async def counting(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        spawned.append(getattr(fn, "__name__", repr(fn)))
+        return await real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(db_module, "greenlet_spawn", counting)
+    first = db.unit()
+    await direct.execute(first, INSERT, {"id": 1, "note": "first"})
+    assert spawned == ["_run"]  # it began the group
+    committing = asyncio.create_task(first.commit())
+    await asyncio.sleep(0)  # it released its savepoint and passed the writer on
+    assert db.group.open_and_free()
+    second = db.unit()
+    try:
+        await direct.execute(second, INSERT, {"id": 2, "note": "second"})
+        assert spawned.count("_run") == 1  # joined without one
+        assert not db.group.open_and_free()  # it has the writer now
+        await second.commit()
+        await committing
+    finally:
+        await second.close()
+        await first.close()
+    assert committed(db) == {1, 2}
+    assert db.group.commits == 1
+    assert not db.group.open_and_free()  # committed: no group is open

@@ -98,3 +98,23 @@ async def test_statement_journals_and_temporary_tables_stay_in_memory(tmp_path: 
             assert (await conn.execute(text("PRAGMA temp_store"))).scalar_one() == 2  # MEMORY
     await reads.dispose()
     await engine.dispose()
+
+
+async def test_prepared_statements_that_may_wait_keep_the_waiting_cursor(tmp_path: Path) -> None:
+    """Decision 0029: a prepared statement gets the `sqlite3` cursor itself only when it cannot
+    wait for another connection's lock (a SELECT, or anything while the writer holds the lock);
+    a write outside the writer's transaction keeps the cursor that waits on a worker thread."""
+    engine = create_engine(f"sqlite:///{tmp_path / 'c.db'}")
+    async with engine.connect() as conn:
+        raw = await conn.get_raw_connection()
+        inline = raw.dbapi_connection
+        assert isinstance(inline, sqlite_inline.InlineConnection)
+        await conn.rollback()  # the connect's own BEGIN IMMEDIATE: the lock is let go
+        assert not inline.holds_write_lock()
+        assert type(inline.direct_cursor(reads=True)) is sqlite3.Cursor
+        assert isinstance(inline.direct_cursor(reads=False), sqlite_inline.InlineCursor)
+        inline.execute("BEGIN IMMEDIATE")  # on the `sqlite3` connection under it
+        assert inline.holds_write_lock()
+        assert type(inline.direct_cursor(reads=False)) is sqlite3.Cursor
+        inline.execute("ROLLBACK")
+    await engine.dispose()
