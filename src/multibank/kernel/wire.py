@@ -45,22 +45,37 @@ def _json_values(value: Any) -> Any:
     return value
 
 
-def _refuse_unstorable(value: Any) -> None:
+def _has_integral_float(value: Any) -> bool:
+    """Whether `_json_values` would change anything: most bodies hold no float at all, and
+    looking costs a third of rebuilding them (decision 0029)."""
+    if isinstance(value, float):
+        return value.is_integer()
+    if isinstance(value, dict):
+        return any(_has_integral_float(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_integral_float(v) for v in value)
+    return False
+
+
+def _refuse_unstorable(value: Any, top: bool = True) -> None:
     """Text this body keeps (its known fields, however deep) that could not be stored is
-    refused. Fields a body does not know are ignored whatever they hold: they are never kept."""
+    refused. Fields a body does not know are ignored whatever they hold: they are never kept.
+    A `StrictBody` nested in it checked its own text when it was validated."""
     if isinstance(value, str):
         if not storable(value):
             raise ValueError("text must not contain NUL or unpaired surrogate characters")
     elif isinstance(value, BaseModel):
+        if not top and isinstance(value, StrictBody):
+            return
         for name in type(value).model_fields:
-            _refuse_unstorable(getattr(value, name))
+            _refuse_unstorable(getattr(value, name), False)
     elif isinstance(value, dict):
         for k, v in value.items():
-            _refuse_unstorable(k)
-            _refuse_unstorable(v)
+            _refuse_unstorable(k, False)
+            _refuse_unstorable(v, False)
     elif isinstance(value, (list, tuple, set, frozenset)):
         for v in value:
-            _refuse_unstorable(v)
+            _refuse_unstorable(v, False)
 
 
 class StrictBody(BaseModel):
@@ -73,7 +88,7 @@ class StrictBody(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _json_numbers(cls, data: Any) -> Any:
-        return _json_values(data)
+        return _json_values(data) if _has_integral_float(data) else data
 
     @model_validator(mode="after")
     def _storable_text(self) -> Self:
