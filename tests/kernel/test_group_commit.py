@@ -267,3 +267,36 @@ async def test_a_request_joins_an_open_group_without_a_greenlet_when_the_writer_
     assert committed(db) == {1, 2}
     assert db.group.commits == 1
     assert not db.group.open_and_free()  # committed: no group is open
+
+
+async def test_a_savepoint_that_fails_as_a_request_joins_fails_its_group_and_frees_the_writer(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request joining an open group inline (decision 0029) whose savepoint fails (a disk
+    error) aborts the group as `GroupCommit.abort` says, outside a greenlet as within one: the
+    group's requests fail, nothing of them is kept, and the next write has the writer."""
+    assert db.group is not None
+    first = db.unit()
+    await direct.execute(first, INSERT, {"id": 1, "note": "first"})
+    committing = asyncio.create_task(first.commit())
+    await asyncio.sleep(0)
+    assert db.group.open_and_free()
+    real = Direct.run_sql
+
+    def failing(self: Direct, sql: str) -> None:
+        if sql == "SAVEPOINT request":
+            raise sqlite3.OperationalError("disk I/O error")
+        real(self, sql)
+
+    monkeypatch.setattr(Direct, "run_sql", failing)
+    second = db.unit()
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+            await direct.execute(second, INSERT, {"id": 2, "note": "second"})
+    finally:
+        monkeypatch.setattr(Direct, "run_sql", real)
+        await second.close()
+    with pytest.raises(sqlite3.OperationalError):
+        await committing
+    await first.close()
+    assert await request(db, 3) == {3}
