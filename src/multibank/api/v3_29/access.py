@@ -83,7 +83,8 @@ async def check_password(
 ) -> None:
     """Checks the password before the request's transaction begins (issue 11): the hash then
     holds no connection, and on SQLite not the write lock, so logins use every core."""
-    # Its one statement takes a connection and gives it back at once (`read_rows`).
+    # Its one statement (if the hash is not remembered) takes a connection and gives it back
+    # at once (`LazySession`).
     db = cast(AsyncSession, LazySession(container.db.read_sessionmaker))
     request.state.password_check = await service.check_password(
         db,
