@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import make_url, text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 
 from multibank.kernel.db import Base, Database
-from multibank.kernel.migrate import alembic_config, upgrade
+from multibank.kernel.migrate import alembic_config, downgrade, upgrade
 from multibank.models import load_all
 from multibank.programmes import repository
 
@@ -92,6 +94,105 @@ async def test_a_database_whose_url_holds_a_percent_sign_is_migrated(fresh_datab
     assert "%" in rendered
     db = Database(rendered)
     try:
+        await upgrade(db)
+        async with db.transaction() as session:
+            assert await repository.list_profiles(session, 1) == []
+    finally:
+        await db.dispose()
+
+
+async def test_an_older_sqlite_database_keeps_its_rows_when_ids_become_rowids(fresh_database_url):
+    """Migration 0015 (decision 0030): on SQLite every table is rebuilt so that its id is the
+    rowid (declared INTEGER, no separate index of ids); rows, references and indexes are kept,
+    and foreign keys are enforced again afterwards. PostgreSQL's tables are left as they were."""
+    db = Database(fresh_database_url)
+    try:
+        await upgrade(db, "0014")
+        big = 913_770_704_262_664_192  # a time-ordered id of kernel/ids.py: beyond 32 bits
+        async with db.engine.begin() as conn:
+            for sql, params in (
+                (
+                    "INSERT INTO programmes (id, name, mode, step_up_required, failed_login_limit,"
+                    " iban_allocation_delay_seconds, clock_offset_ms, created_at)"
+                    " VALUES (:id, 'old', 'sandbox', false, 5, 2, 0, 0)",
+                    {"id": big},
+                ),
+                (
+                    "INSERT INTO ledger_accounts (id, programme_id, kind, currency, available,"
+                    " actual, created_at, posting_count, movement_count)"
+                    " VALUES (:id, :p, 'MANAGED_ACCOUNT', 'EUR', 700, 700, 0, 1, 1)",
+                    {"id": big + 1, "p": big},
+                ),
+                (
+                    "INSERT INTO ledger_transactions (id, programme_id, type, state, details,"
+                    " created_at) VALUES (:id, :p, 'DEPOSIT', 'COMPLETED', '{}', 0)",
+                    {"id": big + 2, "p": big},
+                ),
+                (
+                    "INSERT INTO postings (id, programme_id, transaction_id, account_id, currency,"
+                    " available_amount, actual_amount, available_after, actual_after, created_at)"
+                    " VALUES (:id, :p, :t, :a, 'EUR', 700, 700, 700, 700, 0)",
+                    {"id": big + 3, "p": big, "t": big + 2, "a": big + 1},
+                ),
+            ):
+                await conn.execute(text(sql), params)
+        await upgrade(db)
+        async with db.engine.connect() as conn:
+            posting = (
+                await conn.execute(
+                    text("SELECT id, transaction_id, account_id, actual_after FROM postings")
+                )
+            ).one()
+            assert tuple(posting) == (big + 3, big + 2, big + 1, 700)
+            balance = (
+                await conn.execute(
+                    text("SELECT available FROM ledger_accounts WHERE id = :id"), {"id": big + 1}
+                )
+            ).scalar_one()
+            assert balance == 700
+            if db.is_sqlite:
+                for table in ("programmes", "ledger_accounts", "ledger_transactions", "postings"):
+                    columns = (await conn.exec_driver_sql(f"PRAGMA table_info({table})")).all()
+                    assert [(c[1], c[2], c[5]) for c in columns if c[5]] == [("id", "INTEGER", 1)]
+                    # the id is the rowid itself: no index of ids beside the table
+                    assert (
+                        await conn.exec_driver_sql(f"SELECT rowid = id FROM {table}")
+                    ).scalar_one() == 1
+                indexes = {
+                    row[0]
+                    for row in await conn.exec_driver_sql(
+                        "SELECT name FROM sqlite_master WHERE tbl_name = 'postings'"
+                        " AND type = 'index'"
+                    )
+                }
+                assert indexes == {"ix_postings_account_time", "ix_postings_transaction_id"}
+                assert (await conn.exec_driver_sql("PRAGMA foreign_keys")).scalar_one() == 1
+                assert (await conn.exec_driver_sql("PRAGMA foreign_key_check")).all() == []
+        # Enforced again: a posting of no account is refused.
+        with pytest.raises(IntegrityError):
+            async with db.engine.begin() as conn:
+                await conn.execute(
+                    text(
+                        "INSERT INTO postings (id, programme_id, transaction_id, account_id,"
+                        " currency, available_amount, actual_amount, available_after,"
+                        " actual_after, created_at) VALUES (1, :p, :t, 42, 'EUR', 1, 1, 1, 1, 0)"
+                    ),
+                    {"p": big, "t": big + 2},
+                )
+    finally:
+        await db.dispose()
+
+
+async def test_the_rowid_migration_goes_back_down(fresh_database_url):
+    """0015 down again: ids are declared BIGINT as 0014 made them, and rows stay."""
+    db = Database(fresh_database_url)
+    try:
+        await upgrade(db)
+        await downgrade(db, "0014")
+        if db.is_sqlite:
+            async with db.engine.connect() as conn:
+                columns = (await conn.exec_driver_sql("PRAGMA table_info(postings)")).all()
+                assert [(c[1], c[2]) for c in columns if c[5]] == [("id", "BIGINT")]
         await upgrade(db)
         async with db.transaction() as session:
             assert await repository.list_profiles(session, 1) == []

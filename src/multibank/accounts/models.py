@@ -5,14 +5,14 @@ from __future__ import annotations
 from sqlalchemy import ForeignKey, Index, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from multibank.kernel.db import Base
+from multibank.kernel.db import ID, Base
 
 
 class ManagedAccount(Base):
     __tablename__ = "managed_accounts"
     __table_args__ = (Index("ix_managed_accounts_owner", "programme_id", "identity_id", "id"),)
 
-    id: Mapped[int] = mapped_column(ForeignKey("ledger_accounts.id"), primary_key=True)
+    id: Mapped[int] = mapped_column(ID, ForeignKey("ledger_accounts.id"), primary_key=True)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
     identity_id: Mapped[int] = mapped_column(ForeignKey("identities.id"))
     identity_type: Mapped[str] = mapped_column(String(10))

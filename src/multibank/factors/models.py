@@ -5,14 +5,14 @@ from __future__ import annotations
 from sqlalchemy import ForeignKey, Index, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from multibank.kernel.db import Base
+from multibank.kernel.db import ID, Base
 
 
 class AuthFactor(Base):
     __tablename__ = "auth_factors"
     __table_args__ = (UniqueConstraint("user_id", "channel"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     type: Mapped[str] = mapped_column(String(10))  # OTP | PUSH | BIOMETRIC (SCAChallengeType)
@@ -26,7 +26,7 @@ class ScaChallenge(Base):
     __tablename__ = "sca_challenges"
     __table_args__ = (Index("ix_sca_challenges_session", "session_id", "status"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     session_id: Mapped[int] = mapped_column(ForeignKey("auth_sessions.id"))

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, ForeignKey, Index, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from multibank.kernel.db import Base
+from multibank.kernel.db import ID, Base
 
 CORPORATE = "CORPORATE"
 CONSUMER = "CONSUMER"
@@ -17,7 +17,7 @@ class Identity(Base):
     __tablename__ = "identities"
     __table_args__ = (Index("ix_identities_programme_type", "programme_id", "type"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
     type: Mapped[str] = mapped_column(String(10))  # CORPORATE | CONSUMER
     profile_id: Mapped[int] = mapped_column(ForeignKey("profiles.id"))

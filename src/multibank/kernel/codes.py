@@ -16,7 +16,7 @@ from sqlalchemy import Index, Integer, String, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
-from multibank.kernel.db import Base
+from multibank.kernel.db import ID, Base
 from multibank.kernel.ids import new_id
 
 SANDBOX_CODE = "123456"
@@ -28,7 +28,7 @@ class OneTimeCode(Base):
     __tablename__ = "one_time_codes"
     __table_args__ = (Index("ix_one_time_codes_subject", "programme_id", "subject", "purpose"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int]
     subject: Mapped[str] = mapped_column(String(300))  # e.g. "user:123" or "email:x@y"
     purpose: Mapped[str] = mapped_column(String(30))

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar, TypeVar
 
-from sqlalchemy import BigInteger, MetaData, event, exc
+from sqlalchemy import BigInteger, Integer, MetaData, event, exc
 from sqlalchemy.engine import Connection, Engine, Row, make_url
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
@@ -44,6 +44,13 @@ NAMING = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
+
+
+# The type of a table's own id (time-ordered 64-bit, kernel/ids.py). On SQLite a primary key
+# declared exactly INTEGER is the table's rowid: a row is found by its id in one B-tree, and an
+# INSERT writes no separate index of ids (BIGINT made each a table plus a unique index). On
+# PostgreSQL a bigint, as every other integer (decision 0030, migration 0015).
+ID = BigInteger().with_variant(Integer(), "sqlite")
 
 
 class Base(DeclarativeBase):

@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
 from multibank.kernel import direct, tokens
-from multibank.kernel.db import Base
+from multibank.kernel.db import ID, Base
 from multibank.kernel.direct import Direct, Prepared, Refusal
 from multibank.kernel.errors import BadRequest, PayloadTooLarge
 from multibank.kernel.ids import new_id
@@ -47,7 +47,7 @@ class IdempotencyRecord(Base):
     __tablename__ = "idempotency_records"
     __table_args__ = (UniqueConstraint("programme_id", "caller", "operation", "ref"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int]  # the unique constraint's first column: no index of its own
     caller: Mapped[str] = mapped_column(String(64))
     operation: Mapped[str] = mapped_column(String(200))

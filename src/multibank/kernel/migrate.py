@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic import command
@@ -26,6 +27,18 @@ def alembic_config(url: str) -> Config:
 
 
 async def upgrade(db: Database, revision: str = "head") -> None:
+    await _migrate(db, lambda cfg: command.upgrade(cfg, revision))
+
+
+async def downgrade(db: Database, revision: str) -> None:
+    await _migrate(db, lambda cfg: command.downgrade(cfg, revision))
+
+
+async def _migrate(db: Database, step: Callable[[Config], None]) -> None:
+    """Runs `step` in one transaction. On SQLite with foreign keys off, as SQLite's way of
+    changing a table (a new one filled, the old dropped, the new renamed; migration 0015) needs:
+    with them on, dropping a table that others refer to fails. What they would have refused is
+    checked before the commit (`_no_dangling_references`)."""
     cfg = alembic_config(db.url)
 
     def run(connection: Connection) -> None:
@@ -33,10 +46,45 @@ async def upgrade(db: Database, revision: str = "head") -> None:
             # Several `multibank serve` processes may start together against one database.
             connection.execute(text(f"SELECT pg_advisory_xact_lock({_LOCK_ID})"))
         cfg.attributes["connection"] = connection
-        command.upgrade(cfg, revision)
+        step(cfg)
+        if connection.dialect.name == "sqlite":
+            _no_dangling_references(connection)
 
-    async with db.engine.begin() as conn:
-        await conn.run_sync(run)
+    async with db.engine.connect() as conn:
+        sqlite = conn.dialect.name == "sqlite"
+        if sqlite:  # outside a transaction, where SQLite reads it
+            await conn.run_sync(_foreign_keys, False)
+        try:
+            async with conn.begin():
+                await conn.run_sync(run)
+        finally:
+            if sqlite:
+                try:
+                    await conn.run_sync(_foreign_keys, True)
+                except BaseException:
+                    # Never lent again without them: the pool opens a new connection instead.
+                    await conn.invalidate()
+                    raise
+
+
+def _foreign_keys(connection: Connection, on: bool) -> None:
+    """On the driver's connection: through SQLAlchemy the PRAGMA would begin a transaction
+    (`kernel.db.create_engine`), in which SQLite ignores it."""
+    dbapi = connection.connection.dbapi_connection
+    assert dbapi is not None
+    cursor = dbapi.cursor()
+    try:
+        cursor.execute(f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")
+        if bool(cursor.execute("PRAGMA foreign_keys").fetchone()[0]) != on:
+            raise RuntimeError(f"SQLite did not turn foreign keys {'on' if on else 'off'}")
+    finally:
+        cursor.close()
+
+
+def _no_dangling_references(connection: Connection) -> None:
+    dangling = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+    if dangling:
+        raise RuntimeError(f"the migration left rows referring to nothing: {dangling[:5]}")
 
 
 def head_revision() -> str | None:

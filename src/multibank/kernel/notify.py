@@ -21,7 +21,7 @@ from sqlalchemy import Index, Integer, String, Text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
-from multibank.kernel.db import Base
+from multibank.kernel.db import ID, Base
 from multibank.kernel.ids import new_id
 from multibank.settings import Settings
 
@@ -32,7 +32,7 @@ class OutboxMessage(Base):
     __tablename__ = "outbox_messages"
     __table_args__ = (Index("ix_outbox_pending", "delivered_at", "created_at"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int]
     channel: Mapped[str] = mapped_column(String(10))  # EMAIL | SMS
     recipient: Mapped[str] = mapped_column(String(255))

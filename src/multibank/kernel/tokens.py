@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
 from multibank.kernel import direct
-from multibank.kernel.db import Base
+from multibank.kernel.db import ID, Base
 from multibank.kernel.direct import Prepared
 from multibank.kernel.ids import new_id
 
@@ -30,7 +30,7 @@ VERIFIED_TOKENS_KEPT = 50_000
 class AuthSession(Base):
     __tablename__ = "auth_sessions"
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"), index=True)
     user_id: Mapped[int] = mapped_column(index=True)
     credential_type: Mapped[str] = mapped_column(String(10))  # ROOT | USER

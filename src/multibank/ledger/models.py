@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from multibank.kernel.db import Base
+from multibank.kernel.db import ID, Base
 
 MANAGED_ACCOUNT = "MANAGED_ACCOUNT"
 REVENUE = "REVENUE"
@@ -32,7 +32,7 @@ class LedgerAccount(Base):
         Index("ix_ledger_accounts_programme", "programme_id", "currency"),
     )
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
     kind: Mapped[str] = mapped_column(String(20))
     currency: Mapped[str] = mapped_column(String(3))
@@ -52,7 +52,7 @@ class LedgerTransaction(Base):
     # A caller's own id for a movement (the simulator's deposit `txId`): one movement per id.
     __table_args__ = (UniqueConstraint("programme_id", "external_id"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     # Searched through the unique constraint on (programme_id, external_id): no index of its own.
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
     type: Mapped[str] = mapped_column(String(30))  # TransactionId.type: DEPOSIT, CHARGE_FEE, ...
@@ -66,7 +66,7 @@ class Posting(Base):
     __tablename__ = "postings"
     __table_args__ = (Index("ix_postings_account_time", "account_id", "created_at", "id"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
     transaction_id: Mapped[int] = mapped_column(ForeignKey("ledger_transactions.id"), index=True)
     account_id: Mapped[int] = mapped_column(ForeignKey("ledger_accounts.id"))

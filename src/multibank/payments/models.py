@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import JSON, ForeignKey, Index, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from multibank.kernel.db import Base
+from multibank.kernel.db import ID, Base
 
 TRANSFER = "TRANSFER"
 SEND = "SEND"
@@ -40,7 +40,7 @@ class Payment(Base):
         Index("ix_payments_due", "due_at"),
     )
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
     kind: Mapped[str] = mapped_column(String(30))  # TRANSFER | SEND | OUTGOING_WIRE_TRANSFER
     identity_id: Mapped[int] = mapped_column(ForeignKey("identities.id"))

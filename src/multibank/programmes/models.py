@@ -7,13 +7,13 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, ForeignKey, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from multibank.kernel.db import Base
+from multibank.kernel.db import ID, Base
 
 
 class Programme(Base):
     __tablename__ = "programmes"
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     name: Mapped[str] = mapped_column(String(100), unique=True)
     mode: Mapped[str] = mapped_column(String(10))  # sandbox | live
     step_up_required: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -43,7 +43,7 @@ class Programme(Base):
 class ApiKey(Base):
     __tablename__ = "api_keys"
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"), index=True)
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     prefix: Mapped[str] = mapped_column(String(12))
@@ -70,7 +70,7 @@ DEFAULT_MOVEMENT_FEES = {"transfers": 0, "sends": 0, "outgoingWireTransfers": 10
 class Profile(Base):
     __tablename__ = "profiles"
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"), index=True)
     kind: Mapped[str] = mapped_column(String(40))
     currencies: Mapped[list[str]] = mapped_column(JSON)
@@ -86,7 +86,7 @@ class FeeType(Base):
     __tablename__ = "fee_types"
     __table_args__ = (UniqueConstraint("programme_id", "name"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"), index=True)
     name: Mapped[str] = mapped_column(String(50))
     # {feeGroup: {currency: minor units}}

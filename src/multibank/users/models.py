@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, ForeignKey, Index, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from multibank.kernel.db import Base
+from multibank.kernel.db import ID, Base
 
 ROOT = "ROOT"
 USER = "USER"
@@ -21,7 +21,7 @@ class User(Base):
         Index("ix_users_identity", "identity_id", "role"),
     )
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
     identity_id: Mapped[int] = mapped_column(ForeignKey("identities.id"))
     identity_type: Mapped[str] = mapped_column(String(10))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlalchemy import ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from multibank.kernel.db import Base
+from multibank.kernel.db import ID, Base
 
 PENDING = "PENDING"
 DELIVERED = "DELIVERED"
@@ -28,7 +28,7 @@ class WebhookEvent(Base):
         Index("ix_webhook_events_programme", "programme_id", "id"),
     )
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
     path: Mapped[str] = mapped_column(String(60))  # "/managed_accounts/watch"
     # What happened, for the operator's filter: the path's topic and the event's type or state,
@@ -50,7 +50,7 @@ class WebhookEvent(Base):
 class WebhookAttempt(Base):
     __tablename__ = "webhook_attempts"
 
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     event_id: Mapped[int] = mapped_column(ForeignKey("webhook_events.id"), index=True)
     url: Mapped[str] = mapped_column(String(2100))
     attempted_at: Mapped[int]  # programme clock, as `published-timestamp`
