@@ -261,8 +261,11 @@ async def _live_session(
                 raise Unauthorized()
     else:
         values = None if claim is None else await claim(entry.row, programme, now_ms)
+        # On SQLite a write renews at most once a second too, and otherwise confirms the session
+        # is live in its transaction (`tokens.confirm_or_renew`, decision 0030).
+        due = now_ms - entry.last_seen_ms >= RENEW_EVERY_MS
         if values is None:
-            renewed = await renew_session(db, session_id, programme_id, now_ms, limits)
+            renewed = await renew_session(db, session_id, programme_id, now_ms, limits, due)
         else:
             renewal = renewal_params(session_id, programme_id, now_ms, limits)
             claimed: Claim | None
@@ -272,12 +275,16 @@ async def _live_session(
                 # Learnt at the commit: a refusal then is raised there (api/routing.py).
                 renewed, claimed = True, Claim(int(values["id"]))
             else:
-                renewed, claimed = await renew_and_claim(db, renewal, values)
+                renewed, claimed = await renew_and_claim(db, renewal, values, due)
             if renewed:
                 request.state.claim_outcome = (values, claimed)
         if not renewed:
             cache.forget_session(session_id)
             raise Unauthorized()
+        if due:
+            # Written in this request's transaction: what the database holds once it commits
+            # (if it does not, the next write renews again a second later, at the latest).
+            entry.last_seen_ms = max(entry.last_seen_ms, now_ms)
     return entry.row
 
 

@@ -104,9 +104,15 @@ def check_ref(ref: str) -> None:
 @dataclass(frozen=True)
 class Claim:
     """The placeholder row a request owns: completed with its answer before its transaction
-    commits, or released when its refusal is not the answer the ref keeps."""
+    commits, or released when its refusal is not the answer the ref keeps.
+
+    `unwritten`: SQLite, a logged-in write (`renew_and_claim`): the row is not inserted until
+    the answer is known, and then inserted with it, in one statement instead of two. The
+    request holds SQLite's one write lock from the statement that found the ref free to its
+    commit, so no other request can take the ref meanwhile (decision 0030)."""
 
     id: int
+    unwritten: dict[str, Any] | None = None
 
 
 # The claim (one statement per dialect), the completion and the release: every write request
@@ -131,6 +137,24 @@ _COMPLETE = Prepared(
     )
 )
 _RELEASE = Prepared(delete(_TABLE).where(_TABLE.c.id == bindparam("b_id")))
+# An unwritten claim's row, inserted with its answer (`Claim.unwritten`).
+_STORE = Prepared(_TABLE.insert(), keys=(*_CLAIMED, "status_code", "content_type", "body"))
+# SQLite, a logged-in write's first statement: whether its session is live (the renewal's own
+# guard), and the id of the row that took its ref, if one did (decision 0030).
+_LIVE_AND_TAKEN = Prepared(
+    select(
+        exists(select(tokens.SESSIONS.c.id).where(tokens.LIVE)).label("live"),
+        select(_TABLE.c.id)
+        .where(
+            _TABLE.c.programme_id == bindparam("programme_id"),
+            _TABLE.c.caller == bindparam("caller"),
+            _TABLE.c.operation == bindparam("operation"),
+            _TABLE.c.ref == bindparam("ref"),
+        )
+        .scalar_subquery()
+        .label("taken"),
+    )
+)
 
 
 def claim_values(
@@ -249,36 +273,46 @@ async def hold_renew_and_claim(
     `Direct.defer(before_reads=True)`): the request's reads run before, outside its
     transaction. At the commit `not_renewed` is raised (after `forget`) if the session was not
     renewed, `ClaimTaken` if the ref was taken. False: not held back; `renew_and_claim` then."""
+    bind = getattr(db, "bind", None)
+    if bind is not None and bind.dialect.name != "postgresql":  # known without a connection
+        return False
     return await direct.run(db, _hold_renew_and_claim_on, renewal, values, not_renewed, forget)
 
 
 def _renew_and_claim_on(
-    d: Direct, renewal: dict[str, Any], values: dict[str, Any]
+    d: Direct, renewal: dict[str, Any], values: dict[str, Any], due: bool
 ) -> tuple[bool, Claim | None]:
     if d.dialect.name == "postgresql":
         rows = d.execute(_RENEW_AND_CLAIM, {**renewal, **values})
         if rows < 1:
             return False, None
         return True, Claim(int(values["id"])) if rows == _RENEWED_AND_CLAIMED else None
-    if d.execute(tokens.RENEW, renewal) != 1:
+    found = d.first(_LIVE_AND_TAKEN, {**renewal, **values})
+    if found is None or not found.live:
         return False, None
-    claimed = d.first(_CLAIM, values)
-    return True, None if claimed is None else Claim(int(claimed.id))
+    if due and d.execute(tokens.RENEW, renewal) != 1:  # pragma: no cover - checked just now
+        return False, None
+    return True, None if found.taken is not None else Claim(int(values["id"]), values)
 
 
 async def renew_and_claim(
-    db: AsyncSession, renewal: dict[str, Any], values: dict[str, Any]
+    db: AsyncSession, renewal: dict[str, Any], values: dict[str, Any], due: bool = True
 ) -> tuple[bool, Claim | None]:
     """A logged-in write's session renewal (`tokens.renewal_params`) and, if it renewed, its
-    claim of a ref (`claim_values`): whether the session was renewed, and the claim (None if
-    the ref was taken: `IdempotencyStore.taken` says what to answer)."""
-    return await direct.run(db, _renew_and_claim_on, renewal, values)
+    claim of a ref (`claim_values`): whether the session was renewed (or, on SQLite when it is
+    not `due`, found live: `tokens.confirm_or_renew`), and the claim (None if the ref was taken:
+    `IdempotencyStore.taken` says what to answer)."""
+    return await direct.run(db, _renew_and_claim_on, renewal, values, due)
 
 
 def complete_on(
     d: Direct, claim: Claim, status_code: int, content_type: str | None, body: bytes
 ) -> None:
     """Stores the answer of the request that owns `claim`, in its transaction."""
+    if claim.unwritten is not None:
+        answer = {"status_code": status_code, "content_type": content_type, "body": body}
+        d.execute(_STORE, {**claim.unwritten, **answer})
+        return
     params = {
         "b_id": claim.id,
         "b_status_code": status_code,
@@ -348,7 +382,8 @@ class IdempotencyStore:
 
     async def release(self, claim: Claim) -> None:
         """The placeholder goes: a retry of the ref runs again."""
-        await direct.execute(self.session, _RELEASE, {"b_id": claim.id})
+        if claim.unwritten is None:  # an unwritten one never was
+            await direct.execute(self.session, _RELEASE, {"b_id": claim.id})
 
     async def purge(self, older_than_ms: int) -> int:
         result = await self.session.execute(

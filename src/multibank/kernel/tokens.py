@@ -14,13 +14,13 @@ from typing import Any, cast
 import jwt
 from jwt.algorithms import HMACAlgorithm
 from jwt.api_jws import PyJWS
-from sqlalchemy import Boolean, ForeignKey, String, Table, bindparam, insert, select, update
+from sqlalchemy import Boolean, ForeignKey, String, Table, and_, bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
 from multibank.kernel import direct
 from multibank.kernel.db import ID, Base
-from multibank.kernel.direct import Prepared
+from multibank.kernel.direct import Direct, Prepared
 from multibank.kernel.ids import new_id
 
 ISSUER = "multibank"
@@ -200,18 +200,18 @@ _READ = Prepared(select(*SESSIONS.c).where(SESSIONS.c.id == bindparam("session_i
 # A session's renewal (its parameters: `renewal_params`). On the driver's connection
 # (kernel/direct.py): every write request sends it. The auth cache records a renewal itself
 # (api/deps.py), so it needs none of the ORM's events.
-RENEWAL = (
-    update(SESSIONS)
-    .where(
-        SESSIONS.c.id == bindparam("b_session_id"),
-        SESSIONS.c.programme_id == bindparam("b_programme_id"),
-        SESSIONS.c.ended_at.is_(None),
-        SESSIONS.c.last_seen_at >= bindparam("idle_since"),
-        SESSIONS.c.created_at >= bindparam("started_since"),
-    )
-    .values(last_seen_at=bindparam("b_now_ms"))
+# The renewal's guard: the session is live (D7).
+LIVE = and_(
+    SESSIONS.c.id == bindparam("b_session_id"),
+    SESSIONS.c.programme_id == bindparam("b_programme_id"),
+    SESSIONS.c.ended_at.is_(None),
+    SESSIONS.c.last_seen_at >= bindparam("idle_since"),
+    SESSIONS.c.created_at >= bindparam("started_since"),
 )
+RENEWAL = update(SESSIONS).where(LIVE).values(last_seen_at=bindparam("b_now_ms"))
 RENEW = Prepared(RENEWAL, renewal=True)
+# The same guard, read without writing (`confirm_or_renew`).
+_CONFIRM = Prepared(select(SESSIONS.c.id).where(LIVE))
 
 
 async def read_session(db: AsyncSession, session_id: int) -> AuthSession | None:
@@ -223,12 +223,31 @@ async def read_session(db: AsyncSession, session_id: int) -> AuthSession | None:
 
 
 async def renew_session(
-    db: AsyncSession, session_id: int, programme_id: int, now_ms: int, limits: SessionLimits
+    db: AsyncSession,
+    session_id: int,
+    programme_id: int,
+    now_ms: int,
+    limits: SessionLimits,
+    due: bool = True,
 ) -> bool:
     """Records activity at `now_ms`, in one guarded statement: False if, meanwhile, the session
-    ended or ran out (two processes racing cannot revive a session the other found expired)."""
+    ended or ran out (two processes racing cannot revive a session the other found expired).
+
+    `due`: whether this process's last renewal is old enough to write another (a write's
+    `_live_session`). On SQLite one not due is only confirmed (`confirm_or_renew`)."""
     params = renewal_params(session_id, programme_id, now_ms, limits)
-    return await direct.execute(db, RENEW, params) == 1
+    return await direct.run(db, confirm_or_renew, params, due)
+
+
+def confirm_or_renew(d: Direct, params: dict[str, Any], due: bool) -> bool:
+    """The renewal (`renewal_params`), or on SQLite, if it is not `due`, the same guard read
+    without writing (decision 0030). On PostgreSQL a write always renews: the row lock it takes
+    is what serialises a session's concurrent writes (factors/service.py); on SQLite every write
+    holds the one write lock from its first statement to its commit already, and a renewal
+    written at most once a second keeps the idle limit as exact as a read's (decision 0013)."""
+    if due or d.dialect.name == "postgresql":
+        return d.execute(RENEW, params) == 1
+    return d.first(_CONFIRM, params) is not None
 
 
 def renewal_params(
