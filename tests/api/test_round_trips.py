@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 
 from multibank.api import authcache, deps
 from multibank.api.authcache import cache_of
@@ -150,19 +150,35 @@ async def test_concurrent_reads_that_find_their_credentials_stale_read_and_renew
     assert trips.statements.count("SELECT") == 2 + 16, trips.statements
 
 
-async def test_a_write_still_renews_in_its_own_transaction(client, programme, container) -> None:
+async def test_a_write_renews_in_its_own_transaction_once_per_period(
+    client, programme, container
+) -> None:
+    """A write's renewal is written in its own transaction, committed with its work. On
+    PostgreSQL every write renews (its row lock serialises a session's writes); on SQLite,
+    where every write holds the one write lock anyway, a write renews once per period as a
+    read does, and otherwise reads in its transaction that the session is still live
+    (decision 0030)."""
     p = await programme()
     ident = await verified(client, p, "corporates")
     account = await open_account(client, ident, "EUR")
-    with counting(container) as trips:
-        r = await client.patch(
-            f"/multi/managed_accounts/{account['id']}",
-            headers=ident.headers,
-            json={"friendlyName": "renamed"},
-        )
-    assert r.status_code == 200, r.text
-    # The session's own renewal, besides the account's update, committed with it.
-    assert RENEWAL in trips.statements and "COMMIT" in trips.statements, trips.statements
+    r = await client.post(
+        "/simulate/api/clock/advance", headers={"programme-key": p.api_key}, json={"seconds": 101}
+    )
+    assert r.status_code == 200
+    path = f"/multi/managed_accounts/{account['id']}"
+    for name in ("renamed", "renamed again"):
+        with counting(container) as trips:
+            r = await client.patch(path, headers=ident.headers, json={"friendlyName": name})
+        assert r.status_code == 200, r.text
+        assert r.json()["friendlyName"] == name
+        assert "COMMIT" in trips.statements and "ROLLBACK" not in trips.statements
+        if name == "renamed" or not container.db.is_sqlite:
+            # The session's own renewal, besides the account's update, committed with it.
+            assert trips.statements.count(RENEWAL) == 1, trips.statements
+        else:
+            # Renewed a moment ago: confirmed live (one SELECT) before the update, not renewed.
+            assert RENEWAL not in trips.statements, trips.statements
+            assert trips.statements.index("SELECT") < trips.statements.index("COMMIT")
 
 
 @pytest.mark.parametrize("base", ["/multi", "/3.1.0/multi"])
@@ -238,3 +254,40 @@ def test_each_read_view_selects_every_field_it_promises() -> None:
     labels = set(identities._VIEW_WITH_ROOT.selected_columns.keys())
     assert {f"i_{name}" for name in promised(identities.IdentityView)} <= labels
     assert {f"u_{name}" for name in promised(identities.RootView)} <= labels
+
+
+@pytest.mark.parametrize("with_ref", [False, True])
+async def test_a_write_not_due_to_renew_is_refused_once_its_session_ended_elsewhere(
+    client, programme, container, with_ref: bool
+) -> None:
+    """The session was renewed a moment ago, and this process still remembers it as live; it
+    is ended behind its back (as another process would). A write that does not renew it still
+    reads it in its own transaction (SQLite, decision 0030), or renews it (PostgreSQL): 401,
+    and nothing of the write is kept, not even its ref."""
+    p = await programme()
+    ident = await verified(client, p, "corporates")
+    account = await open_account(client, ident, "EUR")
+    path = f"/multi/managed_accounts/{account['id']}"
+    assert (await client.get(path, headers=ident.headers)).status_code == 200
+    async with container.db.engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE auth_sessions SET ended_at = 1 WHERE programme_id = :p"), {"p": int(p.id)}
+        )
+    headers = {**ident.headers, **({"idempotency-ref": "ended-elsewhere"} if with_ref else {})}
+    with counting(container) as trips:
+        r = await client.patch(path, headers=headers, json={"friendlyName": "never"})
+    assert r.status_code == 401, r.text
+    assert "UPDATE managed_accounts" not in trips.statements, trips.statements
+    async with container.db.engine.connect() as conn:
+        name = (
+            await conn.execute(
+                text("SELECT friendly_name FROM managed_accounts WHERE id = :id"),
+                {"id": int(account["id"])},
+            )
+        ).scalar_one()
+        refs = (
+            await conn.execute(
+                text("SELECT count(*) FROM idempotency_records WHERE ref = 'ended-elsewhere'")
+            )
+        ).scalar_one()
+    assert name == account["friendlyName"] and refs == 0

@@ -493,17 +493,22 @@ class GroupCommit:
         return self._pooled
 
     def leave(self, kept: bool) -> None:
+        """`leave_async`, inside a greenlet."""
+        await_(self.leave_async(kept))
+
+    async def leave_async(self, kept: bool) -> None:
         """The request's savepoint is released (`kept`) or rolled back. The group is committed
         now if it is full or old; otherwise the writer goes to the next request, what the event
         loop has ready runs (and may join the group), and then the group is committed, by this
         request if nobody has the writer, by whoever has it otherwise. A request that kept its
-        work returns once the group is committed. Inside a greenlet."""
+        work returns once the group is committed. On the event loop, without a greenlet: only
+        a commit that awaits takes one (`_commit_async`)."""
         if kept:
             self._kept += 1
         old = time.monotonic() * 1000 - self._started >= self.MAX_AGE_MS
         idle = not self._kept and not any(not t.done() for t in self._turns)
         if old or idle or self._members >= self.MAX_REQUESTS:
-            self._commit()  # (a group where nobody kept anything is rolled back)
+            await self._commit_async()  # (a group where nobody kept anything is rolled back)
             return
         if not kept:
             self._pass()
@@ -514,21 +519,21 @@ class GroupCommit:
         self._done.append(done)
         self._pass()
         try:
-            await_(asyncio.sleep(0))  # what is ready runs first, and may join the group
+            await asyncio.sleep(0)  # what is ready runs first, and may join the group
         except BaseException:  # this request is cancelled: the group is still to be committed
             self._schedule_flush()
             raise
         if not done.done() and not self._held and self._pooled is not None:
             self._held = True
             try:
-                self._commit()
+                await self._commit_async()
             finally:
                 if done.done() and not done.cancelled():
                     done.exception()  # raised here, not left unretrieved
             return
         if not done.done() and not self._held:
             self._schedule_flush()
-        await_(done)  # raises what made the group's commit fail
+        await done  # raises what made the group's commit fail
 
     def _schedule_flush(self) -> None:
         if not self._flushing:
@@ -558,9 +563,21 @@ class GroupCommit:
 
     async def _commit_soon(self) -> None:
         try:
-            await greenlet_spawn(self._commit)
+            await self._commit_async()
         except Exception:  # every request of the group has it; nothing else to tell
             log.warning("a group commit failed", exc_info=True)
+
+    async def _commit_async(self) -> None:
+        """`_commit` on the event loop; in a greenlet only if it awaits: the writer copies what
+        a checkpoint left (`InlineConnection.commit_awaits`), or the group kept nothing and is
+        rolled back. A greenlet costs a write request ≈ 9 µs, much of it the Python frame stack
+        it maps and unmaps (decision 0030)."""
+        pooled = self._pooled
+        awaits = getattr(pooled.dbapi_connection, "commit_awaits", None) if pooled else None
+        if awaits is None or awaits() or not self._kept:  # a rollback tells SQLAlchemy it awaited
+            await greenlet_spawn(self._commit)
+        else:
+            self._commit()
 
     def _commit(self) -> None:
         pooled, done = self._pooled, self._done
@@ -758,7 +775,12 @@ class Unit:
                 last = None
             await self.made.commit()  # in a group: releases the session's savepoint
         if self._group is not None:
-            if self._pooled is not None or last is not None:
+            ready = self._ready()
+            if ready is not None:
+                # Its last statement and RELEASE run inline (`_ready`), and the group's wait
+                # and commit on the event loop: no greenlet (`GroupCommit.leave_async`).
+                await self._finish_in_group_inline(ready, last, *args)
+            elif self._pooled is not None or last is not None:
                 await greenlet_spawn(self._finish_in_group, last, *args)
         elif self._pooled is not None or last is not None:
             await greenlet_spawn(self._finish, last, *args)
@@ -792,7 +814,35 @@ class Unit:
             raise
         self._leave_group(kept=True)
 
+    async def _finish_in_group_inline(
+        self, direct: Direct, last: Callable[..., object] | None, *args: Any
+    ) -> None:
+        """`_finish_in_group` when the writer is held inline (`_ready`)."""
+        try:
+            if last is not None:
+                last(direct, *args)
+            direct.run_sql("RELEASE request")
+        except BaseException:
+            await greenlet_spawn(self._leave_group, False)
+            raise
+        hooks = self._detach(kept=True) or []
+        assert self._group is not None
+        await self._group.leave_async(True)
+        self._after_durable(hooks)
+
     def _leave_group(self, kept: bool) -> None:
+        group = self._group
+        assert group is not None
+        hooks = self._detach(kept)
+        if hooks is None:
+            return
+        group.leave(kept)
+        if kept:
+            self._after_durable(hooks)
+
+    def _detach(self, kept: bool) -> list[Callable[[], object]] | None:
+        """The request leaves the group's connection (its savepoint rolled back unless `kept`):
+        what it asked to run once its work is durable, or None if it never took a turn."""
         group, direct = self._group, self._direct
         assert group is not None
         self._pooled = self._direct = self._sa = None  # the group's, not closed here
@@ -802,7 +852,7 @@ class Unit:
             self.made.sync_session.close()
             self.made = None
         if direct is None:
-            return
+            return None
         if not kept:
             try:
                 direct.run_sql("ROLLBACK TO request")
@@ -811,13 +861,15 @@ class Unit:
                 group.abort(error)
                 raise
         hooks: list[Callable[[], object]] = self.info.pop(AFTER_DURABLE_COMMIT, None) or []
-        group.leave(kept)
-        if kept:
-            for hook in hooks:
-                try:
-                    hook()
-                except Exception:  # what it tidies is tidied again within its time anyway
-                    log.warning("a hook after a group commit failed", exc_info=True)
+        return hooks
+
+    @staticmethod
+    def _after_durable(hooks: list[Callable[[], object]]) -> None:
+        for hook in hooks:
+            try:
+                hook()
+            except Exception:  # what it tidies is tidied again within its time anyway
+                log.warning("a hook after a group commit failed", exc_info=True)
 
     async def send_held(self) -> None:
         """Sends what `Direct.defer` holds back, now (PostgreSQL): a refusal of it is raised."""

@@ -145,6 +145,16 @@ class InlineConnection:
             return self._connection.cursor()
         return InlineCursor(self._connection.cursor(), self, told=False)
 
+    def commit_awaits(self) -> bool:
+        """Whether `commit` would await (and so needs a greenlet): a commit of another
+        connection than the writer, or the writer's commit that copies what a checkpoint left
+        (`Checkpoints.catch_up`)."""
+        if not self._connection.in_transaction:
+            return False
+        if not self.immediate:
+            return True
+        return self._checkpoints is not None and self._checkpoints.catch_up
+
     def commit(self) -> None:
         if not self._connection.in_transaction:
             return
