@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -112,7 +112,7 @@ class Claim:
     commit, so no other request can take the ref meanwhile (decision 0030)."""
 
     id: int
-    unwritten: dict[str, Any] | None = None
+    unwritten: dict[str, Any] | None = field(default=None, compare=False)
 
 
 # The claim (one statement per dialect), the completion and the release: every write request
