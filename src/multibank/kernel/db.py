@@ -375,8 +375,16 @@ def _rows_on(engine: Engine, statement: Executable, params: dict[str, Any]) -> S
 
 
 def _direct_on(engine: Engine, fn: Callable[..., T], *args: Any) -> T:
-    with engine.connect() as connection:
-        return fn(Direct(connection), *args)
+    """`fn(direct)` on a pooled connection of the read engine taken for it alone, each statement
+    committing on its own as the read engine's do: without SQLAlchemy's `Connection` over it
+    and, on PostgreSQL, its adapter's cursor, as a login's statements (`_at_once_on`,
+    decision 0031)."""
+    pooled = engine.raw_connection()
+    try:
+        autocommit = engine.dialect.name == "postgresql"
+        return fn(Direct(None, pooled.dbapi_connection, engine, autocommit=autocommit), *args)
+    finally:
+        pooled.close()  # back to the pool
 
 
 class LazySession:
