@@ -20,6 +20,7 @@ from sqlalchemy import (
     String,
     Table,
     UniqueConstraint,
+    and_,
     bindparam,
     delete,
     exists,
@@ -137,6 +138,14 @@ _COMPLETE = Prepared(
     )
 )
 _RELEASE = Prepared(delete(_TABLE).where(_TABLE.c.id == bindparam("b_id")))
+# The row of a ref (D6: one per programme, caller, operation and ref), its values named as
+# `claim_values` names them.
+_SAME_REF = and_(
+    _TABLE.c.programme_id == bindparam("programme_id"),
+    _TABLE.c.caller == bindparam("caller"),
+    _TABLE.c.operation == bindparam("operation"),
+    _TABLE.c.ref == bindparam("ref"),
+)
 # An unwritten claim's row, inserted with its answer (`Claim.unwritten`).
 _STORE = Prepared(_TABLE.insert(), keys=(*_CLAIMED, "status_code", "content_type", "body"))
 # SQLite, a logged-in write's first statement: whether its session is live (the renewal's own
@@ -144,15 +153,7 @@ _STORE = Prepared(_TABLE.insert(), keys=(*_CLAIMED, "status_code", "content_type
 _LIVE_AND_TAKEN = Prepared(
     select(
         exists(select(tokens.SESSIONS.c.id).where(tokens.LIVE)).label("live"),
-        select(_TABLE.c.id)
-        .where(
-            _TABLE.c.programme_id == bindparam("programme_id"),
-            _TABLE.c.caller == bindparam("caller"),
-            _TABLE.c.operation == bindparam("operation"),
-            _TABLE.c.ref == bindparam("ref"),
-        )
-        .scalar_subquery()
-        .label("taken"),
+        select(_TABLE.c.id).where(_SAME_REF).scalar_subquery().label("taken"),
     )
 )
 
@@ -326,16 +327,12 @@ class IdempotencyStore:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def _find(
-        self, programme_id: int, caller: str, operation: str, ref: str
-    ) -> IdempotencyRecord | None:
-        stmt = select(IdempotencyRecord).where(
-            IdempotencyRecord.programme_id == programme_id,
-            IdempotencyRecord.caller == caller,
-            IdempotencyRecord.operation == operation,
-            IdempotencyRecord.ref == ref,
-        )
-        return (await self.session.execute(stmt)).scalar_one_or_none()
+    async def _find(self, values: dict[str, Any]) -> IdempotencyRecord | None:
+        """The row that took the ref of `values` (`claim_values`)."""
+        keys = ("programme_id", "caller", "operation", "ref")
+        params = {key: values[key] for key in keys}
+        stmt = select(IdempotencyRecord).where(_SAME_REF)
+        return (await self.session.execute(stmt, params)).scalar_one_or_none()
 
     async def begin(
         self,
@@ -364,9 +361,7 @@ class IdempotencyStore:
     async def taken(self, values: dict[str, Any]) -> StoredResponse:
         """What a claim that inserted nothing finds: the stored response to replay, or a 400 if
         the payloads differ."""
-        existing = await self._find(
-            values["programme_id"], values["caller"], values["operation"], values["ref"]
-        )
+        existing = await self._find(values)
         if existing is None:  # pragma: no cover - the winner's row must be visible now
             raise RuntimeError("idempotency-ref conflict without a visible row")
         if existing.payload_hash != values["payload_hash"]:
