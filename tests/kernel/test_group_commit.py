@@ -20,7 +20,7 @@ from sqlalchemy import BigInteger, Column, MetaData, String, Table, insert, sele
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.kernel import db as db_module
-from multibank.kernel import direct
+from multibank.kernel import direct, sqlite_inline
 from multibank.kernel.db import AFTER_DURABLE_COMMIT, Database
 from multibank.kernel.direct import Direct, Prepared
 
@@ -300,3 +300,30 @@ async def test_a_savepoint_that_fails_as_a_request_joins_fails_its_group_and_fre
         await committing
     await first.close()
     assert await request(db, 3) == {3}
+
+
+async def test_a_request_leaves_its_group_without_a_greenlet_unless_its_commit_awaits(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decision 0030: a request that kept its work releases its savepoint, waits for the group
+    and commits it on the event loop itself; only a commit that awaits (the writer copying what
+    a checkpoint left) takes a greenlet, and then commits as well."""
+    assert db.group is not None
+    spawned: list[str] = []
+    real = db_module.greenlet_spawn
+
+    async def counting(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        spawned.append(getattr(fn, "__name__", repr(fn)))
+        return await real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(db_module, "greenlet_spawn", counting)
+    assert (await request(db, 1)) == {1}
+    assert spawned == ["_run"]  # it began the group; leaving and committing took none
+    checkpoints = sqlite_inline.checkpoints_of(db.url.split("///", 1)[1])
+    assert checkpoints is not None
+    checkpoints.catch_up = True  # a checkpoint ended: the next commit copies what it left
+    spawned.clear()
+    assert (await request(db, 2)) == {1, 2}
+    assert spawned == ["_run", "_commit"]
+    assert not checkpoints.catch_up
+    assert db.group.commits == 2
