@@ -354,19 +354,17 @@ async def read_rows(
 def _at_once_on(engine: Engine, prepared: Prepared, params: Mapping[str, Any]) -> list[Any]:
     # A pooled connection without SQLAlchemy's `Connection` over it (nor its transaction and
     # events): a third of a login's statement (decision 0025). The engine's listeners still see
-    # each statement (`Direct`).
-    pooled = engine.raw_connection()
-    try:
-        if engine.dialect.name == "sqlite":
-            direct = Direct(None, pooled.dbapi_connection, engine)
-            direct.run_sql("BEGIN IMMEDIATE")
-            rows = direct.fetch(prepared, params)
-            direct.commit()
-            return rows
-        alone = Direct(None, pooled.dbapi_connection, engine, autocommit=True)
-        return alone.fetch(prepared, params)
-    finally:
-        pooled.close()  # back to the pool, rolled back if the statement failed half-way
+    # each statement (`Direct`). On SQLite's writer, in a transaction of its own.
+    return _direct_on(engine, _alone, prepared, params)
+
+
+def _alone(direct: Direct, prepared: Prepared, params: Mapping[str, Any]) -> list[Any]:
+    if direct.dialect.name != "sqlite":
+        return direct.fetch(prepared, params)
+    direct.run_sql("BEGIN IMMEDIATE")
+    rows = direct.fetch(prepared, params)
+    direct.commit()
+    return rows
 
 
 def _rows_on(engine: Engine, statement: Executable, params: dict[str, Any]) -> Sequence[Row[Any]]:
@@ -375,16 +373,16 @@ def _rows_on(engine: Engine, statement: Executable, params: dict[str, Any]) -> S
 
 
 def _direct_on(engine: Engine, fn: Callable[..., T], *args: Any) -> T:
-    """`fn(direct)` on a pooled connection of the read engine taken for it alone, each statement
-    committing on its own as the read engine's do: without SQLAlchemy's `Connection` over it
-    and, on PostgreSQL, its adapter's cursor, as a login's statements (`_at_once_on`,
-    decision 0031)."""
+    """`fn(direct)` on a pooled connection taken for it alone, without SQLAlchemy's `Connection`
+    over it and, on PostgreSQL, its adapter's cursor: each statement goes to asyncpg at once and
+    commits on its own, as the read engine's do (decisions 0025, 0031). Given back to the pool
+    afterwards, rolled back if a statement failed half-way."""
     pooled = engine.raw_connection()
     try:
         autocommit = engine.dialect.name == "postgresql"
         return fn(Direct(None, pooled.dbapi_connection, engine, autocommit=autocommit), *args)
     finally:
-        pooled.close()  # back to the pool
+        pooled.close()
 
 
 class LazySession:
