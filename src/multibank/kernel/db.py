@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.pool import AsyncAdaptedQueuePool, PoolProxiedConnection
 from sqlalchemy.sql import Executable
-from sqlalchemy.util.concurrency import await_, greenlet_spawn
+from sqlalchemy.util.concurrency import await_
 from sqlalchemy.util.queue import AsyncAdaptedQueue, Empty
 
 from multibank.kernel.direct import (
@@ -33,6 +33,7 @@ from multibank.kernel.direct import (
     flush_deferred,
     in_session,
 )
+from multibank.kernel.greenlets import spawn
 
 T = TypeVar("T")
 log = logging.getLogger("multibank.db")
@@ -302,7 +303,7 @@ class Database:
         connection of its own. On PostgreSQL straight to asyncpg, outside a transaction: one
         round trip. On SQLite on the writer, between its BEGIN IMMEDIATE and COMMIT, all on the
         loop's thread unless another process holds the lock (kernel/sqlite_inline.py)."""
-        return await greenlet_spawn(_at_once_on, self.engine.sync_engine, prepared, params)
+        return await spawn(_at_once_on, self.engine.sync_engine, prepared, params)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
@@ -341,14 +342,14 @@ async def read_rows(
     if isinstance(session, LazySession):
         if session.made is None:
             engine = session.engine.sync_engine
-            return await greenlet_spawn(_rows_on, engine, statement, params)
+            return await spawn(_rows_on, engine, statement, params)
         session = session.made
     if session.sync_session.in_transaction():
         return (await session.execute(statement, params)).all()
     engine = session.bind
     if not isinstance(engine, AsyncEngine):  # pragma: no cover - sessions are bound to engines
         return (await session.execute(statement, params)).all()
-    return await greenlet_spawn(_rows_on, engine.sync_engine, statement, params)
+    return await spawn(_rows_on, engine.sync_engine, statement, params)
 
 
 def _at_once_on(engine: Engine, prepared: Prepared, params: Mapping[str, Any]) -> list[Any]:
@@ -416,8 +417,8 @@ class LazySession:
         """`fn(direct, *args)` (kernel/direct.py): on the session's connection once it is made,
         otherwise on a connection taken for `fn` alone, as `read_rows` does."""
         if self.made is not None:
-            return await greenlet_spawn(in_session, self.made.sync_session, fn, *args)
-        return await greenlet_spawn(_direct_on, self.engine.sync_engine, fn, *args)
+            return await spawn(in_session, self.made.sync_session, fn, *args)
+        return await spawn(_direct_on, self.engine.sync_engine, fn, *args)
 
     async def close(self) -> None:
         if self.made is not None:
@@ -581,7 +582,7 @@ class GroupCommit:
         pooled = self._pooled
         awaits = getattr(pooled.dbapi_connection, "commit_awaits", None) if pooled else None
         if awaits is None or awaits() or not self._kept:  # a rollback tells SQLAlchemy it awaited
-            await greenlet_spawn(self._commit)
+            await spawn(self._commit)
         else:
             self._commit()
 
@@ -747,7 +748,7 @@ class Unit:
         """`fn(direct, *args)` in this transaction (kernel/direct.py), in at most one greenlet
         hand-over. `fn` sends prepared statements only (`Direct`'s methods)."""
         if self.made is not None:
-            return await greenlet_spawn(in_session, self.made.sync_session, fn, *args)
+            return await spawn(in_session, self.made.sync_session, fn, *args)
         ready = self._ready()
         if ready is not None:
             return fn(ready, *args)
@@ -755,7 +756,7 @@ class Unit:
             # Its first statements join the group's open transaction, the writer free: taking
             # it and the savepoint await nothing, and what follows runs inline (`_ready`).
             return fn(self._begun(), *args)
-        return await greenlet_spawn(self._run, fn, *args)
+        return await spawn(self._run, fn, *args)
 
     def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return fn(self._begun(), *args)
@@ -764,7 +765,7 @@ class Unit:
         """A Core statement's rows, in this transaction (`read_rows`)."""
         if self.made is not None:
             return (await self.made.execute(statement, params)).all()
-        return await greenlet_spawn(self._read, statement, params)
+        return await spawn(self._read, statement, params)
 
     def _read(self, statement: Executable, params: dict[str, Any]) -> Sequence[Row[Any]]:
         self._begun()
@@ -787,9 +788,9 @@ class Unit:
                 # and commit on the event loop: no greenlet (`GroupCommit.leave_async`).
                 await self._finish_in_group_inline(ready, last, *args)
             elif self._pooled is not None or last is not None:
-                await greenlet_spawn(self._finish_in_group, last, *args)
+                await spawn(self._finish_in_group, last, *args)
         elif self._pooled is not None or last is not None:
-            await greenlet_spawn(self._finish, last, *args)
+            await spawn(self._finish, last, *args)
 
     def _finish(self, last: Callable[..., object] | None, *args: Any) -> None:
         try:
@@ -829,7 +830,7 @@ class Unit:
                 last(direct, *args)
             direct.run_sql("RELEASE request")
         except BaseException:
-            await greenlet_spawn(self._leave_group, False)
+            await spawn(self._leave_group, False)
             raise
         hooks = self._detach(kept=True) or []
         assert self._group is not None
@@ -880,16 +881,16 @@ class Unit:
     async def send_held(self) -> None:
         """Sends what `Direct.defer` holds back, now (PostgreSQL): a refusal of it is raised."""
         if self._direct is not None and self._direct.holds():
-            await greenlet_spawn(self._direct.send_held)
+            await spawn(self._direct.send_held)
 
     async def rollback(self) -> None:
         if self.made is not None:
             await self.made.rollback()
         if self._group is not None:
             if self._pooled is not None:
-                await greenlet_spawn(self._leave_group, False)
+                await spawn(self._leave_group, False)
         elif self._pooled is not None:
-            await greenlet_spawn(self._undo)
+            await spawn(self._undo)
 
     def _undo(self) -> None:
         if self._sa is not None and self._sa.in_transaction():
@@ -904,9 +905,9 @@ class Unit:
             await self.made.close()
         if self._pooled is not None:
             if self._group is not None:
-                await greenlet_spawn(self._leave_group, False)
+                await spawn(self._leave_group, False)
             else:
-                await greenlet_spawn(self._release)
+                await spawn(self._release)
 
     def _release(self) -> None:
         pooled, sa = self._pooled, self._sa
