@@ -10,6 +10,7 @@ a second.
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,7 +21,8 @@ from sqlalchemy import event, text
 from multibank.api import authcache, deps
 from multibank.api.authcache import cache_of
 from multibank.kernel.context import Container
-from tests.factories import PASSWORD, login, open_account, verified
+from tests.api.fees_support import charge
+from tests.factories import PASSWORD, deposit, login, open_account, verified
 
 RENEWAL = "UPDATE auth_sessions"
 
@@ -291,3 +293,39 @@ async def test_a_write_not_due_to_renew_is_refused_once_its_session_ended_elsewh
             )
         ).scalar_one()
     assert name == account["friendlyName"] and refs == 0
+
+
+@pytest.mark.parametrize("base", ["/multi", "/3.1.0/multi"])
+async def test_a_charge_with_a_ref_writes_its_ref_once_with_its_answer(
+    client, programme, container, base
+) -> None:
+    """The ref's row is inserted once, already holding the answer: on PostgreSQL the claim held
+    back with the commit takes the answer into its INSERT (decision 0032), on SQLite the claim
+    is written with it (decision 0030). No UPDATE of the row; the replay is the first answer."""
+    p = await programme()
+    ident = await verified(client, p, "corporates", base)
+    account = await open_account(client, ident, "EUR", base)
+    await deposit(client, p, account["id"], 1000)
+    # The programme's first charge opens its revenue account, the second reads it (reads that
+    # send what is held back first: the answer then goes in an UPDATE); the next ones know it.
+    for _ in range(2):
+        warm = await charge(client, ident, account["id"], base, ref=f"ref-{secrets.token_hex(8)}")
+        assert warm.status_code in (200, 204), warm.text
+    key = f"ref-{secrets.token_hex(8)}"
+    with counting(container) as trips:
+        first = await charge(client, ident, account["id"], base, ref=key)
+    assert first.status_code in (200, 204), first.text
+    assert "UPDATE idempotency_records" not in trips.statements, trips.statements
+    assert "COMMIT" in trips.statements and "ROLLBACK" not in trips.statements, trips.statements
+    async with container.db.engine.connect() as conn:
+        stored = (
+            await conn.execute(
+                text("SELECT status_code, body FROM idempotency_records WHERE ref = :ref"),
+                {"ref": key},
+            )
+        ).one()
+    assert (stored.status_code, bytes(stored.body or b"")) == (first.status_code, first.content)
+    again = await charge(client, ident, account["id"], base, ref=key)
+    assert (again.status_code, again.content) == (first.status_code, first.content)
+    r = await client.get(f"{base}/managed_accounts/{account['id']}", headers=ident.headers)
+    assert r.json()["balances"]["availableBalance"] == 700

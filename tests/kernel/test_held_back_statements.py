@@ -12,10 +12,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import Column, MetaData, String, Table, bindparam, event, insert, select, text
+from sqlalchemy import Column, MetaData, String, Table, bindparam, event, func, insert, select, text
 
 from multibank.kernel.db import Database, Unit
-from multibank.kernel.direct import Direct, Prepared, Refusal
+from multibank.kernel.direct import Direct, Prepared, Refusal, _literal
 from multibank.kernel.errors import Conflict
 from tests.conftest import DB_KIND
 
@@ -82,7 +82,7 @@ def _put(d: Direct, k: str, v: str) -> int:
 
 def _hold(d: Direct, k: str, v: str | None, before_reads: bool = False) -> bool:
     refusals = (Refusal(Refused(), null=REFUSES), Refusal(Taken(), unique="held_back_probe_k"))
-    return d.defer(_PUT, {"k": k, "v": v}, refusals, before_reads=before_reads)
+    return d.defer(_PUT, {"k": k, "v": v}, refusals, before_reads=before_reads) is not None
 
 
 def _get(d: Direct, k: str) -> Any:
@@ -270,3 +270,63 @@ async def test_a_write_before_the_begin_sends_it_first(db: Database) -> None:
     finally:
         await unit.close()
     assert await _rows(db) == {"a": "held", "b": "orm"}
+
+
+_PUT_UPPER = Prepared(insert(_T).values(k=bindparam("k"), v=func.upper(bindparam("v"))))
+
+
+def _hold_and_amend(d: Direct, k: str, v: str) -> tuple[bool, bool]:
+    """Holds `_PUT` back, then makes it `_PUT_UPPER` while it is still held: whether amended;
+    then once more after a read sent it: whether amended then."""
+    held = d.defer(_PUT, {"k": k, "v": "lower"}, ())
+    assert held is not None
+    before = d.amend(held, _PUT_UPPER, {"k": k, "v": v})
+    d.first(_GET, {"k": k})  # sends what is held back, alone
+    return before, d.amend(held, _PUT_UPPER, {"k": k, "v": "too late"})
+
+
+async def test_a_held_statement_amended_runs_instead_in_its_place(db: Database) -> None:
+    """`Direct.amend` (decision 0032: a held claim takes its answer in the same INSERT)."""
+    with told(db) as seen:
+        unit = await _begun(db)
+        try:
+            assert await unit.run_direct(_hold_and_amend, "b", "amended") == (True, False)
+            assert seen == ["BEGIN", "INSERT probe", "INSERT probe", "SELECT probe"]
+            await unit.commit()
+        finally:
+            await unit.close()
+    assert await _rows(db) == {"a": "first", "b": "AMENDED"}
+
+
+_AWKWARD = [
+    "",
+    "plain",
+    "it's \\ \"quoted\" \\x41 \\' $$ $ $1 E'x'",
+    "$mb",
+    "x$mb$y",
+    "ends with $m",
+    "ends with $mb",
+    "$mb$); DROP TABLE held_back_probe; --",
+    "ünïcödé €",
+    "line\nbreak\ttab\r",
+]
+
+
+@pytest.mark.parametrize("value", _AWKWARD)
+async def test_a_held_statements_text_arrives_as_it_was(db: Database, value: str) -> None:
+    """A held statement goes as literal SQL (`EXECUTE name(literals)`): whatever the text holds,
+    the row holds that text, in the literal forms (dollar-quoted, hex) as the value chooses."""
+    unit = db.unit()
+    try:
+        assert await unit.run_direct(_hold, "k", value, True) is True
+        await unit.commit()
+    finally:
+        await unit.close()
+    assert await _rows(db) == {"k": value}
+
+
+def test_literals_take_the_cheap_form_only_where_it_is_safe() -> None:
+    assert _literal("abc") == "$mb$abc$mb$"
+    assert _literal(b"\x00\xff") == "$mb$\\x00ff$mb$"
+    for value in ("a$mb", "$mb$", "é", "nul\x00"):
+        assert str(_literal(value)).startswith("convert_from(decode('")

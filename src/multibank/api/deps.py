@@ -268,12 +268,13 @@ async def _live_session(
             renewed = await renew_session(db, session_id, programme_id, now_ms, limits, due)
         else:
             renewal = renewal_params(session_id, programme_id, now_ms, limits)
-            claimed: Claim | None
-            if _renews_at_commit(request) and await hold_renew_and_claim(
-                db, renewal, values, Unauthorized(), partial(cache.forget_session, session_id)
-            ):
-                # Learnt at the commit: a refusal then is raised there (api/routing.py).
-                renewed, claimed = True, Claim(int(values["id"]))
+            claimed: Claim | None = None
+            if _renews_at_commit(request):
+                claimed = await hold_renew_and_claim(
+                    db, renewal, values, Unauthorized(), partial(cache.forget_session, session_id)
+                )
+            if claimed is not None:
+                renewed = True  # learnt at the commit: a refusal then is raised there (routing)
             else:
                 renewed, claimed = await renew_and_claim(db, renewal, values, due)
             if renewed:

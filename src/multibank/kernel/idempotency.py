@@ -36,7 +36,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from multibank.kernel import direct, tokens
 from multibank.kernel.db import ID, Base
-from multibank.kernel.direct import Direct, Prepared, Refusal
+from multibank.kernel.direct import Deferred, Direct, Prepared, Refusal
 from multibank.kernel.errors import BadRequest, PayloadTooLarge
 from multibank.kernel.ids import new_id
 
@@ -114,6 +114,9 @@ class Claim:
 
     id: int
     unwritten: dict[str, Any] | None = field(default=None, compare=False)
+    # PostgreSQL, a claim held back with the commit (`hold_renew_and_claim`): its statement and
+    # parameters, so that the answer goes in the same INSERT while it is still held back.
+    held: tuple[Deferred, dict[str, Any]] | None = field(default=None, compare=False)
 
 
 # The claim (one statement per dialect), the completion and the release: every write request
@@ -229,22 +232,28 @@ _UNIQUE_REF = str(next(c.name for c in _TABLE.constraints if isinstance(c, Uniqu
 _NOT_RENEWED = (_TABLE.name, "payload_hash")
 
 
-def _renew_and_claim_held() -> Prepared:
+_ANSWER = ("status_code", "content_type", "body")
+
+
+def _renew_and_claim_held(keys: tuple[str, ...]) -> Prepared:
     """PostgreSQL: the renewal and the claim of a write whose outcome is learnt at its commit
     (decision 0024). Whatever does not go on is an error, not a row count: a session not
     renewed leaves the claim's payload hash NULL (a NOT NULL violation), and a ref taken is a
     unique violation, after waiting for the request that holds it, as the claim's own
-    `ON CONFLICT` waits."""
+    `ON CONFLICT` waits. With `_ANSWER` among `keys`, the row is inserted with its answer."""
     renewed = tokens.RENEWAL.returning(tokens.SESSIONS.c.id).cte("renewed")
-    values = [_typed(key) for key in _CLAIMED]
-    values[_CLAIMED.index("payload_hash")] = (
+    values = [_typed(key) for key in keys]
+    values[keys.index("payload_hash")] = (
         select(_typed("payload_hash")).select_from(renewed).scalar_subquery()
     )
-    statement = pg_insert(_TABLE).from_select(list(_CLAIMED), select(*values)).add_cte(renewed)
+    statement = pg_insert(_TABLE).from_select(list(keys), select(*values)).add_cte(renewed)
     return Prepared({"postgresql": statement}, renewal=True)
 
 
-_RENEW_AND_CLAIM_HELD = _renew_and_claim_held()
+_RENEW_AND_CLAIM_HELD = _renew_and_claim_held(_CLAIMED)
+# The same with the answer: what the held claim becomes when the answer is known before it was
+# sent (`complete_on`): one INSERT instead of an INSERT and an UPDATE (decision 0032).
+_RENEW_AND_STORE_HELD = _renew_and_claim_held((*_CLAIMED, *_ANSWER))
 
 
 def _hold_renew_and_claim_on(
@@ -253,14 +262,16 @@ def _hold_renew_and_claim_on(
     values: dict[str, Any],
     not_renewed: Exception,
     forget: Callable[[], None],
-) -> bool:
+) -> Claim | None:
     if d.dialect.name != "postgresql":
-        return False
+        return None
     refusals = (
         Refusal(not_renewed, null=_NOT_RENEWED, then=forget),
         Refusal(ClaimTaken(values), unique=_UNIQUE_REF),
     )
-    return d.defer(_RENEW_AND_CLAIM_HELD, {**renewal, **values}, refusals, before_reads=True)
+    params = {**renewal, **values}
+    held = d.defer(_RENEW_AND_CLAIM_HELD, params, refusals, before_reads=True)
+    return None if held is None else Claim(int(values["id"]), held=(held, params))
 
 
 async def hold_renew_and_claim(
@@ -269,14 +280,15 @@ async def hold_renew_and_claim(
     values: dict[str, Any],
     not_renewed: Exception,
     forget: Callable[[], None],
-) -> bool:
+) -> Claim | None:
     """`renew_and_claim` held back until the request's commit, its BEGIN with it (PostgreSQL,
     `Direct.defer(before_reads=True)`): the request's reads run before, outside its
     transaction. At the commit `not_renewed` is raised (after `forget`) if the session was not
-    renewed, `ClaimTaken` if the ref was taken. False: not held back; `renew_and_claim` then."""
+    renewed, `ClaimTaken` if the ref was taken. The claim, or None: not held back;
+    `renew_and_claim` then."""
     bind = getattr(db, "bind", None)
     if bind is not None and bind.dialect.name != "postgresql":  # known without a connection
-        return False
+        return None
     return await direct.run(db, _hold_renew_and_claim_on, renewal, values, not_renewed, forget)
 
 
@@ -310,10 +322,15 @@ def complete_on(
     d: Direct, claim: Claim, status_code: int, content_type: str | None, body: bytes
 ) -> None:
     """Stores the answer of the request that owns `claim`, in its transaction."""
-    if claim.unwritten is not None:
+    if claim.unwritten is not None or claim.held is not None:
         answer = {"status_code": status_code, "content_type": content_type, "body": body}
-        d.execute(_STORE, {**claim.unwritten, **answer})
-        return
+        if claim.unwritten is not None:
+            d.execute(_STORE, {**claim.unwritten, **answer})
+            return
+        assert claim.held is not None
+        held, params = claim.held
+        if d.amend(held, _RENEW_AND_STORE_HELD, {**params, **answer}):
+            return  # the held claim now inserts the answer too, where it was
     params = {
         "b_id": claim.id,
         "b_status_code": status_code,
