@@ -241,13 +241,13 @@ async def test_a_request_joins_an_open_group_without_a_greenlet_when_the_writer_
     both requests in one commit."""
     assert db.group is not None
     spawned: list[str] = []
-    real = db_module.greenlet_spawn
+    real = db_module.spawn
 
     async def counting(fn: Any, *args: Any, **kwargs: Any) -> Any:
         spawned.append(getattr(fn, "__name__", repr(fn)))
         return await real(fn, *args, **kwargs)
 
-    monkeypatch.setattr(db_module, "greenlet_spawn", counting)
+    monkeypatch.setattr(db_module, "spawn", counting)
     first = db.unit()
     await direct.execute(first, INSERT, {"id": 1, "note": "first"})
     assert spawned == ["_run"]  # it began the group
@@ -310,13 +310,13 @@ async def test_a_request_leaves_its_group_without_a_greenlet_unless_its_commit_a
     a checkpoint left) takes a greenlet, and then commits as well."""
     assert db.group is not None
     spawned: list[str] = []
-    real = db_module.greenlet_spawn
+    real = db_module.spawn
 
     async def counting(fn: Any, *args: Any, **kwargs: Any) -> Any:
         spawned.append(getattr(fn, "__name__", repr(fn)))
         return await real(fn, *args, **kwargs)
 
-    monkeypatch.setattr(db_module, "greenlet_spawn", counting)
+    monkeypatch.setattr(db_module, "spawn", counting)
     assert (await request(db, 1)) == {1}
     assert spawned == ["_run"]  # it began the group; leaving and committing took none
     checkpoints = sqlite_inline.checkpoints_of(db.url.split("///", 1)[1])

@@ -109,7 +109,7 @@ async def test_held_back_until_the_commit(db: Database) -> None:
             assert await unit.run_direct(_hold, "b", "held") is True
             assert seen == ["BEGIN", "INSERT probe"]  # nothing sent yet
             await unit.commit()
-            assert seen == ["BEGIN", "INSERT probe", "INSERT probe"]  # with the COMMIT
+            assert seen == ["BEGIN", "INSERT probe", "INSERT probe", "COMMIT"]  # in one query
         finally:
             await unit.close()
     assert await _rows(db) == {"a": "first", "b": "held"}
