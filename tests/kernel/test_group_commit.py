@@ -327,3 +327,28 @@ async def test_a_request_leaves_its_group_without_a_greenlet_unless_its_commit_a
     assert spawned == ["_run", "_commit"]
     assert not checkpoints.catch_up
     assert db.group.commits == 2
+
+
+async def test_a_request_that_arrives_while_one_waits_for_its_commit_joins_its_group(
+    db: Database,
+) -> None:
+    """A request whose bytes arrive as one finishes its work has its task made in one loop turn
+    and reaches the database in the next: the finished one lets two turns run before its group
+    commits, so both go in one commit (decision 0032)."""
+    assert db.group is not None
+    await request(db, 0)  # the writer's connection is made (a group older than 20 ms commits)
+    loop = asyncio.get_running_loop()
+    late: list[asyncio.Future[set[int]]] = []
+    before = db.group.commits
+    unit = db.unit()
+    try:
+        await direct.execute(unit, INSERT, {"id": 1, "note": "first"})
+        # As the server's protocol does for a request that arrives: a callback makes its task.
+        loop.call_soon(lambda: late.append(asyncio.ensure_future(request(db, 2))))
+        await unit.commit()
+        seen = committed(db)
+    finally:
+        await unit.close()
+    assert 2 in await late[0]
+    assert seen == {0, 1, 2}  # 1 and 2 committed together
+    assert db.group.commits == before + 1
