@@ -39,6 +39,20 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
     await database.dispose()
 
 
+@pytest.fixture
+def spawned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions `kernel.db` hands to a greenlet, in order."""
+    names: list[str] = []
+    real = db_module.spawn
+
+    async def counting(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        names.append(getattr(fn, "__name__", repr(fn)))
+        return await real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(db_module, "spawn", counting)
+    return names
+
+
 def committed(db: Database) -> set[int]:
     """The rows another connection sees: what is committed."""
     path = db.url.split("///", 1)[1]
@@ -234,20 +248,12 @@ async def test_a_request_cancelled_as_it_leaves_does_not_hold_up_its_group(
 
 
 async def test_a_request_joins_an_open_group_without_a_greenlet_when_the_writer_is_free(
-    db: Database, monkeypatch: pytest.MonkeyPatch
+    db: Database, spawned: list[str]
 ) -> None:
     """Decision 0029: while a group's transaction is open and nobody has the writer, a request's
     first statements take it and their savepoint at once, inline; the group still commits
     both requests in one commit."""
     assert db.group is not None
-    spawned: list[str] = []
-    real = db_module.spawn
-
-    async def counting(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        spawned.append(getattr(fn, "__name__", repr(fn)))
-        return await real(fn, *args, **kwargs)
-
-    monkeypatch.setattr(db_module, "spawn", counting)
     first = db.unit()
     await direct.execute(first, INSERT, {"id": 1, "note": "first"})
     assert spawned == ["_run"]  # it began the group
@@ -303,20 +309,12 @@ async def test_a_savepoint_that_fails_as_a_request_joins_fails_its_group_and_fre
 
 
 async def test_a_request_leaves_its_group_without_a_greenlet_unless_its_commit_awaits(
-    db: Database, monkeypatch: pytest.MonkeyPatch
+    db: Database, spawned: list[str]
 ) -> None:
     """Decision 0030: a request that kept its work releases its savepoint, waits for the group
     and commits it on the event loop itself; only a commit that awaits (the writer copying what
     a checkpoint left) takes a greenlet, and then commits as well."""
     assert db.group is not None
-    spawned: list[str] = []
-    real = db_module.spawn
-
-    async def counting(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        spawned.append(getattr(fn, "__name__", repr(fn)))
-        return await real(fn, *args, **kwargs)
-
-    monkeypatch.setattr(db_module, "spawn", counting)
     assert (await request(db, 1)) == {1}
     assert spawned == ["_run"]  # it began the group; leaving and committing took none
     checkpoints = sqlite_inline.checkpoints_of(db.url.split("///", 1)[1])

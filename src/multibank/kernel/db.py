@@ -582,8 +582,8 @@ class GroupCommit:
     async def _commit_async(self) -> None:
         """`_commit` on the event loop; in a greenlet only if it awaits: the writer copies what
         a checkpoint left (`InlineConnection.commit_awaits`), or the group kept nothing and is
-        rolled back. A greenlet costs a write request ≈ 9 µs, much of it the Python frame stack
-        it maps and unmaps (decision 0030)."""
+        rolled back. A hand-over costs a write request ≈ 2 µs on a kept greenlet (decision
+        0032; ≈ 9 µs on a new one, decision 0030)."""
         pooled = self._pooled
         awaits = getattr(pooled.dbapi_connection, "commit_awaits", None) if pooled else None
         if awaits is None or awaits() or not self._kept:  # a rollback tells SQLAlchemy it awaited

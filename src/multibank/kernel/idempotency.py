@@ -322,14 +322,13 @@ def complete_on(
     d: Direct, claim: Claim, status_code: int, content_type: str | None, body: bytes
 ) -> None:
     """Stores the answer of the request that owns `claim`, in its transaction."""
-    if claim.unwritten is not None or claim.held is not None:
-        answer = {"status_code": status_code, "content_type": content_type, "body": body}
-        if claim.unwritten is not None:
-            d.execute(_STORE, {**claim.unwritten, **answer})
-            return
-        assert claim.held is not None
-        held, params = claim.held
-        if d.amend(held, _RENEW_AND_STORE_HELD, {**params, **answer}):
+    answer = {"status_code": status_code, "content_type": content_type, "body": body}
+    if claim.unwritten is not None:
+        d.execute(_STORE, {**claim.unwritten, **answer})
+        return
+    if claim.held is not None:
+        held, claimed = claim.held
+        if d.amend(held, _RENEW_AND_STORE_HELD, {**claimed, **answer}):
             return  # the held claim now inserts the answer too, where it was
     params = {
         "b_id": claim.id,
