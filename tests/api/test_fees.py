@@ -556,9 +556,9 @@ async def test_a_session_ended_elsewhere_is_refused_with_nothing_charged(
 async def test_a_charge_follows_changes_made_since_the_last_one(
     client, programme, container, admin_headers, base
 ):
-    """On PostgreSQL a process remembers what a charge looked up, and the next charge of the
-    same kind checks it in its one query (decision 0024): a change since (the account blocked,
-    the fee type's amounts replaced) is what the next charge follows."""
+    """A process remembers what a charge looked up, and the next charge of the same kind checks
+    it in its movement (decisions 0024, 0033): a change since (the account blocked, the fee
+    type's amounts replaced) is what the next charge follows."""
     p = await programme()
     await create_fee_type(client, admin_headers, p, "MONTHLY", {"DEFAULT": {"EUR": 10}})
     ident, acc = await funded(client, p, base=base)

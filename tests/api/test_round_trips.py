@@ -30,6 +30,7 @@ RENEWAL = "UPDATE auth_sessions"
 class Trips:
     def __init__(self) -> None:
         self.statements: list[str] = []
+        self.texts: list[str] = []  # each statement's SQL, white space collapsed
 
     @property
     def count(self) -> int:
@@ -51,6 +52,7 @@ def counting(container: Container) -> Iterator[Trips]:
         words = statement.split()
         verb = words[0].upper() if words else ""
         trips.statements.append(f"UPDATE {words[1]}" if verb == "UPDATE" else verb)
+        trips.texts.append(" ".join(words))
 
     def on_begin(conn: Any) -> None:
         # A transaction the driver really opens: not one in autocommit.
@@ -327,5 +329,32 @@ async def test_a_charge_with_a_ref_writes_its_ref_once_with_its_answer(
     assert (stored.status_code, bytes(stored.body or b"")) == (first.status_code, first.content)
     again = await charge(client, ident, account["id"], base, ref=key)
     assert (again.status_code, again.content) == (first.status_code, first.content)
+    r = await client.get(f"{base}/managed_accounts/{account['id']}", headers=ident.headers)
+    assert r.json()["balances"]["availableBalance"] == 700
+
+
+@pytest.mark.parametrize("base", ["/multi", "/3.1.0/multi"])
+async def test_a_charge_like_the_last_one_looks_nothing_up(
+    client, programme, container, base
+) -> None:
+    """What a charge looked up (the identity's fee group, the fee type's amounts, the account)
+    is remembered, and the next charge of the same kind sends no lookup: its movement checks
+    that it still holds, in its one query on PostgreSQL (decision 0024) or in its transaction's
+    INSERT on SQLite (decision 0033). `test_fees` shows a change since is followed."""
+    p = await programme()
+    ident = await verified(client, p, "corporates", base)
+    account = await open_account(client, ident, "EUR", base)
+    await deposit(client, p, account["id"], 1000)
+    for _ in range(2):
+        warm = await charge(client, ident, account["id"], base, ref=f"ref-{secrets.token_hex(8)}")
+        assert warm.status_code in (200, 204), warm.text
+    with counting(container) as trips:
+        r = await charge(client, ident, account["id"], base, ref=f"ref-{secrets.token_hex(8)}")
+    assert r.status_code in (200, 204), r.text
+    lookups = [t for t in trips.texts if t.upper().startswith("SELECT") and "fee_types" in t]
+    assert lookups == [], trips.texts
+    # (On PostgreSQL a connection's first use of a statement PREPAREs it too.)
+    checked = [t for t in trips.texts if "fee_types" in t]
+    assert checked and all("INSERT INTO ledger_transactions" in t for t in checked), trips.texts
     r = await client.get(f"{base}/managed_accounts/{account['id']}", headers=ident.headers)
     assert r.json()["balances"]["availableBalance"] == 700

@@ -74,11 +74,12 @@ _LOOKUP = Prepared(
 )
 
 
-# PostgreSQL (decision 0024): what a charge's lookup found, remembered per database and
-# (programme, identity, fee type, account), so that the next charge of the same kind needs no
-# round trip before its one query. That query checks it still holds (`_STILL`): the identity's
-# fee group, the fee type's amounts and the account (its owner, ACTIVE); if not, the request
-# runs again and looks afresh (`StaleRead`). Only what passed every check is remembered.
+# What a charge's lookup found, remembered per database and (programme, identity, fee type,
+# account), so that the next charge of the same kind needs no lookup: on PostgreSQL no round
+# trip before its one query (decision 0024), on SQLite no statement (decision 0033). The
+# movement checks it still holds (`_STILL`, in its one query or its first INSERT): the
+# identity's fee group, the fee type's amounts and the account (its owner, ACTIVE); if not, the
+# request runs again and looks afresh (`StaleRead`). Only what passed every check is remembered.
 _REMEMBERED: WeakKeyDictionary[object, OrderedDict[tuple[int, int, str, int], Any]] = (
     WeakKeyDictionary()
 )
@@ -112,9 +113,9 @@ _STILL = exists(
 
 
 def _remembered(ctx: Ctx) -> OrderedDict[tuple[int, int, str, int], Any] | None:
-    """This database's remembered lookups; None where a lookup costs no round trip (SQLite)."""
+    """This database's remembered lookups (None if the session has no engine)."""
     engine = getattr(ctx.db.bind, "sync_engine", None)
-    if engine is None or engine.dialect.name != "postgresql":
+    if engine is None:
         return None
     found = _REMEMBERED.get(engine)
     if found is None:

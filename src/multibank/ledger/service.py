@@ -90,9 +90,10 @@ REVENUE_SHARDS = 8
 
 @dataclass(frozen=True)
 class Condition:
-    """What a held-back movement requires of what its caller read in an earlier request
-    (decision 0024): `clause`, a SQL condition on its own parameters (`params`, named `c_...`),
-    is checked in the movement's statement, as of that statement. When it does not hold
+    """What a movement requires of what its caller read in an earlier request (decision
+    0024): `clause`, a SQL condition on its own parameters (`params`, named `c_...`), is
+    checked in the movement's statement (PostgreSQL, held back) or in its first, the
+    transaction's INSERT (SQLite, decision 0033), as of that statement. When it does not hold
     nothing changes and `stale` is raised (after `then`): the caller's request runs again,
     reading afresh. `name` tells statements apart (one per kind of condition)."""
 
@@ -175,6 +176,20 @@ _POSTING_KEYS = (
 _TRANSACTION_KEYS = ("id", "programme_id", "type", "state", "details", "external_id", "created_at")
 _INSERT_POSTINGS = Prepared(insert(_POSTINGS), keys=_POSTING_KEYS)
 _INSERT_TRANSACTION = Prepared(insert(_TRANSACTIONS), keys=_TRANSACTION_KEYS)
+# SQLite: the transaction's INSERT that writes it only where a condition holds (`Condition`),
+# one per kind of condition.
+_INSERT_TRANSACTION_IF: dict[str, Prepared] = {}
+
+
+def _insert_transaction_if(condition: Condition) -> Prepared:
+    found = _INSERT_TRANSACTION_IF.get(condition.name)
+    if found is None:
+        row = select(
+            *(bindparam(key, type_=_TRANSACTIONS.c[key].type) for key in _TRANSACTION_KEYS)
+        ).where(condition.clause)
+        statement = insert(_TRANSACTIONS).from_select(list(_TRANSACTION_KEYS), row)
+        found = _INSERT_TRANSACTION_IF[condition.name] = Prepared({"sqlite": statement})
+    return found
 
 
 def _unsized(kind: Any) -> Any:
@@ -376,12 +391,20 @@ def _post(
     refused: Exception | None = None,
     condition: Condition | None = None,
 ) -> None:
-    if condition is not None and (refused is None or not d.defers or not legs):
-        _stale(condition)  # only a held-back movement checks a condition
-    if d.dialect.name != "postgresql" or not legs:
-        d.execute(_INSERT_TRANSACTION, values)
+    sqlite = d.dialect.name != "postgresql"
+    if condition is not None and not legs:
+        _stale(condition)  # a movement checks a condition; nothing moves here
+    if sqlite or not legs:
+        if condition is None:
+            d.execute(_INSERT_TRANSACTION, values)
+        elif d.execute(_insert_transaction_if(condition), {**values, **condition.params}) != 1:
+            # SQLite holds its one write lock: what the condition read cannot change before the
+            # commit. Nothing was written yet.
+            _stale(condition)
         _write(d, values["programme_id"], values["id"], legs, values["created_at"])
         return
+    if condition is not None and (refused is None or not d.defers):
+        _stale(condition)  # only a held-back movement checks a condition on PostgreSQL
     # PostgreSQL: every round trip costs the event loop and the database; the whole movement
     # goes in one.
     programme_id, now_ms = values["programme_id"], values["created_at"]
