@@ -8,9 +8,11 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import BaseModel, Field, ValidationError
 
-from multibank.kernel.wire import StrictBody
+from multibank.kernel.wire import PLAIN_BODY, StrictBody, plain_json, storable
 
 
 class Leaf(StrictBody):
@@ -74,3 +76,77 @@ def test_a_body_without_floats_is_validated_as_sent() -> None:
         "leaves": [{"note": "y", "amount": 0}],
         "extra": {"a": "b"},
     }
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _floats_and_texts(value: Any) -> tuple[list[float], list[str]]:
+    floats: list[float] = []
+    texts: list[str] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, float):
+            floats.append(v)
+        elif isinstance(v, str):
+            texts.append(v)
+        elif isinstance(v, dict):
+            for k, w in v.items():
+                texts.append(k)
+                walk(w)
+        elif isinstance(v, list):
+            for w in v:
+                walk(w)
+
+    walk(value)
+    return floats, texts
+
+
+@given(JSON_VALUES, st.booleans())
+def test_plain_json_text_holds_no_float_and_no_text_that_could_not_be_stored(
+    value: Any, ascii_only: bool
+) -> None:
+    """What lets a request body skip `StrictBody`'s walks (decision 0033): the JSON text itself
+    says the walks would find nothing."""
+    text = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    if plain_json(text):
+        floats, texts = _floats_and_texts(json.loads(text))
+        assert floats == [] and all(storable(t) for t in texts)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"name": "a\\u0000b"}',  # NUL, written as JSON must write it
+        b'{"name": "\\ud800"}',  # a lone surrogate
+        b'{"name": "\xed\xa0\x80"}',  # one encoded in the bytes (`surrogatepass` reads it)
+        b'{"amount": 5.0}',
+        b'{"amount": 2e2}',
+        b'{"amount": 2E2}',
+        '{"amount": 5.0}'.encode("utf-16-le"),  # JSON in UTF-16 (json.loads reads it too)
+    ],
+)
+def test_text_that_may_hold_a_float_or_unstorable_text_is_not_plain(text: bytes) -> None:
+    assert not plain_json(text)
+
+
+def test_a_plain_body_is_validated_as_sent() -> None:
+    """Under `PLAIN_BODY` (set only for text that passed `plain_json`) a body is what it would
+    have been without: the walks it skips change nothing in such a body."""
+    sent = body(leaves=[{"note": "y", "amount": 3}], extra={"a": "b"})
+    text = json.dumps(sent).encode()
+    assert plain_json(text)
+    checked = PLAIN_BODY.set(True)
+    try:
+        fast = Body.model_validate(json.loads(text))
+    finally:
+        PLAIN_BODY.reset(checked)
+    assert fast == Body.model_validate(sent)

@@ -50,6 +50,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from multibank.kernel.wire import PLAIN_BODY, plain_json
+
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
 # An endpoint marked `trusted` builds its answer with its response model's fields, in the
@@ -202,17 +204,23 @@ def _read(params_: list[Param], received: Any, values: dict[str, Any], errors: l
 
 
 async def _solve(
-    plan: Plan, request: Request, body: Any, cache: dict[Hashable, Any], errors: list[Any]
+    plan: Plan,
+    request: Request,
+    body: Any,
+    cache: dict[Hashable, Any],
+    errors: list[Any],
+    plain: bool = False,
 ) -> dict[str, Any]:
     """The arguments of `plan.call`, in FastAPI's order: sub-dependencies (each awaited unless
-    its own arguments had errors), then path, query and header parameters, then the body."""
+    its own arguments had errors), then path, query and header parameters, then the body.
+    `plain`: the body's JSON text passed `wire.plain_json` (its validation skips the walks)."""
     values: dict[str, Any] = {}
     for sub in plan.subs:
         if sub.cache_key is not None and sub.cache_key in cache:
             solved = cache[sub.cache_key]
         else:
             own_errors: list[Any] = []
-            sub_values = await _solve(sub, request, body, cache, own_errors)
+            sub_values = await _solve(sub, request, body, cache, own_errors, plain)
             if own_errors:
                 errors.extend(own_errors)
                 continue
@@ -232,9 +240,16 @@ async def _solve(
     if plan.body:
         validated = cache.get(plan.body_key)
         if validated is None:
-            validated = await request_body_to_args(
-                body_fields=plan.body, received_body=body, embed_body_fields=plan.embed_body_fields
-            )
+            checked = PLAIN_BODY.set(True) if plain else None
+            try:
+                validated = await request_body_to_args(
+                    body_fields=plan.body,
+                    received_body=body,
+                    embed_body_fields=plan.embed_body_fields,
+                )
+            finally:
+                if checked is not None:
+                    PLAIN_BODY.reset(checked)
             cache[plan.body_key] = validated
         body_values, body_errors = validated
         values.update(body_values)
@@ -338,10 +353,14 @@ def lean_handler(route: APIRoute) -> Handler:
 
     async def handle(request: Request) -> Response:
         body: Any = Undefined
+        plain = False
         if body_field is not None:
             body = await _json_body(request, strict_content_type)
+            # Decoded from JSON text (not bytes passed on as they came): maybe plain text.
+            if body is not Undefined and not isinstance(body, bytes):
+                plain = plain_json(await request.body())
         errors: list[Any] = []
-        values = await _solve(plan, request, body, {}, errors)
+        values = await _solve(plan, request, body, {}, errors, plain)
         if errors:
             raise RequestValidationError(errors, body=None if body is Undefined else body)
         raw = await plan.call(**values)
