@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import event, select, true
+from sqlalchemy import event, false, select, true
 
 from multibank.kernel.context import Container
 from multibank.kernel.ids import new_id
@@ -180,22 +180,39 @@ async def test_a_movement_is_one_statement_on_postgresql(
     assert await _balances(container, [low, high]) == [(495, 495, 2), (5, 5, 1)]
 
 
-async def test_a_condition_is_checked_only_where_the_movement_is_held_back(
+async def test_a_condition_is_checked_in_the_movement_or_its_caller_reads_afresh(
     container: Container, programme: ProgrammeFactory
 ) -> None:
-    """A movement that cannot be held back (here: on an ORM session, and on SQLite) does not
-    check a condition: it asks its caller to read afresh instead, and changes nothing."""
+    """A movement checks a condition in its own statement where it is held back (PostgreSQL,
+    decision 0024) or in its transaction's INSERT (SQLite, decision 0033). One that can do
+    neither (on an ORM session, on PostgreSQL) asks its caller to read afresh instead. Where the
+    condition does not hold, or is not checked, nothing changes."""
     programme_id = int((await programme()).id)
     low, high = await _accounts(container, programme_id, 500, 0)
-    dropped: list[bool] = []
+    dropped: list[str] = []
 
     class Stale(Exception):
         pass
 
-    condition = ledger.Condition("test", true(), {}, Stale(), lambda: dropped.append(True))
+    failing = ledger.Condition("test-false", false(), {}, Stale(), lambda: dropped.append("f"))
     async with container.db.sessionmaker() as db:
         with pytest.raises(Stale):
-            await _five(db, programme_id, low, high, refused=RuntimeError(), condition=condition)
+            await _five(db, programme_id, low, high, refused=RuntimeError(), condition=failing)
         await db.rollback()
-    assert dropped == [True]
+    assert dropped == ["f"]
     assert await _balances(container, [low, high]) == [(500, 500, 1), (0, 0, 0)]
+    holding = ledger.Condition("test-true", true(), {}, Stale(), lambda: dropped.append("t"))
+    async with container.db.sessionmaker() as db:
+        if container.db.is_sqlite:
+            await _five(db, programme_id, low, high, refused=RuntimeError(), condition=holding)
+            await db.commit()
+        else:
+            with pytest.raises(Stale):
+                await _five(db, programme_id, low, high, refused=RuntimeError(), condition=holding)
+            await db.rollback()
+    if container.db.is_sqlite:
+        assert dropped == ["f"]
+        assert await _balances(container, [low, high]) == [(495, 495, 2), (5, 5, 1)]
+    else:
+        assert dropped == ["f", "t"]
+        assert await _balances(container, [low, high]) == [(500, 500, 1), (0, 0, 0)]
