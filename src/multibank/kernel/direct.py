@@ -44,6 +44,7 @@ import hashlib
 from collections import namedtuple
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
+from operator import itemgetter
 from typing import Any, Concatenate, NoReturn, ParamSpec, TypeVar, cast
 from weakref import WeakKeyDictionary
 
@@ -71,6 +72,7 @@ class _Plan:
     """A statement compiled for one dialect: its SQL and how to lay out its parameters."""
 
     __slots__ = (
+        "_get",
         "fixed",
         "json",
         "name",
@@ -106,6 +108,12 @@ class _Plan:
         self.fixed = {
             n: binds[n].value for n in names if not binds[n].required and binds[n].value is not None
         }
+        # The parameters in order, in one call (a statement without `fixed` ones): a fee
+        # charge lays out ≈ 80 of them in a dozen statements (decision 0033).
+        self._get: Callable[[Mapping[str, Any]], Any] | None = None
+        if names and not self.fixed:
+            get = itemgetter(*names)
+            self._get = get if len(names) > 1 else lambda params: (get(params),)
         processors: list[tuple[int, Processor]] = []
         for position, name in enumerate(names):
             process = binds[name].type.dialect_impl(dialect).bind_processor(dialect)
@@ -175,9 +183,15 @@ class _Plan:
         return literals
 
     def arguments(self, params: Mapping[str, Any]) -> Sequence[Any] | dict[str, Any]:
-        fixed = self.fixed
+        get, fixed = self._get, self.fixed
         try:
-            values = [params[n] if n not in fixed else fixed[n] for n in self.names]
+            if get is not None:
+                got: tuple[Any, ...] = get(params)
+                if not self.processors and self.positional:
+                    return got
+                values = list(got)
+            else:
+                values = [params[n] if n not in fixed else fixed[n] for n in self.names]
         except KeyError as missing:
             raise exc.ArgumentError(f"no value for parameter {missing} of {self.sql}") from None
         for position, process in self.processors:
@@ -515,8 +529,11 @@ class Direct:
         "_dbapi",
         "_driver",
         "_inline",
+        "_kept",
         "_listeners",
         "_new_cursor",
+        "_raw",
+        "_writer",
         "closing",
         "connection",
         "defers",
@@ -545,6 +562,11 @@ class Direct:
         inline = getattr(dbapi, "direct_cursor", None)
         self._new_cursor = dbapi.cursor if inline is None else inline
         self._inline = inline is not None
+        # SQLite's inline driver: its connection's own cursor, for a statement that cannot wait
+        # (a SELECT, or any statement while the writer holds the write lock: `_kept_now`).
+        self._kept: Any = dbapi.kept if inline is not None else None
+        self._raw: Any = dbapi.raw if inline is not None else None
+        self._writer = bool(getattr(dbapi, "immediate", False)) if inline is not None else False
         self._dbapi = dbapi
         listeners = events.before_cursor_execute
         self._listeners = listeners if listeners else None
@@ -739,6 +761,20 @@ class Direct:
         if self._adapter is not None and self._driver is None:
             self._driver = self._adapter.driver_connection
 
+    def _kept_now(self, reads: bool) -> Any:
+        """SQLite: the connection's own cursor when the statement cannot wait (it reads, or the
+        writer holds the write lock), told to the listeners as `_cursor` tells its; else None
+        (`InlineConnection.direct_cursor`)."""
+        kept = self._kept
+        if kept is None or not (reads or (self._writer and self._raw.in_transaction)):
+            return None
+        return kept
+
+    def _tell(self, cursor: Any, sql: str, arguments: Any, many: bool) -> None:
+        if self._listeners is not None:
+            for listen in self._listeners:
+                listen(self.connection, cursor, sql, arguments, None, many)
+
     def _cursor(self, plan: _Plan, arguments: Any, many: bool) -> Any:
         cursor = self._new_cursor(plan.reads) if self._inline else self._new_cursor()
         if self._listeners is not None:
@@ -748,6 +784,14 @@ class Direct:
 
     def run_sql(self, sql: str) -> None:
         """A statement of the driver's own, without parameters (SQLite's `BEGIN IMMEDIATE`)."""
+        kept = self._kept_now(False)
+        if kept is not None:  # a savepoint's, in the writer's transaction
+            self._tell(kept, sql, (), False)
+            try:
+                kept.execute(sql)
+            except self.dialect.loaded_dbapi.Error as error:
+                raise self._fail(sql, (), error) from error
+            return
         cursor = self._new_cursor()
         if self._listeners is not None:
             for listen in self._listeners:
@@ -797,6 +841,14 @@ class Direct:
         """Every row the statement returns (a SELECT, or DML with RETURNING), as named tuples."""
         plan = prepared.plan(self.dialect)
         arguments = plan.arguments(params)
+        kept = self._kept_now(plan.reads) if self._kept is not None else None
+        if kept is not None:
+            self._tell(kept, plan.sql, arguments, False)
+            try:
+                raw = kept.execute(plan.sql, arguments).fetchall()
+            except self.dialect.loaded_dbapi.Error as error:
+                raise self._fail(plan.sql, arguments, error) from error
+            return plan.rows(raw)
         if self._driver is not None:
             return plan.rows(self._run_on_driver(plan, arguments, "fetch"))
         cursor = self._cursor(plan, arguments, False)
@@ -818,6 +870,16 @@ class Direct:
         """Runs a statement that returns no rows; the number of rows it changed."""
         plan = prepared.plan(self.dialect)
         arguments = plan.arguments(params)
+        # (A statement with rows is not run for its count on the kept cursor: closing the
+        # cursor is what would end it.)
+        kept = self._kept_now(plan.reads) if plan.row is None and self._kept is not None else None
+        if kept is not None:
+            self._tell(kept, plan.sql, arguments, False)
+            try:
+                count: int = kept.execute(plan.sql, arguments).rowcount
+            except self.dialect.loaded_dbapi.Error as error:
+                raise self._fail(plan.sql, arguments, error) from error
+            return count
         if self._driver is not None:
             status = str(self._run_on_driver(plan, arguments, "execute"))
             tail = status.rpartition(" ")[2]  # "UPDATE 1", "INSERT 0 2"
@@ -825,7 +887,7 @@ class Direct:
         cursor = self._cursor(plan, arguments, False)
         try:
             cursor.execute(plan.sql, arguments)
-            count: int = cursor.rowcount
+            count = cursor.rowcount
         except self.dialect.loaded_dbapi.Error as error:
             raise self._fail(plan.sql, arguments, error) from error
         finally:
@@ -836,6 +898,14 @@ class Direct:
     def execute_many(self, prepared: Prepared, rows: Sequence[Mapping[str, Any]]) -> None:
         plan = prepared.plan(self.dialect)
         arguments = [plan.arguments(r) for r in rows]
+        kept = self._kept_now(False) if self._kept is not None else None
+        if kept is not None:
+            self._tell(kept, plan.sql, arguments, True)
+            try:
+                kept.executemany(plan.sql, arguments)
+            except self.dialect.loaded_dbapi.Error as error:
+                raise self._fail(plan.sql, arguments, error) from error
+            return
         if self._driver is not None:
             self._run_on_driver(plan, arguments, "executemany")
             return

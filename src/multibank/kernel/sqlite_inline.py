@@ -128,6 +128,11 @@ class InlineConnection:
         self._connection = connection
         self._commits = 0
         self._checkpoints = checkpoints
+        # For kernel/direct.py: the connection itself, and a cursor of its own, never closed,
+        # for what runs inline (`direct_cursor`'s cases): making and closing one per statement
+        # cost a fee charge's dozen statements more than their bookkeeping (decision 0033).
+        self.raw = connection
+        self.kept = connection.cursor()
 
     def holds_write_lock(self) -> bool:
         return self.immediate and self._connection.in_transaction
@@ -198,7 +203,7 @@ class InlineConnection:
         return getattr(self._connection, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("_connection", "immediate", "_commits", "_checkpoints"):
+        if name in ("_connection", "immediate", "_commits", "_checkpoints", "raw", "kept"):
             object.__setattr__(self, name, value)
         else:
             setattr(self._connection, name, value)
