@@ -75,6 +75,9 @@ class Replay(Exception):
 
 
 _UNPARSED: Any = object()
+# `json.dumps(sort_keys=True, separators=...)` makes an encoder per call (its arguments are not
+# the defaults): this one is made once.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 
 def payload_hash(body: bytes, context: str = "", parsed: Any = _UNPARSED) -> str:
@@ -84,7 +87,7 @@ def payload_hash(body: bytes, context: str = "", parsed: Any = _UNPARSED) -> str
     try:
         if parsed is _UNPARSED:
             parsed = json.loads(body)
-        canonical = json.dumps(parsed, sort_keys=True, separators=(",", ":")).encode()
+        canonical = _CANONICAL.encode(parsed).encode()
     except ValueError:
         canonical = body
     if context:
