@@ -13,7 +13,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from multibank.kernel import sqlite_inline
-from multibank.kernel.db import create_engine, create_read_engine
+from multibank.kernel.db import PAGE_SIZE, create_engine, create_read_engine
 
 
 async def test_a_writer_waits_for_another_connections_lock_without_stalling_the_loop(
@@ -118,3 +118,24 @@ async def test_prepared_statements_that_may_wait_keep_the_waiting_cursor(tmp_pat
         assert type(inline.direct_cursor(reads=False)) is sqlite3.Cursor
         inline.execute("ROLLBACK")
     await engine.dispose()
+
+
+async def test_a_new_database_has_small_pages_and_an_existing_one_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    """A new database is made of 2 KiB pages (decision 0033); one made before, of SQLite's
+    default 4 KiB, is opened and written as it is."""
+    new, old = tmp_path / "new.db", tmp_path / "old.db"
+    existing = sqlite3.connect(old, isolation_level=None)
+    existing.execute("CREATE TABLE t (v INTEGER)")
+    existing.close()
+    for path, size in ((new, PAGE_SIZE), (old, 4096)):
+        engine = create_engine(f"sqlite:///{path}")
+        async with engine.begin() as conn:
+            await conn.execute(text("CREATE TABLE IF NOT EXISTS t (v INTEGER)"))
+            await conn.execute(text("INSERT INTO t VALUES (1)"))
+        async with engine.connect() as conn:
+            assert (await conn.execute(text("PRAGMA page_size"))).scalar_one() == size
+            assert (await conn.execute(text("SELECT count(*) FROM t"))).scalar_one() == 1
+            assert (await conn.execute(text("PRAGMA journal_mode"))).scalar_one() == "wal"
+        await engine.dispose()

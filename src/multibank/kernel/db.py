@@ -132,6 +132,7 @@ class FairPool(AsyncAdaptedQueuePool):
 
 
 BUSY_TIMEOUT_MS = 30_000  # how long an SQLite connection waits for the write lock
+PAGE_SIZE = 2048  # the page size of a new SQLite database
 
 
 def _sqlite_pragmas(dbapi_conn: Any, *more: str) -> None:
@@ -183,8 +184,13 @@ def create_engine(
         @event.listens_for(engine.sync_engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
             # Checkpoints are the writer's own, every so many commits (kernel/sqlite_inline.py).
+            # A new database is made of 2 KiB pages (SQLite's default is 4): a write request
+            # copies each page it first changes into its savepoint's journal, and the group's
+            # commit writes each changed page to the WAL; a fee charge changes a dozen pages, and
+            # was ≈ 6 µs faster of ≈ 360 (decision 0033). A database that exists keeps its size.
             _sqlite_pragmas(
                 dbapi_conn,
+                f"PRAGMA page_size={PAGE_SIZE}",
                 "PRAGMA journal_mode=WAL",
                 "PRAGMA synchronous=NORMAL",
                 "PRAGMA wal_autocheckpoint=0",
