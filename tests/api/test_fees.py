@@ -495,7 +495,8 @@ async def test_a_blocked_account_is_not_an_instrument_to_charge(client, programm
 
 
 # Decision 0024: on PostgreSQL a charge with a ref sends its session renewal and claim with its
-# commit, after its reads. What a client sees must not depend on that.
+# commit, after its reads; decision 0033: on SQLite the INSERT of its answer checks its session
+# and its ref. What a client sees must not depend on that.
 
 
 @pytest.mark.parametrize("base", [V29, V31])
@@ -548,6 +549,30 @@ async def test_a_session_ended_elsewhere_is_refused_with_nothing_charged(
     assert r.status_code == 401, r.text
     r = await client.get(f"{V29}/corporates", headers=ident.headers)
     assert r.status_code == 401  # and forgotten here
+    assert await fee_count(container.db, acc["id"]) == 0
+    await ledger_ok(client, admin_headers, p)
+
+
+@pytest.mark.parametrize("base", [V29, V31])
+async def test_a_session_ended_elsewhere_is_the_answer_before_a_refusal(
+    client, programme, container, admin_headers, base
+):
+    """A charge that would be refused (too little money) by a session ended behind this
+    process's back is a 401, not the refusal: the session is checked before a refusal is
+    answered, where it was not checked before the charge ran (decisions 0024, 0033)."""
+    p = await programme()
+    ident, acc = await funded(client, p, "corporates", base, amount=50)
+    me = await client.get(f"{base}/corporates", headers=ident.headers)  # remembered as live
+    assert me.status_code == 200
+    async with container.db.engine.begin() as conn:
+        await conn.execute(
+            text(
+                "UPDATE auth_sessions SET ended_at = 1 WHERE programme_id = :p AND ended_at IS NULL"
+            ),
+            {"p": int(p.id)},
+        )
+    r = await charge(client, ident, acc["id"], base, ref=ref())
+    assert r.status_code == 401, r.text
     assert await fee_count(container.db, acc["id"]) == 0
     await ledger_ok(client, admin_headers, p)
 

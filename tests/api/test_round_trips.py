@@ -353,6 +353,10 @@ async def test_a_charge_like_the_last_one_looks_nothing_up(
     assert r.status_code in (200, 204), r.text
     lookups = [t for t in trips.texts if t.upper().startswith("SELECT") and "fee_types" in t]
     assert lookups == [], trips.texts
+    # Nor a read of its session or ref: they are checked by a write that goes anyway (its
+    # claim's INSERT), held back to the commit on PostgreSQL (decision 0024), its answer's
+    # INSERT on SQLite (decision 0033).
+    assert "SELECT" not in trips.statements, trips.texts
     # (On PostgreSQL a connection's first use of a statement PREPAREs it too.)
     checked = [t for t in trips.texts if "fee_types" in t]
     assert checked and all("INSERT INTO ledger_transactions" in t for t in checked), trips.texts

@@ -270,8 +270,9 @@ async def _live_session(
             renewal = renewal_params(session_id, programme_id, now_ms, limits)
             claimed: Claim | None = None
             if _renews_at_commit(request):
+                forget = partial(cache.forget_session, session_id)
                 claimed = await hold_renew_and_claim(
-                    db, renewal, values, Unauthorized(), partial(cache.forget_session, session_id)
+                    db, renewal, values, Unauthorized(), forget, due
                 )
             if claimed is not None:
                 renewed = True  # learnt at the commit: a refusal then is raised there (routing)

@@ -526,6 +526,7 @@ class Direct:
     __slots__ = (
         "_adapter",
         "_begin",
+        "_checks",
         "_dbapi",
         "_driver",
         "_inline",
@@ -574,6 +575,7 @@ class Direct:
         # first statement (and so begun the transaction it commits): the adapter's cursor costs
         # ≈ 12 µs more per round trip (decision 0021).
         self._adapter: Any = dbapi if self.dialect.name == "postgresql" else None
+        self._checks: list[Callable[[Direct], None]] | None = None  # `hold_check`
         self._driver: Any = None
         self._begin: str | None = None
         if begins and self._adapter is not None:
@@ -649,15 +651,31 @@ class Direct:
             self._raise(sql, arguments, error)
 
     def holds(self) -> bool:
-        """Whether statements are held back here (`defer`)."""
+        """Whether statements (`defer`) or checks (`hold_check`) are held back here."""
+        if self._checks:
+            return True
         own = self._adapter._transaction if self._adapter is not None else None
         return isinstance(own, OwnTransaction) and bool(own.deferred)
 
     def send_held(self) -> None:
-        """Sends what is held back, alone (inside a greenlet)."""
+        """Sends what is held back, alone, and runs the checks held back (inside a greenlet)."""
+        checks, self._checks = self._checks, None
+        for check in checks or ():
+            check(self)
         own = self._adapter._transaction if self._adapter is not None else None
         if isinstance(own, OwnTransaction):
             own.flush()
+
+    def hold_check(self, check: Callable[[Direct], None]) -> None:
+        """SQLite (decision 0033): `check(direct)`, which would have been a request's first
+        statement, is held back. The request holds the one write lock from its first statement
+        to its commit, so what the check reads cannot change meanwhile: its caller makes the
+        request's last statement check it (and then makes `check` do nothing), and
+        `send_held` runs it where the answer is wanted before that (the request's own refusal
+        is about to be its answer)."""
+        if self._checks is None:
+            self._checks = []
+        self._checks.append(check)
 
     def defer(
         self,

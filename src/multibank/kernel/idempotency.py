@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -31,6 +32,7 @@ from sqlalchemy import (
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -120,6 +122,22 @@ class Claim:
     # PostgreSQL, a claim held back with the commit (`hold_renew_and_claim`): its statement and
     # parameters, so that the answer goes in the same INSERT while it is still held back.
     held: tuple[Deferred, dict[str, Any]] | None = field(default=None, compare=False)
+    # SQLite, a claim whose session and ref are checked by the INSERT of its answer
+    # (`hold_renew_and_claim`, decision 0033).
+    unchecked: Unchecked | None = field(default=None, compare=False)
+
+
+@dataclass
+class Unchecked:
+    """SQLite: what `hold_renew_and_claim` left for the INSERT of the answer to check (or
+    `Direct.send_held`, before a refusal is answered): the session is live (and is renewed, if
+    `due`), and the ref is free. `done` once checked."""
+
+    renewal: dict[str, Any]
+    due: bool
+    not_renewed: Exception
+    forget: Callable[[], None]
+    done: bool = False
 
 
 # The claim (one statement per dialect), the completion and the release: every write request
@@ -259,15 +277,66 @@ _RENEW_AND_CLAIM_HELD = _renew_and_claim_held(_CLAIMED)
 _RENEW_AND_STORE_HELD = _renew_and_claim_held((*_CLAIMED, *_ANSWER))
 
 
+# SQLite: the same row, inserted only if the session is live (`Claim.unchecked`); a ref taken
+# is a unique violation.
+_STORE_IF_LIVE = Prepared(
+    {
+        "sqlite": _TABLE.insert().from_select(
+            [*_CLAIMED, *_ANSWER],
+            select(
+                *(bindparam(key, type_=_TABLE.c[key].type) for key in (*_CLAIMED, *_ANSWER))
+            ).where(exists(select(tokens.SESSIONS.c.id).where(tokens.LIVE))),
+        )
+    }
+)
+
+
+def _check_now(unchecked: Unchecked, values: dict[str, Any], d: Direct) -> None:
+    """`Claim.unchecked`, checked on its own (`Direct.send_held`)."""
+    if unchecked.done:
+        return
+    unchecked.done = True
+    found = d.first(_LIVE_AND_TAKEN, {**unchecked.renewal, **values})
+    if found is None or not found.live:
+        unchecked.forget()
+        raise unchecked.not_renewed
+    if found.taken is not None:
+        raise ClaimTaken(values)
+    if unchecked.due and d.execute(tokens.RENEW, unchecked.renewal) != 1:  # pragma: no cover
+        unchecked.forget()  # (checked live just now, under the same write lock)
+        raise unchecked.not_renewed
+
+
+def _store_checked(d: Direct, claim: Claim, answer: dict[str, Any]) -> None:
+    """The INSERT of an unchecked claim's answer, which checks it (`Claim.unchecked`)."""
+    unchecked, values = claim.unchecked, claim.unwritten
+    assert unchecked is not None and values is not None
+    unchecked.done = True
+    try:
+        if unchecked.due:  # renewed (its guard: live), then stored
+            if d.execute(tokens.RENEW, unchecked.renewal) != 1:
+                unchecked.forget()
+                raise unchecked.not_renewed
+            d.execute(_STORE, {**values, **answer})
+        elif d.execute(_STORE_IF_LIVE, {**unchecked.renewal, **values, **answer}) != 1:
+            unchecked.forget()
+            raise unchecked.not_renewed
+    except IntegrityError:  # the ref's row, inserted by a request that ran first
+        raise ClaimTaken(values) from None
+
+
 def _hold_renew_and_claim_on(
     d: Direct,
     renewal: dict[str, Any],
     values: dict[str, Any],
     not_renewed: Exception,
     forget: Callable[[], None],
+    due: bool,
 ) -> Claim | None:
     if d.dialect.name != "postgresql":
-        return None
+        unchecked = Unchecked(renewal, due, not_renewed, forget)
+        d.hold_check(partial(_check_now, unchecked, values))
+        return Claim(int(values["id"]), values, unchecked=unchecked)
     refusals = (
         Refusal(not_renewed, null=_NOT_RENEWED, then=forget),
         Refusal(ClaimTaken(values), unique=_UNIQUE_REF),
@@ -283,16 +352,17 @@ async def hold_renew_and_claim(
     values: dict[str, Any],
     not_renewed: Exception,
     forget: Callable[[], None],
+    due: bool = True,
 ) -> Claim | None:
-    """`renew_and_claim` held back until the request's commit, its BEGIN with it (PostgreSQL,
-    `Direct.defer(before_reads=True)`): the request's reads run before, outside its
-    transaction. At the commit `not_renewed` is raised (after `forget`) if the session was not
-    renewed, `ClaimTaken` if the ref was taken. The claim, or None: not held back;
-    `renew_and_claim` then."""
-    bind = getattr(db, "bind", None)
-    if bind is not None and bind.dialect.name != "postgresql":  # known without a connection
-        return None
-    return await direct.run(db, _hold_renew_and_claim_on, renewal, values, not_renewed, forget)
+    """`renew_and_claim` held back until the request's commit. On PostgreSQL its BEGIN goes
+    with it (`Direct.defer(before_reads=True)`): the request's reads run before, outside its
+    transaction. On SQLite (decision 0033) the INSERT of the answer checks the session and the
+    ref (`Claim.unchecked`), one statement instead of a SELECT first and an INSERT last; the
+    session is renewed then only if `due` (`tokens.confirm_or_renew`). At the commit
+    `not_renewed` is raised (after `forget`) if the session was not renewed, `ClaimTaken` if
+    the ref was taken; so they are where a refusal is answered instead (`Direct.send_held`).
+    The claim, or None: not held back; `renew_and_claim` then."""
+    return await direct.run(db, _hold_renew_and_claim_on, renewal, values, not_renewed, forget, due)
 
 
 def _renew_and_claim_on(
@@ -326,6 +396,9 @@ def complete_on(
 ) -> None:
     """Stores the answer of the request that owns `claim`, in its transaction."""
     answer = {"status_code": status_code, "content_type": content_type, "body": body}
+    if claim.unchecked is not None and not claim.unchecked.done:
+        _store_checked(d, claim, answer)
+        return
     if claim.unwritten is not None:
         d.execute(_STORE, {**claim.unwritten, **answer})
         return
