@@ -256,14 +256,14 @@ async def test_a_request_joins_an_open_group_without_a_greenlet_when_the_writer_
     assert db.group is not None
     first = db.unit()
     await direct.execute(first, INSERT, {"id": 1, "note": "first"})
-    assert spawned == ["_run"]  # it began the group
+    assert spawned == ["_run_taken"]  # it began the group (its BEGIN may wait)
     committing = asyncio.create_task(first.commit())
     await asyncio.sleep(0)  # it released its savepoint and passed the writer on
     assert db.group.open_and_free()
     second = db.unit()
     try:
         await direct.execute(second, INSERT, {"id": 2, "note": "second"})
-        assert spawned.count("_run") == 1  # joined without one
+        assert spawned == ["_run_taken"]  # joined without one
         assert not db.group.open_and_free()  # it has the writer now
         await second.commit()
         await committing
@@ -273,6 +273,57 @@ async def test_a_request_joins_an_open_group_without_a_greenlet_when_the_writer_
     assert committed(db) == {1, 2}
     assert db.group.commits == 1
     assert not db.group.open_and_free()  # committed: no group is open
+
+
+async def test_a_request_that_waits_for_the_writer_waits_without_a_greenlet(
+    db: Database, spawned: list[str]
+) -> None:
+    """Decision 0033: a request that finds the writer taken waits for its turn on the event
+    loop; the group's transaction still open when its turn comes, its statements run inline,
+    and the group commits both requests in one commit."""
+    assert db.group is not None
+    first, second = db.unit(), db.unit()
+    try:
+        await direct.execute(first, INSERT, {"id": 1, "note": "first"})
+        waiting = asyncio.create_task(direct.execute(second, INSERT, {"id": 2, "note": "2nd"}))
+        await asyncio.sleep(0)
+        assert not waiting.done()  # the first has the writer until it commits
+        committing = asyncio.create_task(first.commit())
+        await asyncio.wait_for(waiting, 5)  # its turn came, the group still open
+        await second.commit()
+        await committing
+    finally:
+        await second.close()
+        await first.close()
+    assert spawned == ["_run_taken"]  # the group's BEGIN alone
+    assert committed(db) == {1, 2}
+    assert db.group.commits == 1
+
+
+async def test_a_request_cancelled_while_it_waits_for_the_writer_passes_nothing_on(
+    db: Database,
+) -> None:
+    """A request cancelled while it waits for its turn (`GroupCommit.take_turn`) leaves the
+    writer to the one that has it, and the next one gets it after that one."""
+    assert db.group is not None
+    first, second, third = db.unit(), db.unit(), db.unit()
+    try:
+        await direct.execute(first, INSERT, {"id": 1, "note": "first"})
+        cancelled = asyncio.create_task(direct.execute(second, INSERT, {"id": 2, "note": "x"}))
+        waiting = asyncio.create_task(direct.execute(third, INSERT, {"id": 3, "note": "third"}))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        assert not waiting.done()  # the first still has the writer
+        committing = asyncio.create_task(first.commit())
+        await asyncio.wait_for(waiting, 5)
+        await third.commit()
+        await committing
+    finally:
+        for unit in (first, second, third):
+            await unit.close()
+    assert committed(db) == {1, 3}
 
 
 async def test_a_savepoint_that_fails_as_a_request_joins_fails_its_group_and_frees_the_writer(
@@ -316,13 +367,13 @@ async def test_a_request_leaves_its_group_without_a_greenlet_unless_its_commit_a
     a checkpoint left) takes a greenlet, and then commits as well."""
     assert db.group is not None
     assert (await request(db, 1)) == {1}
-    assert spawned == ["_run"]  # it began the group; leaving and committing took none
+    assert spawned == ["_run_taken"]  # it began the group; leaving and committing took none
     checkpoints = sqlite_inline.checkpoints_of(db.url.split("///", 1)[1])
     assert checkpoints is not None
     checkpoints.catch_up = True  # a checkpoint ended: the next commit copies what it left
     spawned.clear()
     assert (await request(db, 2)) == {1, 2}
-    assert spawned == ["_run", "_commit"]
+    assert spawned == ["_run_taken", "_commit"]
     assert not checkpoints.catch_up
     assert db.group.commits == 2
 

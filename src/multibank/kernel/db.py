@@ -475,10 +475,33 @@ class GroupCommit:
         would neither wait for a turn nor begin a transaction (so needs no greenlet)."""
         return self._pooled is not None and not self._held and not self._turns
 
-    def enter(self) -> PoolProxiedConnection:
-        """The writer, in this request's turn, in the open group's transaction (a new group's,
-        begun here, if none is open). Inside a greenlet: waiting for the turn awaits."""
+    async def take_turn(self) -> None:
+        """Waits on the event loop for the writer (no greenlet): then `enter(taken=True)`
+        neither waits nor, if a group is open still (`open`), begins a transaction (decision
+        0033: most requests under load find the writer busy, and waited in a greenlet)."""
         if self._held or self._turns:
+            turn = asyncio.get_running_loop().create_future()
+            self._turns.append(turn)
+            try:
+                await turn
+            except BaseException:
+                if turn.done() and not turn.cancelled():  # handed over, then interrupted
+                    self._pass()
+                raise
+        else:
+            self._held = True
+
+    @property
+    def open(self) -> bool:
+        return self._pooled is not None
+
+    def enter(self, taken: bool = False) -> PoolProxiedConnection:
+        """The writer, in this request's turn, in the open group's transaction (a new group's,
+        begun here, if none is open). Inside a greenlet: waiting for the turn awaits. `taken`:
+        the turn was taken already (`take_turn`)."""
+        if taken:
+            pass
+        elif self._held or self._turns:
             turn = asyncio.get_running_loop().create_future()
             self._turns.append(turn)
             try:
@@ -723,12 +746,13 @@ class Unit:
             return self.made.in_transaction()
         return self._pooled is not None
 
-    def _begun(self) -> Direct:
-        """The pooled connection, taken and begun if it was not yet. Inside a greenlet."""
+    def _begun(self, taken: bool = False) -> Direct:
+        """The pooled connection, taken and begun if it was not yet. Inside a greenlet, unless
+        the group's turn is `taken` and its transaction open (`run_direct`)."""
         if self._direct is None:
             engine = self._db.engine.sync_engine
             if self._group is not None:
-                self._pooled = self._group.enter()
+                self._pooled = self._group.enter(taken)
                 self._direct = Direct(None, self._pooled.dbapi_connection, engine)
                 try:
                     self._direct.run_sql("SAVEPOINT request")
@@ -763,14 +787,25 @@ class Unit:
         ready = self._ready()
         if ready is not None:
             return fn(ready, *args)
-        if self._direct is None and self._group is not None and self._group.open_and_free():
-            # Its first statements join the group's open transaction, the writer free: taking
-            # it and the savepoint await nothing, and what follows runs inline (`_ready`).
-            return fn(self._begun(), *args)
+        group = self._group
+        if self._direct is None and group is not None:
+            if group.open_and_free():
+                # Its first statements join the group's open transaction, the writer free:
+                # taking it and the savepoint await nothing, and what follows runs inline.
+                return fn(self._begun(), *args)
+            await group.take_turn()  # the writer, waited for on the loop
+            # From here `enter` runs before anything awaits, and hands the writer on if it or
+            # the savepoint fails (as when it waited for its turn itself).
+            if group.open:  # still: nothing to begin, nothing awaits
+                return fn(self._begun(taken=True), *args)
+            return await spawn(self._run_taken, fn, *args)  # its BEGIN may wait
         return await spawn(self._run, fn, *args)
 
     def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return fn(self._begun(), *args)
+
+    def _run_taken(self, fn: Callable[..., T], *args: Any) -> T:
+        return fn(self._begun(taken=True), *args)
 
     async def read(self, statement: Executable, params: dict[str, Any]) -> Sequence[Row[Any]]:
         """A Core statement's rows, in this transaction (`read_rows`)."""
