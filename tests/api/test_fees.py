@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -529,14 +530,12 @@ async def test_a_replay_answers_the_first_charge_even_where_a_new_one_would_be_r
     await ledger_ok(client, admin_headers, p)
 
 
-async def test_a_session_ended_elsewhere_is_refused_with_nothing_charged(
-    client, programme, container, admin_headers
-):
-    """Ended by another process (here: behind this process's back, while it still remembers
-    the session as live): the renewal that goes with the charge's commit refuses it."""
-    p = await programme()
-    ident, acc = await funded(client, p, "corporates", V29, amount=1000)
-    me = await client.get(f"{V29}/corporates", headers=ident.headers)  # remembered as live
+async def end_sessions_behind_its_back(
+    client: Any, container: Any, ident: Any, p: Any, base: str
+) -> None:
+    """The programme's sessions ended as another process would end them, while this process
+    still remembers the caller's as live (it has just read with it)."""
+    me = await client.get(f"{base}/corporates", headers=ident.headers)
     assert me.status_code == 200
     async with container.db.engine.begin() as conn:
         await conn.execute(
@@ -545,6 +544,16 @@ async def test_a_session_ended_elsewhere_is_refused_with_nothing_charged(
             ),
             {"p": int(p.id)},
         )
+
+
+async def test_a_session_ended_elsewhere_is_refused_with_nothing_charged(
+    client, programme, container, admin_headers
+):
+    """Ended by another process (here: behind this process's back, while it still remembers
+    the session as live): the renewal that goes with the charge's commit refuses it."""
+    p = await programme()
+    ident, acc = await funded(client, p, "corporates", V29, amount=1000)
+    await end_sessions_behind_its_back(client, container, ident, p, V29)
     r = await charge(client, ident, acc["id"], V29, ref=ref())
     assert r.status_code == 401, r.text
     r = await client.get(f"{V29}/corporates", headers=ident.headers)
@@ -562,15 +571,7 @@ async def test_a_session_ended_elsewhere_is_the_answer_before_a_refusal(
     answered, where it was not checked before the charge ran (decisions 0024, 0033)."""
     p = await programme()
     ident, acc = await funded(client, p, "corporates", base, amount=50)
-    me = await client.get(f"{base}/corporates", headers=ident.headers)  # remembered as live
-    assert me.status_code == 200
-    async with container.db.engine.begin() as conn:
-        await conn.execute(
-            text(
-                "UPDATE auth_sessions SET ended_at = 1 WHERE programme_id = :p AND ended_at IS NULL"
-            ),
-            {"p": int(p.id)},
-        )
+    await end_sessions_behind_its_back(client, container, ident, p, base)
     r = await charge(client, ident, acc["id"], base, ref=ref())
     assert r.status_code == 401, r.text
     assert await fee_count(container.db, acc["id"]) == 0

@@ -297,6 +297,19 @@ async def test_a_write_not_due_to_renew_is_refused_once_its_session_ended_elsewh
     assert name == account["friendlyName"] and refs == 0
 
 
+async def charged_twice(client: Any, p: Any, base: str) -> tuple[Any, dict[str, Any]]:
+    """A corporate with 1000 on an account, charged twice: the programme's first charge opens
+    its revenue account, the second reads it (reads that send what is held back first: the
+    answer then goes in an UPDATE); the next ones know it."""
+    ident = await verified(client, p, "corporates", base)
+    account = await open_account(client, ident, "EUR", base)
+    await deposit(client, p, account["id"], 1000)
+    for _ in range(2):
+        warm = await charge(client, ident, account["id"], base, ref=f"ref-{secrets.token_hex(8)}")
+        assert warm.status_code in (200, 204), warm.text
+    return ident, account
+
+
 @pytest.mark.parametrize("base", ["/multi", "/3.1.0/multi"])
 async def test_a_charge_with_a_ref_writes_its_ref_once_with_its_answer(
     client, programme, container, base
@@ -304,15 +317,7 @@ async def test_a_charge_with_a_ref_writes_its_ref_once_with_its_answer(
     """The ref's row is inserted once, already holding the answer: on PostgreSQL the claim held
     back with the commit takes the answer into its INSERT (decision 0032), on SQLite the claim
     is written with it (decision 0030). No UPDATE of the row; the replay is the first answer."""
-    p = await programme()
-    ident = await verified(client, p, "corporates", base)
-    account = await open_account(client, ident, "EUR", base)
-    await deposit(client, p, account["id"], 1000)
-    # The programme's first charge opens its revenue account, the second reads it (reads that
-    # send what is held back first: the answer then goes in an UPDATE); the next ones know it.
-    for _ in range(2):
-        warm = await charge(client, ident, account["id"], base, ref=f"ref-{secrets.token_hex(8)}")
-        assert warm.status_code in (200, 204), warm.text
+    ident, account = await charged_twice(client, await programme(), base)
     key = f"ref-{secrets.token_hex(8)}"
     with counting(container) as trips:
         first = await charge(client, ident, account["id"], base, ref=key)
@@ -341,13 +346,7 @@ async def test_a_charge_like_the_last_one_looks_nothing_up(
     is remembered, and the next charge of the same kind sends no lookup: its movement checks
     that it still holds, in its one query on PostgreSQL (decision 0024) or in its transaction's
     INSERT on SQLite (decision 0033). `test_fees` shows a change since is followed."""
-    p = await programme()
-    ident = await verified(client, p, "corporates", base)
-    account = await open_account(client, ident, "EUR", base)
-    await deposit(client, p, account["id"], 1000)
-    for _ in range(2):
-        warm = await charge(client, ident, account["id"], base, ref=f"ref-{secrets.token_hex(8)}")
-        assert warm.status_code in (200, 204), warm.text
+    ident, account = await charged_twice(client, await programme(), base)
     with counting(container) as trips:
         r = await charge(client, ident, account["id"], base, ref=f"ref-{secrets.token_hex(8)}")
     assert r.status_code in (200, 204), r.text

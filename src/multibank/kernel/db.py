@@ -479,17 +479,26 @@ class GroupCommit:
         """Waits on the event loop for the writer (no greenlet): then `enter(taken=True)`
         neither waits nor, if a group is open still (`open`), begins a transaction (decision
         0033: most requests under load find the writer busy, and waited in a greenlet)."""
+        if not self._take_free():
+            await self._wait_turn()
+
+    def _take_free(self) -> bool:
+        """Takes the writer if nobody has it or waits for it."""
         if self._held or self._turns:
-            turn = asyncio.get_running_loop().create_future()
-            self._turns.append(turn)
-            try:
-                await turn
-            except BaseException:
-                if turn.done() and not turn.cancelled():  # handed over, then interrupted
-                    self._pass()
-                raise
-        else:
-            self._held = True
+            return False
+        self._held = True
+        return True
+
+    async def _wait_turn(self) -> None:
+        """Waits until the writer is handed to this request (`_pass`)."""
+        turn = asyncio.get_running_loop().create_future()
+        self._turns.append(turn)
+        try:
+            await turn
+        except BaseException:
+            if turn.done() and not turn.cancelled():  # handed over, then interrupted
+                self._pass()
+            raise
 
     @property
     def open(self) -> bool:
@@ -499,19 +508,8 @@ class GroupCommit:
         """The writer, in this request's turn, in the open group's transaction (a new group's,
         begun here, if none is open). Inside a greenlet: waiting for the turn awaits. `taken`:
         the turn was taken already (`take_turn`)."""
-        if taken:
-            pass
-        elif self._held or self._turns:
-            turn = asyncio.get_running_loop().create_future()
-            self._turns.append(turn)
-            try:
-                await_(turn)
-            except BaseException:
-                if turn.done() and not turn.cancelled():  # handed over, then interrupted
-                    self._pass()
-                raise
-        else:
-            self._held = True
+        if not taken and not self._take_free():
+            await_(self._wait_turn())
         if self._pooled is None:
             pooled = None
             try:
