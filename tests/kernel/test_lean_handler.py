@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import httpx
 import pytest
-from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, FastAPI, Path, Query, Request, Response
 from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, Field
@@ -96,6 +96,15 @@ def build(route_class: type[APIRoute]) -> FastAPI:
     ) -> dict[str, Any]:
         return {"name": name, "amount": item.amount, "note": who}
 
+    # Bodies validated field by field (FastAPI's embedded fields), not as one whole body.
+    @router.post("/pair")
+    async def pair(item: Item, other: Item, who: Who) -> dict[str, Any]:
+        return {"names": [item.name, other.name], "who": who}
+
+    @router.post("/embedded")
+    async def embedded(item: Annotated[Item, Body(embed=True)]) -> dict[str, Any]:
+        return {"name": item.name}
+
     @router.post("/empty", status_code=204, response_class=Response)
     async def empty(who: Who) -> None:
         return None
@@ -151,6 +160,13 @@ REQUESTS: list[tuple[str, str, dict[str, Any]]] = [
     ("POST", "/checked", {"json": {"name": "", "amount": -1}}),
     ("POST", "/checked", {"json": {"name": "abcdefg"}}),
     ("POST", "/checked", {}),
+    ("POST", "/pair", {"json": {"item": {"name": "ab", "amount": 1}, "other": {"name": "c"}}}),
+    ("POST", "/pair", {"json": {"item": {"name": "ab", "amount": 1}}}),
+    ("POST", "/pair", {"json": {"name": "ab", "amount": 1}}),
+    ("POST", "/pair", {"json": [1]}),
+    ("POST", "/embedded", {"json": {"item": {"name": "ab", "amount": 1}}}),
+    ("POST", "/embedded", {"json": {"name": "ab", "amount": 1}}),
+    ("POST", "/embedded", {}),
     ("POST", "/empty", {}),
     ("GET", "/raw", {}),
 ]

@@ -32,9 +32,11 @@ from fastapi._compat import ModelField, Undefined, field_annotation_is_sequence
 from fastapi.datastructures import DefaultPlaceholder
 from fastapi.dependencies.models import Dependant
 from fastapi.dependencies.utils import (
+    _get_form_models,
     _get_param_aliases,
     _get_param_model,
     _is_json_field,
+    _should_embed_body_fields,
     _validate_value_with_model_field,
     request_body_to_args,
     request_params_to_args,
@@ -119,6 +121,9 @@ class Plan:
     # Plans whose body fields are declared alike validate the body alike: a request validates
     # it once for all of them (FastAPI does it again for each dependency that names the body).
     body_key: tuple[Any, ...] = ()
+    # The one body field validated as the whole body (FastAPI's `single_not_embedded_field`,
+    # decided here once rather than by `request_body_to_args` on every request).
+    whole_body: ModelField | None = None
 
 
 def _param(f: ModelField, where: str) -> Param:
@@ -175,6 +180,13 @@ def compile_plan(dependant: Dependant, embed_body_fields: bool) -> Plan:
             *((f.name, f.alias, f.mode, repr(f.field_info)) for f in dependant.body_params),
         ),
     )
+    if (
+        len(plan.body) == 1
+        and not embed_body_fields
+        and not _should_embed_body_fields(plan.body)
+        and not _get_form_models(plan.body[0])
+    ):
+        plan.whole_body = plan.body[0]
     for sub in dependant.dependencies:
         plan.subs.append(compile_plan(sub, embed_body_fields))
     return plan
@@ -242,11 +254,18 @@ async def _solve(
         if validated is None:
             checked = PLAIN_BODY.set(True) if plain else None
             try:
-                validated = await request_body_to_args(
-                    body_fields=plan.body,
-                    received_body=body,
-                    embed_body_fields=plan.embed_body_fields,
-                )
+                whole = plan.whole_body
+                if whole is not None:  # as `request_body_to_args` does (never a form here)
+                    value, body_errors = _validate_value_with_model_field(
+                        field=whole, value=body, values={}, loc=("body",)
+                    )
+                    validated = {whole.name: value}, body_errors
+                else:
+                    validated = await request_body_to_args(
+                        body_fields=plan.body,
+                        received_body=body,
+                        embed_body_fields=plan.embed_body_fields,
+                    )
             finally:
                 if checked is not None:
                     PLAIN_BODY.reset(checked)
