@@ -361,3 +361,70 @@ async def test_a_charge_like_the_last_one_looks_nothing_up(
     assert checked and all("INSERT INTO ledger_transactions" in t for t in checked), trips.texts
     r = await client.get(f"{base}/managed_accounts/{account['id']}", headers=ident.headers)
     assert r.json()["balances"]["availableBalance"] == 700
+
+
+# A read of a session's row (`tokens.read_session`), as the auth cache loads it.
+_READS_SESSION = "auth_sessions.token_type"
+
+
+def _forgotten_long_ago(container: Container) -> None:
+    """Whatever this process remembers of sessions was read long ago (stale for a read)."""
+    for entry in cache_of(container).sessions.values():
+        entry.seen_at -= 3_600_000
+
+
+@pytest.mark.parametrize("with_ref", [False, True])
+async def test_a_charge_on_a_session_remembered_long_ago_does_not_read_it_again(
+    client, programme, container, with_ref: bool
+) -> None:
+    """A charge checks its session live in its own transaction (its renewal, or the claim of
+    its ref: decision 0034): what this process remembers of the session serves however old it
+    is, and no read of it is sent first. A read of the same session still reads it again."""
+    ident, account = await charged_twice(client, await programme(), "/multi")
+    _forgotten_long_ago(container)
+    ref = f"ref-{secrets.token_hex(8)}" if with_ref else None
+    with counting(container) as trips:
+        r = await charge(client, ident, account["id"], ref=ref)
+    assert r.status_code == 200, r.text
+    # (Without a ref, on SQLite, its check is a read of the session's liveness, not its row.)
+    assert not any(_READS_SESSION in t for t in trips.texts), trips.texts
+    _forgotten_long_ago(container)
+    with counting(container) as trips:
+        r = await client.get(f"/multi/managed_accounts/{account['id']}", headers=ident.headers)
+    assert r.json()["balances"]["availableBalance"] == 700
+    assert any(_READS_SESSION in t for t in trips.texts), trips.texts
+
+
+@pytest.mark.parametrize("with_ref", [False, True])
+@pytest.mark.parametrize("fee_type", ["ADMIN_FEE", "NO_SUCH_FEE"])
+async def test_a_charge_on_a_session_ended_elsewhere_is_refused_however_old_what_is_remembered(
+    client, programme, container, with_ref: bool, fee_type: str
+) -> None:
+    """The session ended in another process, and this one remembers it, long ago, as live: the
+    charge's own check refuses it (401, before a refusal of the charge itself), nothing moves
+    and its ref is not kept; the session is forgotten, and the next call reads it again."""
+    p = await programme()
+    ident, account = await charged_twice(client, p, "/multi")
+    _forgotten_long_ago(container)
+    async with container.db.engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE auth_sessions SET ended_at = 1 WHERE programme_id = :p"), {"p": int(p.id)}
+        )
+    ref = "ended-long-ago" if with_ref else None
+    r = await charge(client, ident, account["id"], ref=ref, fee_type=fee_type)
+    assert r.status_code == 401, r.text
+    ours = [e for e in cache_of(container).sessions.values() if e.row.identity_id == int(ident.id)]
+    assert ours == []
+    async with container.db.engine.connect() as conn:
+        available = (
+            await conn.execute(
+                text("SELECT available FROM ledger_accounts WHERE id = :id"),
+                {"id": int(account["id"])},
+            )
+        ).scalar_one()
+        refs = (
+            await conn.execute(
+                text("SELECT count(*) FROM idempotency_records WHERE ref = 'ended-long-ago'")
+            )
+        ).scalar_one()
+    assert (available, refs) == (800, 0)

@@ -101,6 +101,12 @@ class AuthCache:
             return None
         return hit
 
+    def session_however_old(self, session_id: int) -> SessionEntry | None:
+        """What this process remembers of a session, however old: only for a request whose
+        transaction checks the session live itself and that reads nothing else of it
+        (`api/deps.py`, `renews_at_commit`)."""
+        return self.sessions.get(session_id)
+
     def remember_session(self, row: AuthSession) -> SessionEntry:
         if len(self.sessions) >= MAX_ENTRIES:
             self.sessions.clear()

@@ -127,14 +127,9 @@ async def charge(
     ctx: Ctx, identity_id: int, fee_type: str, source_type: str, source_id: str
 ) -> FeeCharge:
     account_id = parse_id(source_id)  # None (not an id) matches no account
-    params = {
-        "programme_id": ctx.programme.id,
-        "identity_id": identity_id,
-        "fee_type": fee_type,
-        "account_id": account_id,
-    }
+    programme_id = ctx.programme.id
     remembered = _remembered(ctx)
-    key = (ctx.programme.id, identity_id, fee_type, account_id or 0)
+    key = (programme_id, identity_id, fee_type, account_id or 0)
     found = None
     condition = None
     if remembered is not None and not FRESH_READS.get():
@@ -144,7 +139,7 @@ async def charge(
             "fee lookup",
             _STILL,
             {
-                "c_programme_id": ctx.programme.id,
+                "c_programme_id": programme_id,
                 "c_identity_id": identity_id,
                 "c_fee_type": fee_type,
                 "c_account_id": found.id,
@@ -155,6 +150,12 @@ async def charge(
             partial(remembered.pop, key, None),
         )
     else:
+        params = {
+            "programme_id": programme_id,
+            "identity_id": identity_id,
+            "fee_type": fee_type,
+            "account_id": account_id,
+        }
         found = await direct.first(ctx.db, _LOOKUP, params)
     if found is None or found.amounts is None:  # no such identity, or no such fee type
         raise Conflict("UNRESOLVED_FEE_TYPE")
