@@ -353,12 +353,20 @@ async def test_a_charge_like_the_last_one_looks_nothing_up(
     lookups = [t for t in trips.texts if t.upper().startswith("SELECT") and "fee_types" in t]
     assert lookups == [], trips.texts
     # Nor a read of its session or ref: they are checked by a write that goes anyway (its
-    # claim's INSERT), held back to the commit on PostgreSQL (decision 0024), its answer's
-    # INSERT on SQLite (decision 0033).
+    # claim's INSERT), held back to the commit on PostgreSQL (decision 0024); on SQLite by its
+    # first write, the guarded debit, with the lookup's check (decision 0034).
     assert "SELECT" not in trips.statements, trips.texts
     # (On PostgreSQL a connection's first use of a statement PREPAREs it too.)
     checked = [t for t in trips.texts if "fee_types" in t]
-    assert checked and all("INSERT INTO ledger_transactions" in t for t in checked), trips.texts
+    if container.db.is_sqlite:
+        writes = [t for t in trips.texts if not t.startswith(("BEGIN", "COMMIT"))]
+        assert writes[0].startswith("UPDATE ledger_accounts"), trips.texts
+        assert all(k in writes[0] for k in ("fee_types", "auth_sessions", "idempotency_records"))
+        # Nothing refuses the charge after it: no savepoint to undo the charge alone.
+        assert not any("SAVEPOINT" in t for t in trips.texts), trips.texts
+        assert checked == writes[:1], trips.texts
+    else:
+        assert checked and all("INSERT INTO ledger_transactions" in t for t in checked)
     r = await client.get(f"{base}/managed_accounts/{account['id']}", headers=ident.headers)
     assert r.json()["balances"]["availableBalance"] == 700
 
@@ -428,3 +436,41 @@ async def test_a_charge_on_a_session_ended_elsewhere_is_refused_however_old_what
             )
         ).scalar_one()
     assert (available, refs) == (800, 0)
+
+
+@pytest.mark.parametrize("with_ref", [False, True])
+async def test_a_charge_its_account_cannot_pay_on_a_session_ended_elsewhere_is_a_401(
+    client, programme, container, with_ref: bool
+) -> None:
+    """The charge's first write carries its checks (decision 0034) and changes nothing; what
+    refused it is then read in order: the session first (401, as when it went first), not the
+    funds (409). With the session live, the funds are the answer; nothing is written either way."""
+    p = await programme()
+    ident, _ = await charged_twice(client, p, "/multi")
+    empty = await open_account(client, ident, "EUR")
+
+    async def written() -> tuple[int, int]:
+        async with container.db.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    text(
+                        "SELECT (SELECT count(*) FROM postings),"
+                        " (SELECT count(*) FROM idempotency_records)"
+                    )
+                )
+            ).one()
+        return int(row[0]), int(row[1])
+
+    before = await written()
+    ref = "cannot-pay" if with_ref else None
+    r = await charge(client, ident, empty["id"], ref=ref)
+    assert r.status_code == 409 and r.json()["errorCode"] == "FUNDS_INSUFFICIENT", r.text
+    assert (await written())[0] == before[0]
+    async with container.db.engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE auth_sessions SET ended_at = 1 WHERE programme_id = :p"), {"p": int(p.id)}
+        )
+    before = await written()
+    r = await charge(client, ident, empty["id"], ref=f"{ref}-again" if ref else None)
+    assert r.status_code == 401, r.text
+    assert await written() == before

@@ -16,7 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import BigInteger, Column, MetaData, String, Table, insert, select, text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    MetaData,
+    String,
+    Table,
+    bindparam,
+    insert,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.kernel import db as db_module
@@ -401,3 +412,118 @@ async def test_a_request_that_arrives_while_one_waits_for_its_commit_joins_its_g
     assert 2 in await late[0]
     assert seen == {0, 1, 2}  # 1 and 2 committed together
     assert db.group.commits == before + 1
+
+
+# Decision 0034: a request's savepoint is taken before its first write, and not at all when its
+# first write checks everything that could refuse it (`Direct.first_checked`).
+READ = Prepared(select(ROWS.c.id).where(ROWS.c.id == bindparam("id")))
+CLAIM = Prepared(
+    update(ROWS).where(ROWS.c.id == bindparam("id")).values(note="claimed").returning(ROWS.c.id)
+)
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The driver's own statements (`Direct.run_sql`) as they are sent."""
+    seen: list[str] = []
+    real = Direct.run_sql
+
+    def telling(self: Direct, sql: str) -> None:
+        seen.append(sql)
+        real(self, sql)
+
+    monkeypatch.setattr(Direct, "run_sql", telling)
+    return seen
+
+
+async def test_a_request_takes_its_savepoint_at_its_first_write_not_its_first_read(
+    db: Database, sent: list[str]
+) -> None:
+    unit = db.unit()
+    try:
+        assert await direct.first(unit, READ, {"id": 1}) is None
+        assert "SAVEPOINT request" not in sent
+        await direct.execute(unit, INSERT, {"id": 1, "note": "written"})
+        assert sent.count("SAVEPOINT request") == 1
+        await unit.commit()
+    finally:
+        await unit.close()
+    assert sent.index("SAVEPOINT request") < sent.index("RELEASE request")
+    assert committed(db) == {1}
+
+
+async def test_a_request_that_fails_before_writing_leaves_its_group_as_it_was(
+    db: Database, sent: list[str]
+) -> None:
+    """It read, and its checked write changed nothing: no savepoint was taken, nothing is
+    rolled back, and the request that kept its work in the same group is committed."""
+    await request(db, 0)
+    kept = db.unit()
+    refused = db.unit()
+    try:
+        await direct.execute(kept, INSERT, {"id": 1, "note": "kept"})
+        committing = asyncio.create_task(kept.commit())
+        await asyncio.sleep(0)
+        sent.clear()
+        assert await direct.run(refused, lambda d: d.first_checked(CLAIM, {"id": 42})) is None
+        await refused.rollback()
+        await committing
+    finally:
+        await refused.close()
+        await kept.close()
+    assert not any(sql.startswith(("SAVEPOINT", "ROLLBACK")) for sql in sent), sent
+    assert committed(db) == {0, 1}
+
+
+async def test_a_request_whose_checked_write_wrote_goes_on_without_a_savepoint(
+    db: Database, sent: list[str]
+) -> None:
+    await request(db, 7)
+    unit = db.unit()
+    try:
+
+        def claim_then_write(d: Direct) -> Any:
+            row = d.first_checked(CLAIM, {"id": 7})
+            d.execute(INSERT, {"id": 8, "note": "after"})  # after it, none is taken either
+            return row
+
+        sent.clear()
+        assert (await direct.run(unit, claim_then_write)).id == 7
+        await unit.commit()
+    finally:
+        await unit.close()
+    assert not any("SAVEPOINT" in sql or "RELEASE" in sql for sql in sent), sent
+    assert committed(db) == {7, 8}
+
+
+@pytest.mark.parametrize("how", ["after a checked write", "behind Direct's back"])
+async def test_a_request_that_fails_after_writing_without_a_savepoint_fails_its_group(
+    db: Database, how: str
+) -> None:
+    """Its writes cannot be undone alone: the group's transaction is rolled back and the other
+    requests of the group fail, as when a commit fails; nothing of any is kept, and the next
+    request has the writer. (Only a fault comes here: a request that writes without a savepoint
+    has checked, in its first write, everything that refuses it.)"""
+    await request(db, 7)
+    kept, failing = db.unit(), db.unit()
+    try:
+        await direct.execute(kept, INSERT, {"id": 1, "note": "kept"})
+        committing = asyncio.create_task(kept.commit())
+        await asyncio.sleep(0)
+        if how == "after a checked write":
+            await direct.run(failing, lambda d: d.first_checked(CLAIM, {"id": 7}))
+        else:
+            assert await direct.first(failing, READ, {"id": 7}) is not None  # its turn, no write
+            raw = failing._pooled.dbapi_connection.raw  # type: ignore[union-attr]
+            raw.execute("INSERT INTO rows (id, note) VALUES (2, 'unseen')")
+        await failing.rollback()
+        with pytest.raises(RuntimeError):
+            await committing
+    finally:
+        await failing.close()
+        await kept.close()
+    assert committed(db) == {7}
+    async with AsyncSession(db.engine) as session:
+        note = (await session.execute(select(ROWS.c.note).where(ROWS.c.id == 7))).scalar_one()
+    assert note == "request"  # the claim was rolled back with the group
+    assert 3 in await request(db, 3)

@@ -203,6 +203,8 @@ async def charge(
             # Nothing after depends on the movement: on PostgreSQL it may go with the commit.
             refused=Conflict("FUNDS_INSUFFICIENT"),
             condition=condition,
+            # Nothing after refuses a charge: its webhook event and its answer are recorded.
+            last_refusal=True,
         )
     except ledger.InsufficientFunds:
         raise Conflict("FUNDS_INSUFFICIENT") from None

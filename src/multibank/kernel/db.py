@@ -661,6 +661,10 @@ class GroupCommit:
         self._held = False
 
 
+# `Unit._saved`: where a request in a group stands with its savepoint (decision 0034).
+_PENDING, _SAVED, _UNGUARDED = 0, 1, 2
+
+
 class Unit:
     """A write request's transaction (the request owns it, `api/routing.py`): one pooled
     connection, taken and begun at the first statement, committed or rolled back once.
@@ -682,7 +686,18 @@ class Unit:
 
     Stands in for an `AsyncSession`: any attribute it does not define is the session's."""
 
-    __slots__ = ("_db", "_direct", "_group", "_inline", "_pooled", "_sa", "info", "made")
+    __slots__ = (
+        "_changes",
+        "_db",
+        "_direct",
+        "_group",
+        "_inline",
+        "_pooled",
+        "_sa",
+        "_saved",
+        "info",
+        "made",
+    )
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -691,6 +706,12 @@ class Unit:
         self._sa: Connection | None = None
         self._inline = db.is_sqlite
         self._group = db.group
+        # In a group: the request's savepoint, taken before its first write (decision 0034):
+        # PENDING (none yet, nothing written), SAVED, or UNGUARDED (a write that checked all
+        # it could refuse wrote without one); and the connection's count of changed rows when
+        # the request took its turn.
+        self._saved = _PENDING
+        self._changes = 0
         self.made: AsyncSession | None = None
         # The session's `info` (made later, it shares this dict): what a request remembers of
         # its transaction (`ledger.system_account`'s own creations, the auth cache's drops).
@@ -725,6 +746,10 @@ class Unit:
         """The SQLAlchemy connection over the pooled one, made once."""
         assert self._pooled is not None
         if self._sa is None:
+            if self._group is not None and self._saved == _PENDING and self._direct is not None:
+                # Its statements (the ORM's) do not go through `Direct`: the savepoint first.
+                self._direct.lazy_savepoint = None
+                self._save(False)
             self._sa = Connection(self._db.engine.sync_engine, self._pooled)
             if self._direct is not None:
                 # SQLAlchemy's statements do not go through `Direct`: none is held back from
@@ -752,12 +777,10 @@ class Unit:
             if self._group is not None:
                 self._pooled = self._group.enter(taken)
                 self._direct = Direct(None, self._pooled.dbapi_connection, engine)
-                try:
-                    self._direct.run_sql("SAVEPOINT request")
-                except BaseException as error:
-                    self._group.abort(error)
-                    self._pooled = self._direct = None
-                    raise
+                # Its savepoint before its first write, not its first statement (`_save`).
+                self._saved = _PENDING
+                self._changes = self._direct.connection_changes()
+                self._direct.lazy_savepoint = self._save
             else:
                 self._pooled = engine.raw_connection()
                 # PostgreSQL: the transaction begins with its first statement, in one round
@@ -766,6 +789,23 @@ class Unit:
                 if self._inline:
                     self._direct.run_sql("BEGIN IMMEDIATE")
         return self._direct
+
+    def _save(self, unguarded: bool) -> None:
+        """`Direct.lazy_savepoint`: the request's savepoint in its group's transaction, before
+        its first write; or (`unguarded`) none, its first write having checked everything that
+        could refuse the request (`Direct.first_checked`): from then on a failure cannot be
+        undone alone, and fails the group (`_detach`)."""
+        if unguarded:
+            self._saved = _UNGUARDED
+            return
+        assert self._direct is not None and self._group is not None
+        try:
+            self._direct.run_sql("SAVEPOINT request")
+        except BaseException as error:
+            self._group.abort(error)
+            self._pooled = self._direct = None
+            raise
+        self._saved = _SAVED
 
     def _ready(self) -> Direct | None:
         """SQLite's pooled connection while it holds the write lock: a prepared statement then
@@ -859,7 +899,8 @@ class Unit:
             direct = self._begun()
             if last is not None:
                 last(direct, *args)
-            direct.run_sql("RELEASE request")
+            if self._saved == _SAVED:
+                direct.run_sql("RELEASE request")
         except BaseException:
             self._leave_group(kept=False)
             raise
@@ -872,7 +913,8 @@ class Unit:
         try:
             if last is not None:
                 last(direct, *args)
-            direct.run_sql("RELEASE request")
+            if self._saved == _SAVED:
+                direct.run_sql("RELEASE request")
         except BaseException:
             await spawn(self._leave_group, False)
             raise
@@ -904,13 +946,23 @@ class Unit:
             self.made = None
         if direct is None:
             return None
-        if not kept:
+        direct.lazy_savepoint = None
+        if not kept and self._saved == _SAVED:
             try:
                 direct.run_sql("ROLLBACK TO request")
                 direct.run_sql("RELEASE request")
             except BaseException as error:
                 group.abort(error)
                 raise
+        elif not kept:
+            changes = direct.connection_changes()
+            if self._saved == _UNGUARDED or changes != self._changes:
+                # Written without a savepoint, and failed: its writes cannot be undone alone,
+                # so the group's transaction is rolled back and its requests fail, as when its
+                # commit fails (decision 0034). Only a fault can come here: everything that
+                # refuses such a request is checked by its first write.
+                group.abort(RuntimeError("a request that wrote without a savepoint failed"))
+                return None
         hooks: list[Callable[[], object]] = self.info.pop(AFTER_DURABLE_COMMIT, None) or []
         return hooks
 

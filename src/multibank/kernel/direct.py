@@ -44,6 +44,7 @@ import hashlib
 from collections import namedtuple
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Concatenate, NoReturn, ParamSpec, TypeVar, cast
 from weakref import WeakKeyDictionary
@@ -52,7 +53,7 @@ from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
-from sqlalchemy.sql import ClauseElement, sqltypes
+from sqlalchemy.sql import ClauseElement, ColumnElement, sqltypes
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.util.concurrency import await_
@@ -507,6 +508,18 @@ class Prepared:
         return found
 
 
+@dataclass(frozen=True)
+class Fold:
+    """A held check (`Direct.hold_check`) as a condition a write can carry in its WHERE:
+    `clause` with `params`; `done` once a statement carrying it found it true. `name` tells
+    statements built with it apart."""
+
+    name: str
+    clause: ColumnElement[bool]
+    params: Mapping[str, Any]
+    done: Callable[[], None]
+
+
 class Direct:
     """The DBAPI connection of a transaction, for `Prepared` statements. Used inside `run` (a
     greenlet): the asyncio drivers' adapters await there.
@@ -529,6 +542,7 @@ class Direct:
         "_checks",
         "_dbapi",
         "_driver",
+        "_folds",
         "_inline",
         "_kept",
         "_listeners",
@@ -539,6 +553,7 @@ class Direct:
         "connection",
         "defers",
         "dialect",
+        "lazy_savepoint",
     )
 
     def __init__(
@@ -576,6 +591,11 @@ class Direct:
         # ≈ 12 µs more per round trip (decision 0021).
         self._adapter: Any = dbapi if self.dialect.name == "postgresql" else None
         self._checks: list[Callable[[Direct], None]] | None = None  # `hold_check`
+        self._folds: list[Fold] | None = None  # `hold_check`'s folds, while each check has one
+        # SQLite, a request in a group (kernel/db.Unit, decision 0034): called before the
+        # first statement that writes (`False`: take the request's savepoint now), or after a
+        # `first_checked` statement wrote (`True`: the request writes without one); then None.
+        self.lazy_savepoint: Callable[[bool], None] | None = None
         self._driver: Any = None
         self._begin: str | None = None
         if begins and self._adapter is not None:
@@ -666,16 +686,50 @@ class Direct:
         if isinstance(own, OwnTransaction):
             own.flush()
 
-    def hold_check(self, check: Callable[[Direct], None]) -> None:
+    def hold_check(self, check: Callable[[Direct], None], fold: Fold | None = None) -> None:
         """SQLite (decision 0033): `check(direct)`, which would have been a request's first
         statement, is held back. The request holds the one write lock from its first statement
         to its commit, so what the check reads cannot change meanwhile: its caller makes the
         request's last statement check it (and then makes `check` do nothing), and
         `send_held` runs it where the answer is wanted before that (the request's own refusal
-        is about to be its answer)."""
+        is about to be its answer). `fold`: the same check as a condition another statement
+        may carry instead (`folds`, decision 0034)."""
         if self._checks is None:
             self._checks = []
+            self._folds = []
         self._checks.append(check)
+        if fold is None or self._folds is None:
+            self._folds = None  # a check that cannot be folded: none is
+        else:
+            self._folds.append(fold)
+
+    def folds(self) -> tuple[Fold, ...] | None:
+        """The held checks as conditions a statement can carry (`Fold`), or None if one of them
+        cannot be: a statement that carries them all checks what the held checks would."""
+        if self._checks is None:
+            return ()
+        return None if self._folds is None else tuple(self._folds)
+
+    def folded(self) -> None:
+        """A statement carried every held check (`folds`) and found them true: each is done."""
+        folds = self._folds or []
+        self._checks = self._folds = None
+        for fold in folds:
+            fold.done()
+
+    def first_checked(self, prepared: Prepared, params: Mapping[str, Any]) -> Any | None:
+        """`first`, for a write that checks, in its own WHERE, everything that could refuse the
+        request: when it changes nothing, nothing is written (so it needs no savepoint first,
+        `lazy_savepoint`); when it writes, the request goes on without one (decision 0034)."""
+        hook, self.lazy_savepoint = self.lazy_savepoint, None
+        try:
+            row = self.first(prepared, params)
+        finally:
+            self.lazy_savepoint = hook
+        if row is not None and hook is not None:
+            self.lazy_savepoint = None
+            hook(True)
+        return row
 
     def defer(
         self,
@@ -859,6 +913,8 @@ class Direct:
         """Every row the statement returns (a SELECT, or DML with RETURNING), as named tuples."""
         plan = prepared.plan(self.dialect)
         arguments = plan.arguments(params)
+        if self.lazy_savepoint is not None and not plan.reads:
+            self._savepoint_now()
         kept = self._kept_now(plan.reads) if self._kept is not None else None
         if kept is not None:
             self._tell(kept, plan.sql, arguments, False)
@@ -880,6 +936,15 @@ class Direct:
         self._started()
         return plan.rows(raw)
 
+    def connection_changes(self) -> int:
+        """SQLite: the rows its connection has changed since it was opened (`total_changes`)."""
+        return int(self._raw.total_changes) if self._raw is not None else 0
+
+    def _savepoint_now(self) -> None:
+        hook, self.lazy_savepoint = self.lazy_savepoint, None
+        if hook is not None:
+            hook(False)
+
     def first(self, prepared: Prepared, params: Mapping[str, Any]) -> Any | None:
         rows = self.fetch(prepared, params)
         return rows[0] if rows else None
@@ -888,6 +953,8 @@ class Direct:
         """Runs a statement that returns no rows; the number of rows it changed."""
         plan = prepared.plan(self.dialect)
         arguments = plan.arguments(params)
+        if self.lazy_savepoint is not None and not plan.reads:
+            self._savepoint_now()
         # (A statement with rows is not run for its count on the kept cursor: closing the
         # cursor is what would end it.)
         kept = self._kept_now(plan.reads) if plan.row is None and self._kept is not None else None
@@ -916,6 +983,8 @@ class Direct:
     def execute_many(self, prepared: Prepared, rows: Sequence[Mapping[str, Any]]) -> None:
         plan = prepared.plan(self.dialect)
         arguments = [plan.arguments(r) for r in rows]
+        if self.lazy_savepoint is not None:
+            self._savepoint_now()
         kept = self._kept_now(False) if self._kept is not None else None
         if kept is not None:
             self._tell(kept, plan.sql, arguments, True)

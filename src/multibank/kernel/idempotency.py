@@ -38,7 +38,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from multibank.kernel import direct, tokens
 from multibank.kernel.db import ID, Base
-from multibank.kernel.direct import Deferred, Direct, Prepared, Refusal
+from multibank.kernel.direct import Deferred, Direct, Fold, Prepared, Refusal
 from multibank.kernel.errors import BadRequest, PayloadTooLarge
 from multibank.kernel.ids import new_id
 
@@ -138,6 +138,9 @@ class Unchecked:
     not_renewed: Exception
     forget: Callable[[], None]
     done: bool = False
+    # Checked by the request's first write, which carried it (`Fold`, decision 0034): the
+    # answer's INSERT needs check nothing (the session is still renewed if `due`).
+    checked: bool = False
 
 
 # The claim (one statement per dialect), the completion and the release: every write request
@@ -291,9 +294,21 @@ _STORE_IF_LIVE = Prepared(
 )
 
 
+# SQLite: the same check as a condition of another write (`Fold`): the session is live and
+# the ref is free.
+_LIVE_AND_FREE = and_(
+    exists(select(tokens.SESSIONS.c.id).where(tokens.LIVE)),
+    ~exists(select(_TABLE.c.id).where(_SAME_REF)),
+)
+
+
+def _checked(unchecked: Unchecked) -> None:
+    unchecked.checked = True
+
+
 def _check_now(unchecked: Unchecked, values: dict[str, Any], d: Direct) -> None:
     """`Claim.unchecked`, checked on its own (`Direct.send_held`)."""
-    if unchecked.done:
+    if unchecked.done or unchecked.checked:
         return
     unchecked.done = True
     found = d.first(_LIVE_AND_TAKEN, {**unchecked.renewal, **values})
@@ -318,6 +333,8 @@ def _store_checked(d: Direct, claim: Claim, answer: dict[str, Any]) -> None:
                 unchecked.forget()
                 raise unchecked.not_renewed
             d.execute(_STORE, {**values, **answer})
+        elif unchecked.checked:  # by the request's first write (decision 0034)
+            d.execute(_STORE, {**values, **answer})
         elif d.execute(_STORE_IF_LIVE, {**unchecked.renewal, **values, **answer}) != 1:
             unchecked.forget()
             raise unchecked.not_renewed
@@ -335,7 +352,8 @@ def _hold_renew_and_claim_on(
 ) -> Claim | None:
     if d.dialect.name != "postgresql":
         unchecked = Unchecked(renewal, due, not_renewed, forget)
-        d.hold_check(partial(_check_now, unchecked, values))
+        fold = Fold("claim", _LIVE_AND_FREE, {**renewal, **values}, partial(_checked, unchecked))
+        d.hold_check(partial(_check_now, unchecked, values), fold)
         return Claim(int(values["id"]), values, unchecked=unchecked)
     refusals = (
         Refusal(not_renewed, null=_NOT_RENEWED, then=forget),

@@ -22,6 +22,7 @@ from sqlalchemy import (
     exists,
     func,
     insert,
+    literal,
     select,
     union_all,
     update,
@@ -31,7 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.kernel import direct
-from multibank.kernel.direct import Direct, Prepared, Refusal
+from multibank.kernel.direct import Direct, Fold, Prepared, Refusal
 from multibank.kernel.ids import new_id
 from multibank.ledger.models import (
     MANAGED_ACCOUNT,
@@ -349,6 +350,7 @@ async def post(
     transaction_id: int | None = None,
     refused: Exception | None = None,
     condition: Condition | None = None,
+    last_refusal: bool = False,
 ) -> Movement:
     """Writes one transaction. Raises Unbalanced when the legs do not sum to zero per currency,
     InsufficientFunds when a guarded debit would take a balance below zero.
@@ -362,7 +364,9 @@ async def post(
     transaction's next round trip (its next statement, or its COMMIT: `Direct.defer`, decision
     0024), and `refused` is raised there; otherwise InsufficientFunds is raised here.
     `condition` (with `refused`): see `Condition`; where the movement cannot be held back, its
-    `stale` is raised at once."""
+    `stale` is raised at once. `last_refusal`: nothing the request does after the movement can
+    refuse it (nor fail, but for a fault): on SQLite the movement's first write may then carry
+    every check of the request and write without a savepoint (`_post_checked_first`)."""
     sums: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for leg in legs:
         sums[leg.currency][0] += leg.available
@@ -380,7 +384,7 @@ async def post(
     }
     # A prepared INSERT, not the unit of work's flush (decision 0019): the transaction is
     # returned as a detached snapshot of what was written; later changes are statements by id.
-    await direct.run(db, _post, values, legs, refused, condition)
+    await direct.run(db, _post, values, legs, refused, condition, last_refusal)
     return Movement(**values)
 
 
@@ -390,11 +394,15 @@ def _post(
     legs: Sequence[Leg],
     refused: Exception | None = None,
     condition: Condition | None = None,
+    last_refusal: bool = False,
 ) -> None:
     sqlite = d.dialect.name != "postgresql"
     if condition is not None and not legs:
         _stale(condition)  # a movement checks a condition; nothing moves here
     if sqlite or not legs:
+        unsaved = last_refusal and legs and d.lazy_savepoint is not None
+        if unsaved and _post_checked_first(d, values, legs, condition):
+            return
         if condition is None:
             d.execute(_INSERT_TRANSACTION, values)
         elif d.execute(_insert_transaction_if(condition), {**values, **condition.params}) != 1:
@@ -442,6 +450,75 @@ def _post(
     if written != len(ordered):  # the legs before the refused one were applied, then stopped
         raise InsufficientFunds(ordered[written].account_id)
     _counted(ordered)
+
+
+# SQLite: a movement's one guarded leg carrying every check that could refuse its request (its
+# condition, and what `Direct.hold_check` holds: `Fold`), by (guards, names of what it carries).
+_CHECKED_APPLY: dict[tuple[tuple[bool, bool], tuple[str, ...]], Prepared] = {}
+# Whether a condition holds, alone: by its name.
+_CONDITION_HOLDS: dict[str, Prepared] = {}
+
+
+def _post_checked_first(
+    d: Direct, values: dict[str, Any], legs: Sequence[Leg], condition: Condition | None
+) -> bool:
+    """SQLite, a request in a group that has not written yet (decision 0034): its first write
+    is the movement's one guarded leg, whose WHERE also carries the movement's condition and the
+    request's held checks (its session live, its ref free). If it changes nothing, nothing was
+    written, so the request needs no savepoint: what refused it is found by reads (401 or the
+    ref's answer first, then a stale condition, else the funds). If it writes, nothing after
+    can refuse the request. False (nothing sent) where that cannot be: a movement with more than
+    one guarded leg, a held check that cannot be carried, or parameters that disagree."""
+    folds = d.folds()
+    if folds is None:
+        return False
+    ordered = sorted(legs, key=_by_id)
+    guarded = [leg for leg in ordered if leg.guarded and (leg.available < 0 or leg.actual < 0)]
+    if len(guarded) != 1:
+        return False
+    first = guarded[0]
+    programme_id = values["programme_id"]
+    params = _leg_params(programme_id, first)
+    carried: list[Fold | Condition] = [*folds]
+    if condition is not None:
+        carried.insert(0, condition)
+    for each in carried:
+        for name, value in each.params.items():
+            if params.setdefault(name, value) != value:
+                return False
+    guards = ("b_need_available" in params, "b_need_actual" in params)
+    key = (guards, tuple(each.name for each in carried))
+    statement = _CHECKED_APPLY.get(key)
+    if statement is None:
+        built = _apply_statement(*guards).where(*(each.clause for each in carried))
+        statement = _CHECKED_APPLY[key] = Prepared({"sqlite": built})
+    row = d.first_checked(statement, params)
+    if row is None:
+        d.send_held()  # a session no longer live or a ref taken is the answer first
+        if condition is not None and d.first(_condition_holds(condition), condition.params) is None:
+            _stale(condition)
+        raise InsufficientFunds(first.account_id)
+    d.folded()
+    d.execute(_INSERT_TRANSACTION, values)
+    postings = []
+    for leg in ordered:
+        if leg is first:
+            after = int(row.available), int(row.actual)
+        else:
+            after = _apply(d, programme_id, leg)
+        postings.append(_posting(programme_id, values["id"], leg, after, values["created_at"]))
+        posting_counted(leg.currency)
+    d.execute_many(_INSERT_POSTINGS, postings)
+    return True
+
+
+def _condition_holds(condition: Condition) -> Prepared:
+    found = _CONDITION_HOLDS.get(condition.name)
+    if found is None:
+        found = _CONDITION_HOLDS[condition.name] = Prepared(
+            select(literal(1).label("holds")).where(condition.clause)
+        )
+    return found
 
 
 def _stale(condition: Condition) -> NoReturn:
