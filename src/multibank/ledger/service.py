@@ -483,9 +483,11 @@ def _post_checked_first(
     if condition is not None:
         carried.insert(0, condition)
     for each in carried:
-        for name, value in each.params.items():
-            if params.setdefault(name, value) != value:
-                return False
+        extra = each.params
+        shared = params.keys() & extra.keys()
+        if shared and any(params[name] != extra[name] for name in shared):
+            return False
+        params.update(extra)
     guards = ("b_need_available" in params, "b_need_actual" in params)
     key = (guards, tuple(each.name for each in carried))
     statement = _CHECKED_APPLY.get(key)
