@@ -27,6 +27,24 @@ from tests.factories import PASSWORD, deposit, login, open_account, verified
 RENEWAL = "UPDATE auth_sessions"
 
 
+async def _end_sessions_elsewhere(container: Container, p: Any) -> None:
+    """The programme's sessions end behind this process's back, as another process would."""
+    async with container.db.engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE auth_sessions SET ended_at = 1 WHERE programme_id = :p"), {"p": int(p.id)}
+        )
+
+
+_REFS = "SELECT count(*) FROM idempotency_records WHERE ref = :ref"
+
+
+async def _scalar(container: Container, sql: str, **params: Any) -> Any:
+    """One value read on a connection of its own (ids given as text are compared as numbers)."""
+    bound = {k: int(v) if k == "id" else v for k, v in params.items()}
+    async with container.db.engine.connect() as conn:
+        return (await conn.execute(text(sql), bound)).scalar_one()
+
+
 class Trips:
     def __init__(self) -> None:
         self.statements: list[str] = []
@@ -273,27 +291,16 @@ async def test_a_write_not_due_to_renew_is_refused_once_its_session_ended_elsewh
     account = await open_account(client, ident, "EUR")
     path = f"/multi/managed_accounts/{account['id']}"
     assert (await client.get(path, headers=ident.headers)).status_code == 200
-    async with container.db.engine.begin() as conn:
-        await conn.execute(
-            text("UPDATE auth_sessions SET ended_at = 1 WHERE programme_id = :p"), {"p": int(p.id)}
-        )
+    await _end_sessions_elsewhere(container, p)
     headers = {**ident.headers, **({"idempotency-ref": "ended-elsewhere"} if with_ref else {})}
     with counting(container) as trips:
         r = await client.patch(path, headers=headers, json={"friendlyName": "never"})
     assert r.status_code == 401, r.text
     assert "UPDATE managed_accounts" not in trips.statements, trips.statements
-    async with container.db.engine.connect() as conn:
-        name = (
-            await conn.execute(
-                text("SELECT friendly_name FROM managed_accounts WHERE id = :id"),
-                {"id": int(account["id"])},
-            )
-        ).scalar_one()
-        refs = (
-            await conn.execute(
-                text("SELECT count(*) FROM idempotency_records WHERE ref = 'ended-elsewhere'")
-            )
-        ).scalar_one()
+    name = await _scalar(
+        container, "SELECT friendly_name FROM managed_accounts WHERE id = :id", id=account["id"]
+    )
+    refs = await _scalar(container, _REFS, ref="ended-elsewhere")
     assert name == account["friendlyName"] and refs == 0
 
 
@@ -414,28 +421,16 @@ async def test_a_charge_on_a_session_ended_elsewhere_is_refused_however_old_what
     p = await programme()
     ident, account = await charged_twice(client, p, "/multi")
     _forgotten_long_ago(container)
-    async with container.db.engine.begin() as conn:
-        await conn.execute(
-            text("UPDATE auth_sessions SET ended_at = 1 WHERE programme_id = :p"), {"p": int(p.id)}
-        )
+    await _end_sessions_elsewhere(container, p)
     ref = "ended-long-ago" if with_ref else None
     r = await charge(client, ident, account["id"], ref=ref, fee_type=fee_type)
     assert r.status_code == 401, r.text
     ours = [e for e in cache_of(container).sessions.values() if e.row.identity_id == int(ident.id)]
     assert ours == []
-    async with container.db.engine.connect() as conn:
-        available = (
-            await conn.execute(
-                text("SELECT available FROM ledger_accounts WHERE id = :id"),
-                {"id": int(account["id"])},
-            )
-        ).scalar_one()
-        refs = (
-            await conn.execute(
-                text("SELECT count(*) FROM idempotency_records WHERE ref = 'ended-long-ago'")
-            )
-        ).scalar_one()
-    assert (available, refs) == (800, 0)
+    available = await _scalar(
+        container, "SELECT available FROM ledger_accounts WHERE id = :id", id=account["id"]
+    )
+    assert (available, await _scalar(container, _REFS, ref="ended-long-ago")) == (800, 0)
 
 
 @pytest.mark.parametrize("with_ref", [False, True])
@@ -466,10 +461,7 @@ async def test_a_charge_its_account_cannot_pay_on_a_session_ended_elsewhere_is_a
     r = await charge(client, ident, empty["id"], ref=ref)
     assert r.status_code == 409 and r.json()["errorCode"] == "FUNDS_INSUFFICIENT", r.text
     assert (await written())[0] == before[0]
-    async with container.db.engine.begin() as conn:
-        await conn.execute(
-            text("UPDATE auth_sessions SET ended_at = 1 WHERE programme_id = :p"), {"p": int(p.id)}
-        )
+    await _end_sessions_elsewhere(container, p)
     before = await written()
     r = await charge(client, ident, empty["id"], ref=f"{ref}-again" if ref else None)
     assert r.status_code == 401, r.text

@@ -422,20 +422,6 @@ CLAIM = Prepared(
 )
 
 
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The driver's own statements (`Direct.run_sql`) as they are sent."""
-    seen: list[str] = []
-    real = Direct.run_sql
-
-    def telling(self: Direct, sql: str) -> None:
-        seen.append(sql)
-        real(self, sql)
-
-    monkeypatch.setattr(Direct, "run_sql", telling)
-    return seen
-
-
 async def test_a_request_takes_its_savepoint_at_its_first_write_not_its_first_read(
     db: Database, sent: list[str]
 ) -> None:

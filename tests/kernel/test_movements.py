@@ -221,7 +221,7 @@ async def test_a_condition_is_checked_in_the_movement_or_its_caller_reads_afresh
 
 
 async def test_a_movement_that_is_a_requests_last_refusal_writes_first_what_checks_it(
-    container: Container, programme: ProgrammeFactory, monkeypatch: pytest.MonkeyPatch
+    container: Container, programme: ProgrammeFactory, sent: list[str]
 ) -> None:
     """SQLite, a request in a group (decision 0034): a movement nothing after can refuse
     (`last_refusal`) makes its guarded leg the first write, carrying its condition and the held
@@ -232,14 +232,6 @@ async def test_a_movement_that_is_a_requests_last_refusal_writes_first_what_chec
         pytest.skip("PostgreSQL commits each request alone: no group, no savepoints")
     programme_id = int((await programme()).id)
     low, high = await _accounts(container, programme_id, 500, 0)
-    sent: list[str] = []
-    real = Direct.run_sql
-
-    def telling(self: Direct, sql: str) -> None:
-        sent.append(sql)
-        real(self, sql)
-
-    monkeypatch.setattr(Direct, "run_sql", telling)
 
     class Refused(Exception):
         pass
