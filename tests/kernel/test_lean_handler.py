@@ -290,3 +290,55 @@ async def test_without_the_check_a_trusted_answer_is_not_validated(
     """What the check is for: in service the body goes out as built."""
     async with trusted_client(monkeypatch, check=False) as c:
         assert (await c.get("/with-none")).content == b'{"name":"a","amount":1,"note":null}'
+
+
+def _request(messages: list[dict[str, Any]]) -> Request:
+    pending = list(messages)
+
+    async def receive() -> dict[str, Any]:
+        return pending.pop(0)
+
+    return Request({"type": "http", "method": "POST", "headers": []}, receive)
+
+
+async def _outcome(read: Any, messages: list[dict[str, Any]]) -> tuple[Any, ...]:
+    """What reading the body twice gives (or raises), and what the request says after."""
+    request = _request(messages)
+    try:
+        first = await read(request)
+    except Exception as error:  # as Starlette raises it
+        first = type(error).__name__
+    try:
+        again = await read(request)
+    except Exception as error:
+        again = type(error).__name__
+    return first, again, request._stream_consumed, request._is_disconnected
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"type": "http.request", "body": b'{"a": 1}'}],
+        [{"type": "http.request", "body": b""}],
+        [{"type": "http.request"}],
+        [
+            {"type": "http.request", "body": b'{"a": ', "more_body": True},
+            {"type": "http.request", "body": b"", "more_body": True},
+            {"type": "http.request", "body": b"1}", "more_body": False},
+        ],
+        [{"type": "http.request", "body": b"{", "more_body": True}, {"type": "http.disconnect"}],
+        [{"type": "http.disconnect"}],
+    ],
+)
+async def test_the_lean_body_is_starlettes(messages: list[dict[str, Any]]) -> None:
+    """`lean.read_body` reads the same messages to the same body, or the same error, and leaves
+    the request as Starlette's `Request.body()` does (decision 0034)."""
+
+    async def starlette_body(request: Request) -> bytes:
+        return await request.body()
+
+    ours = await _outcome(lean.read_body, messages)
+    assert ours == await _outcome(starlette_body, messages)
+    request = _request(messages)
+    if isinstance(ours[0], bytes):  # what Starlette's body() and json() find afterwards
+        assert await lean.read_body(request) == await request.body() == ours[0]
