@@ -296,7 +296,8 @@ def _request(messages: list[dict[str, Any]]) -> Request:
     pending = list(messages)
 
     async def receive() -> dict[str, Any]:
-        return pending.pop(0)
+        # Once its messages are read, as a server says of a client gone.
+        return pending.pop(0) if pending else {"type": "http.disconnect"}
 
     return Request({"type": "http", "method": "POST", "headers": []}, receive)
 

@@ -236,7 +236,10 @@ async def test_a_movement_that_is_a_requests_last_refusal_writes_first_what_chec
     class Refused(Exception):
         pass
 
-    def hold(unit: Any, holds: bool, **params: Any) -> None:
+    class Stale(Exception):
+        pass
+
+    async def hold(unit: Any, holds: bool, **params: Any) -> None:
         def check(d: Direct) -> None:
             if not holds:
                 raise Refused("held")
@@ -245,7 +248,7 @@ async def test_a_movement_that_is_a_requests_last_refusal_writes_first_what_chec
             clause = true() if holds else false()
             d.hold_check(check, Fold(f"test-{holds}", clause, params, lambda: None))
 
-        return direct.run(unit, fold)
+        await direct.run(unit, fold)
 
     async def attempt(amount: int, holds: bool = True, cond: bool = True, **params: Any) -> str:
         unit = container.db.unit()
@@ -274,9 +277,6 @@ async def test_a_movement_that_is_a_requests_last_refusal_writes_first_what_chec
             return "moved"
         finally:
             await unit.close()
-
-    class Stale(Exception):
-        pass
 
     assert await attempt(5) == "moved"
     assert "SAVEPOINT request" not in sent

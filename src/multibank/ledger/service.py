@@ -423,7 +423,7 @@ def _post(
         for key, value in _posting(programme_id, values["id"], leg, (0, 0), now_ms).items():
             params[f"p{i}_{key}"] = value
         leg_params = _leg_params(programme_id, leg)
-        guards.append(("b_need_available" in leg_params, "b_need_actual" in leg_params))
+        guards.append(_guards(leg_params))
         for key, value in leg_params.items():
             params[f"b{i}_{key[2:]}"] = value
     shape = tuple(guards)
@@ -472,13 +472,11 @@ def _post_checked_first(
     folds = d.folds()
     if folds is None:
         return False
-    ordered = sorted(legs, key=_by_id)
-    guarded = [leg for leg in ordered if leg.guarded and (leg.available < 0 or leg.actual < 0)]
+    programme_id = values["programme_id"]
+    guarded = [(leg, p) for leg in legs if any(_guards(p := _leg_params(programme_id, leg)))]
     if len(guarded) != 1:
         return False
-    first = guarded[0]
-    programme_id = values["programme_id"]
-    params = _leg_params(programme_id, first)
+    first, params = guarded[0]
     carried: list[Fold | Condition] = [*folds]
     if condition is not None:
         carried.insert(0, condition)
@@ -488,7 +486,7 @@ def _post_checked_first(
         if shared and any(params[name] != extra[name] for name in shared):
             return False
         params.update(extra)
-    guards = ("b_need_available" in params, "b_need_actual" in params)
+    guards = _guards(params)
     key = (guards, tuple(each.name for each in carried))
     statement = _CHECKED_APPLY.get(key)
     if statement is None:
@@ -502,15 +500,8 @@ def _post_checked_first(
         raise InsufficientFunds(first.account_id)
     d.folded()
     d.execute(_INSERT_TRANSACTION, values)
-    postings = []
-    for leg in ordered:
-        if leg is first:
-            after = int(row.available), int(row.actual)
-        else:
-            after = _apply(d, programme_id, leg)
-        postings.append(_posting(programme_id, values["id"], leg, after, values["created_at"]))
-        posting_counted(leg.currency)
-    d.execute_many(_INSERT_POSTINGS, postings)
+    applied = first, (int(row.available), int(row.actual))
+    _write(d, programme_id, values["id"], legs, values["created_at"], applied)
     return True
 
 
@@ -540,14 +531,23 @@ def _by_id(leg: Leg) -> int:
 
 
 def _write(
-    d: Direct, programme_id: int, transaction_id: int, legs: Sequence[Leg], now_ms: int
+    d: Direct,
+    programme_id: int,
+    transaction_id: int,
+    legs: Sequence[Leg],
+    now_ms: int,
+    applied: tuple[Leg, tuple[int, int]] | None = None,
 ) -> None:
-    """Applies each leg to its balance (in account id order) and records its posting."""
+    """Applies each leg to its balance (in account id order) and records its posting.
+    `applied`: a leg whose update ran already, and the balances it left."""
     if not legs:
         return
     postings = []
     for leg in sorted(legs, key=_by_id):
-        after = _apply(d, programme_id, leg)
+        if applied is not None and leg is applied[0]:
+            after = applied[1]
+        else:
+            after = _apply(d, programme_id, leg)
         postings.append(_posting(programme_id, transaction_id, leg, after, now_ms))
         posting_counted(leg.currency)
     # The postings in one statement, without the unit of work: nothing reads them as objects.
@@ -574,11 +574,16 @@ def _posting(
 def _apply(d: Direct, programme_id: int, leg: Leg) -> tuple[int, int]:
     """One guarded UPDATE: the balance changes only if it stays non-negative where guarded."""
     params = _leg_params(programme_id, leg)
-    statement = _APPLY["b_need_available" in params, "b_need_actual" in params]
+    statement = _APPLY[_guards(params)]
     row = d.first(statement, params)
     if row is None:
         raise InsufficientFunds(leg.account_id)
     return int(row.available), int(row.actual)
+
+
+def _guards(params: dict[str, Any]) -> tuple[bool, bool]:
+    """Which balances a leg's update guards (`_leg_params`): available, actual."""
+    return "b_need_available" in params, "b_need_actual" in params
 
 
 def _leg_params(programme_id: int, leg: Leg) -> dict[str, Any]:
