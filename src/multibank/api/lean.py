@@ -199,10 +199,12 @@ def _read(params_: list[Param], received: Any, values: dict[str, Any], errors: l
             value = received.getlist(p.alias)
             if not value:
                 value = Undefined
+        elif p.alias in received:
+            value = received[p.alias]
         else:
-            value = received.get(p.alias)
-            if value is None:
-                value = Undefined
+            # Not `received.get`: Starlette's multi-dicts take it from `Mapping`, which raises
+            # and catches a KeyError for each parameter not sent (a page's ten absent filters).
+            value = Undefined
         if value is Undefined and p.constant_default is not Undefined:
             values[p.name] = p.constant_default
             continue
