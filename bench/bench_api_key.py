@@ -2,7 +2,7 @@
 account, a page of 10) against a bare FastAPI JSON GET, both served by uvicorn (one worker) on
 loopback and driven by wrk in the same run (issue 11, goal 1).
 
-Usage: .venv/bin/python bench/bench_api_key.py [--seconds 10] [--connections 16]
+Usage: .venv/bin/python bench/bench_api_key.py [--seconds 10] [--connections 16] [--rounds 3]
        [--database-url postgresql://postgres@127.0.0.1:5432/DB]
 """
 
@@ -10,8 +10,18 @@ from __future__ import annotations
 
 import argparse
 import secrets
+import statistics
 
-from common import Server, bare_server, call, corporate_signup, multibank_server, report, wrk
+from common import (
+    Server,
+    bare_server,
+    call,
+    corporate_signup,
+    multibank_server,
+    paused,
+    report,
+    wrk,
+)
 
 
 def corporate_token(server: Server) -> str:
@@ -43,17 +53,21 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds of the bare route then each read, alternated; the medians are the figures",
+    )
     ap.add_argument("--database-url", default=None, help="PostgreSQL URL (default: SQLite file)")
     args = ap.parse_args()
     env = {"MULTIBANK_DATABASE_URL": args.database_url} if args.database_url else None
-    with bare_server() as bare:
-        baseline = wrk("bare FastAPI GET /ping", f"{bare}/ping", {}, args.seconds, args.connections)
-    with multibank_server(env) as server:
+    # Both servers run throughout, and each round measures the bare route just before the reads:
+    # a p99 is the figure a busy moment of a shared machine moves most, and a ratio of two p99s
+    # taken minutes apart says more of the machine than of the server.
+    with bare_server() as bare, multibank_server(env) as server:
         token = corporate_token(server)
         headers = {"api-key": server.api_key, "Authorization": f"Bearer {token}"}
-        health = wrk(
-            "multibank GET /healthz", f"{server.base}/healthz", {}, args.seconds, args.connections
-        )
         accounts = [
             call(
                 "POST",
@@ -67,18 +81,42 @@ def main() -> None:
             )
             for i in range(10)
         ]
-        rows = [baseline, health]
-        for name, path in (
-            ("GET /multi/corporates", "/multi/corporates"),
-            ("GET /multi/managed_accounts/{id}", f"/multi/managed_accounts/{accounts[0]['id']}"),
-            ("GET /multi/managed_accounts?limit=10", "/multi/managed_accounts?limit=10"),
-        ):
-            rows.append(
-                wrk(
-                    f"multibank {name}", server.base + path, headers, args.seconds, args.connections
+        targets = [
+            ("multibank GET /healthz", f"{server.base}/healthz", {}),
+            ("multibank GET /multi/corporates", f"{server.base}/multi/corporates", headers),
+            (
+                "multibank GET /multi/managed_accounts/{id}",
+                f"{server.base}/multi/managed_accounts/{accounts[0]['id']}",
+                headers,
+            ),
+            (
+                "multibank GET /multi/managed_accounts?limit=10",
+                f"{server.base}/multi/managed_accounts?limit=10",
+                headers,
+            ),
+        ]
+        ratios: dict[str, list[float]] = {name: [] for name, _, _ in targets}
+        tails: dict[str, list[float]] = {name: [] for name, _, _ in targets}
+        for round_ in range(1, args.rounds + 1):
+            with paused(server.pid):
+                baseline = wrk(
+                    "bare FastAPI GET /ping", f"{bare}/ping", {}, args.seconds, args.connections
                 )
-            )
-    print(report(rows, baseline))
+            rows = [baseline]
+            for name, url, h in targets:
+                figures = wrk(name, url, h, args.seconds, args.connections)
+                rows.append(figures)
+                ratios[name].append(figures.rps / baseline.rps)
+                tails[name].append(figures.p99_ms / baseline.p99_ms)
+            print(f"round {round_} of {args.rounds}")
+            print(report(rows, baseline), flush=True)
+    print(f"\nmedians of {args.rounds} rounds (req/s vs base; p99 as a multiple of the bare p99)")
+    for name, _, _ in targets:
+        print(
+            f"{name:<48}{statistics.median(ratios[name]):>8.3f}{statistics.median(tails[name]):>8.2f}"
+            f"   rounds: {', '.join(f'{r:.3f}' for r in ratios[name])}"
+            f"; p99 x {', '.join(f'{t:.2f}' for t in tails[name])}"
+        )
 
 
 if __name__ == "__main__":

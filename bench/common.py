@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -27,6 +28,7 @@ class Server:
     base: str
     api_key: str
     profiles: dict[str, str]
+    pid: int = 0  # the `multibank serve` process (one worker: the server itself)
 
 
 def free_port() -> int:
@@ -77,10 +79,21 @@ def multibank_server(env: dict[str, str] | None = None) -> Iterator[Server]:
                     break
             base = f"http://127.0.0.1:{port}"
             wait_ready(f"{base}/readyz")
-            yield Server(base, key, profiles)
+            yield Server(base, key, profiles, proc.pid)
         finally:
             proc.terminate()
             proc.wait(timeout=20)
+
+
+@contextmanager
+def paused(pid: int) -> Iterator[None]:
+    """The process stopped meanwhile (SIGSTOP, then SIGCONT): a server idle between rows still
+    wakes for its own timers, which must not weigh on the baseline measured beside it."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 @contextmanager
@@ -187,12 +200,15 @@ def wrk(
 
 
 def report(rows: list[Figures], baseline: Figures) -> str:
+    """One line per row: its figures, its req/s as a share of the baseline's (`vs base`) and its
+    p99 as a multiple of the baseline's (`p99 x`)."""
     lines = [
-        f"{'target':<44}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'vs base':>10}{'non-2xx':>9}"
+        f"{'target':<44}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'vs base':>10}{'p99 x':>8}"
+        f"{'non-2xx':>9}"
     ]
     for f in rows:
         lines.append(
             f"{f.name:<44}{f.rps:>10.0f}{f.p50_ms:>10.2f}{f.p99_ms:>10.2f}"
-            f"{f.rps / baseline.rps:>10.3f}{f.non_2xx:>9}"
+            f"{f.rps / baseline.rps:>10.3f}{f.p99_ms / baseline.p99_ms:>8.2f}{f.non_2xx:>9}"
         )
     return "\n".join(lines)
