@@ -343,3 +343,28 @@ async def test_the_lean_body_is_starlettes(messages: list[dict[str, Any]]) -> No
     request = _request(messages)
     if isinstance(ours[0], bytes):  # what Starlette's body() and json() find afterwards
         assert await lean.read_body(request) == await request.body() == ours[0]
+
+
+async def test_a_query_string_sent_again_answers_as_the_first_time() -> None:
+    """Parsed query strings are kept by their bytes (`lean._query_params`): the same string
+    gives the same values every time, another string its own, a long one is parsed and not
+    kept, and only so many are kept."""
+    app = build(LeanRoute)
+    lean._QUERIES.clear()
+    first = await answer(app, "GET", "/items?limit=2&state.reason=x&state.reason=y", {})
+    other = await answer(app, "GET", "/items?limit=3&offset=1&name=n", {})
+    again = await answer(app, "GET", "/items?limit=2&state.reason=x&state.reason=y", {})
+    assert first == again != other
+    assert first[0] == other[0] == 200
+    assert b'"dotted":["x","y"]' in first[3] and b'"offset":1' in other[3]
+    assert set(lean._QUERIES) == {
+        b"limit=2&state.reason=x&state.reason=y",
+        b"limit=3&offset=1&name=n",
+    }
+    long = "&".join(["state.reason=x"] * 20)  # 299 bytes
+    reference = await answer(build(APIRoute), "GET", f"/items?{long}", {})
+    assert await answer(app, "GET", f"/items?{long}", {}) == reference
+    assert long.encode() not in lean._QUERIES
+    for n in range(lean._QUERIES_KEPT + 1):
+        await answer(app, "GET", f"/items?offset={n}", {})
+    assert 0 < len(lean._QUERIES) <= lean._QUERIES_KEPT
