@@ -174,8 +174,9 @@ _VIEW_PAGE = (
 _VIEW_COUNT = select(func.count()).select_from(_VIEW.subquery())
 # On PostgreSQL the page's rows are chosen by their row number, not by LIMIT and OFFSET. With
 # LIMIT $n OFFSET $m the planner costs its generic plan as if the offset skipped part of the
-# rows and the limit read more, so it never adopts it: each execution planned the statement
-# again, half of what a page cost the database (decision 0035). Numbered rows have one plan
+# rows and the limit read more: on tables never analysed (a sandbox, a small database) it never
+# adopted it, and each execution planned the statement again, half of what a page cost the
+# database (decision 0035). Numbered rows have one plan
 # for every page, and the number is taken in the ordered scan the window count needs anyway.
 _NUMBERED = _VIEW.add_columns(
     _TOTAL, func.row_number().over(order_by=_ACCOUNTS.c.id).label("n")
