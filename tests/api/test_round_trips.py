@@ -495,8 +495,9 @@ async def test_a_page_of_accounts_keeps_one_plan_on_postgresql(
             pages[offset, limit] = (total, [str(row.id) for row in rows])
         plan = repository._VIEW_PAGE_PREPARED.plan(session.bind.dialect)
         await session.execute(text(f"PREPARE page_under_test AS {plan.sql}"))
-        params = {"programme_id": owner[0], "identity_id": owner[1], "offset": 0, "limit": 10}
-        params["end"] = params["limit"]
+        # The first page of ten (`limit` is LIMIT's, `end` the numbered rows' last).
+        params = {"programme_id": owner[0], "identity_id": owner[1]}
+        params |= {"offset": 0, "limit": 10, "end": 10}
         arguments = ", ".join(str(params[name]) for name in plan.names)
         costs = {}
         for mode in ("force_custom_plan", "force_generic_plan"):

@@ -477,6 +477,7 @@ def _post_checked_first(
     if len(guarded) != 1:
         return False
     first, params = guarded[0]
+    guards = _guards(params)  # the leg's own: what is carried below guards no balance
     carried: list[Fold | Condition] = [*folds]
     if condition is not None:
         carried.insert(0, condition)
@@ -486,7 +487,6 @@ def _post_checked_first(
         if shared and any(params[name] != extra[name] for name in shared):
             return False
         params.update(extra)
-    guards = _guards(params)
     key = (guards, tuple(each.name for each in carried))
     statement = _CHECKED_APPLY.get(key)
     if statement is None:
