@@ -454,9 +454,7 @@ class DescribedApp(LeanApp):
             self.add_api_route(redoc_url, self._redoc, include_in_schema=False)
         if docs_url:
             # A base URL typed into a browser (`/multi/`) leads to its docs, not to a 404.
-            self.add_api_route(
-                "/", self._to_docs, methods=["GET", "HEAD"], include_in_schema=False
-            )
+            self.add_api_route("/", self._to_docs, methods=["GET", "HEAD"], include_in_schema=False)
             self._docs_url = docs_url
 
     async def _to_docs(self, request: Request) -> RedirectResponse:
