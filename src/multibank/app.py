@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -221,6 +221,13 @@ def create_app(
     async def redoc_root() -> RedirectResponse:
         return RedirectResponse("/multi/redoc", status_code=307)
 
+    # A base URL without its slash leads to its docs in one hop (with the slash, the base's own
+    # application answers: DescribedApp).
+    for base in (*BASES, "/simulate/api", "/portal/api"):
+        app.add_api_route(
+            base, _docs_redirect(base), methods=["GET", "HEAD"], include_in_schema=False
+        )
+
     @app.get("/portal", include_in_schema=False)
     async def portal_root() -> RedirectResponse:
         return RedirectResponse("/portal/", status_code=308)
@@ -239,6 +246,13 @@ def create_app(
     app.add_middleware(EdgeMiddleware, container=container)
     app.state.container = container
     return app
+
+
+def _docs_redirect(base: str) -> Callable[[], Awaitable[RedirectResponse]]:
+    async def to_docs() -> RedirectResponse:
+        return RedirectResponse(f"{base}/docs", status_code=307)
+
+    return to_docs
 
 
 def app_factory() -> FastAPI:

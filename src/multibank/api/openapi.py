@@ -32,7 +32,7 @@ from fastapi import FastAPI, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.middleware.asyncexitstack import AsyncExitStackMiddleware
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.telemetry import TelemetryConfig
 from starlette.middleware import Middleware
@@ -452,6 +452,13 @@ class DescribedApp(LeanApp):
             self.add_api_route(docs_url, self._swagger_ui, include_in_schema=False)
         if redoc_url:
             self.add_api_route(redoc_url, self._redoc, include_in_schema=False)
+        if docs_url:
+            # A base URL typed into a browser (`/multi/`) leads to its docs, not to a 404.
+            self.add_api_route("/", self._to_docs, methods=["GET", "HEAD"], include_in_schema=False)
+            self._docs_url = docs_url
+
+    async def _to_docs(self, request: Request) -> RedirectResponse:
+        return RedirectResponse(f"{request.scope.get('root_path', '')}{self._docs_url}", 307)
 
     def _urls(self, request: Request) -> tuple[str, str]:
         """The description's URL (under this application's mount) and the assets' (under the

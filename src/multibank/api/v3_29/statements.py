@@ -116,6 +116,19 @@ CSV_COLUMNS = (
 )
 
 
+# A spreadsheet reads a cell that starts with one of these as a formula (CWE-1236): a deposit's
+# sender name and reference come from outside the programme.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def cell(value: Any) -> str:
+    """A CSV cell: text that a spreadsheet would take for a formula gets a leading `'`;
+    numbers (negative amounts included) stay numbers."""
+    if isinstance(value, str):
+        return "'" + value if value.startswith(FORMULA_STARTS) else value
+    return str(value)
+
+
 def flatten(body: dict[str, Any], prefix: str = "") -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in body.items():
@@ -123,7 +136,7 @@ def flatten(body: dict[str, Any], prefix: str = "") -> dict[str, str]:
         if isinstance(value, dict):
             out.update(flatten(value, f"{name}."))
         else:
-            out[name] = str(value)
+            out[name] = cell(value)
     return out
 
 
