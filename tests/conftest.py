@@ -1,7 +1,8 @@
 """Test harness: one server (app + database) per test session, one fresh programme per test.
 
 `MULTIBANK_TEST_DB` picks the database: `sqlite` (a file in a temporary folder) or `postgres`
-(a database created on the server named by `MULTIBANK_TEST_POSTGRES_URL` and dropped at the end).
+(a database created on the server named by `MULTIBANK_TEST_POSTGRES_URL` and dropped at the end,
+its name beginning with `MULTIBANK_TEST_POSTGRES_PREFIX`, default `multibank`).
 Tests never share data: each asks the `programme` factory for a programme of its own.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -38,11 +40,24 @@ PG_ADMIN_URL = os.environ.get(
     "MULTIBANK_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 )
 ADMIN_TOKEN = "test-admin-token-" + "x" * 32
+# Letters, digits and underscores, short enough that a whole name stays within PostgreSQL's 63.
+PG_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,29}")
 BASES = ("/multi", "/3.29.1/multi", "/3.1.0/multi")
 
 
 def pytest_report_header() -> str:
     return f"multibank database: {DB_KIND}"
+
+
+def pg_database_name(label: str) -> str:
+    """A new name for a database the tests create on the shared server: the prefix (so a
+    server shared with others can tell, and clean up, the suite's), the label and a unique tail."""
+    prefix = os.environ.get("MULTIBANK_TEST_POSTGRES_PREFIX", "multibank")
+    if not PG_PREFIX.fullmatch(prefix):
+        raise pytest.UsageError(
+            f"MULTIBANK_TEST_POSTGRES_PREFIX must match {PG_PREFIX.pattern}, not {prefix!r}"
+        )
+    return f"{prefix}_{label}_{os.getpid()}_{secrets.token_hex(3)}"
 
 
 async def _pg_admin(sql: str) -> None:
@@ -63,7 +78,7 @@ async def empty_database(folder: Path, label: str) -> AsyncIterator[str]:
         return
     if DB_KIND != "postgres":
         raise pytest.UsageError(f"MULTIBANK_TEST_DB must be sqlite or postgres, not {DB_KIND!r}")
-    name = f"multibank_{label}_{os.getpid()}_{secrets.token_hex(3)}"
+    name = pg_database_name(label)
     await _pg_admin(f'CREATE DATABASE "{name}"')
     try:
         yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)

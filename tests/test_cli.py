@@ -15,6 +15,7 @@ import re
 import secrets
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+import typer
 from click.testing import Result
 from typer.testing import CliRunner
 
@@ -549,3 +551,239 @@ async def test_programme_create_with_a_webhook_url(cli_env, client, admin_header
     assert refused.exit_code == 1
     assert "WEBHOOK_URL_NOT_ALLOWED" in refused.output
     assert (await cli("programme", "show", name)).exit_code == 1  # nothing was created
+
+
+# Start-up refusals (issue 32): one line on stderr and exit 2, nothing created, never a traceback
+
+# Every command of the app with the arguments it needs; the first test keeps the list whole.
+EVERY_COMMAND = [
+    ("serve", "--port", "1"),
+    ("db", "upgrade"),
+    ("programme", "create", "--name", "refused"),
+    ("programme", "show", "default"),
+    ("programme", "list"),
+    ("programme", "movement-fee", "default", "--payment", "sends", "--currency", "EUR",
+     "--amount", "1"),
+    ("ledger", "verify"),
+    ("webhooks", "listen", "--port", "0"),
+    ("webhooks", "deliver"),
+    ("sandbox", "seed"),
+]  # fmt: skip
+# Those that work on a database `serve` or `db upgrade` made, and never make one themselves.
+ON_A_MADE_DATABASE = [args for args in EVERY_COMMAND if args[0] not in ("serve", "db")]
+
+
+def test_every_command_is_listed_here() -> None:
+    def leaves(path: tuple[str, ...], command: Any) -> list[tuple[str, ...]]:
+        subs = getattr(command, "commands", None)
+        if subs is None:
+            return [path]
+        return [leaf for name, sub in subs.items() for leaf in leaves((*path, name), sub)]
+
+    commands = set(leaves((), typer.main.get_command(cli_app)))
+    listed = [next(args[:n] for n in (1, 2) if args[:n] in commands) for args in EVERY_COMMAND]
+    assert sorted(listed) == sorted(commands)
+
+
+def one_line(err: str) -> str:
+    """The only line of `err`, which holds no traceback."""
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+async def multibank(
+    *args: str, settings: dict[str, str] | None = None, cwd: Path | None = None
+) -> tuple[int, str, str, float]:
+    """Runs `multibank ARGS` in a process of its own with only the `MULTIBANK_*` `settings`
+    given; answers its exit code, stdout, stderr and how many seconds it took."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MULTIBANK_")}
+    # Bytecode kept outside the tree, so each start does not compile every library again.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.setdefault("PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / "multibank-pycache"))
+    env.update(settings or {})
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        str(MULTIBANK),
+        *args,
+        env=env,
+        cwd=cwd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 90)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode(), time.monotonic() - started
+
+
+async def test_sandbox_seed_in_another_folder_refuses_as_programme_list_does(tmp_path):
+    """No MULTIBANK_DATABASE_URL: `multibank.db` in the folder it runs in, which has none."""
+    said = []
+    for args in (("programme", "list"), ("sandbox", "seed")):
+        code, out, err, _ = await multibank(*args, cwd=tmp_path)
+        assert (code, out) == (2, ""), (args, code, out, err)
+        said.append(one_line(err))
+    assert (
+        said[1]
+        == said[0]
+        == ("no database at multibank.db: run `multibank db upgrade` (or `multibank serve`)")
+    )
+    assert list(tmp_path.iterdir()) == []  # no new database, key or admin token
+
+
+@pytest.mark.parametrize("args", ON_A_MADE_DATABASE, ids=" ".join)
+async def test_commands_on_an_empty_database_refuse_and_create_nothing(
+    fresh_database_url, monkeypatch, args
+):
+    """SQLite: no file yet; PostgreSQL: a database with no tables."""
+    with cli_database(monkeypatch, fresh_database_url):
+        result = await cli(*args)
+        assert result.exit_code == 2, (result.output, result.exception)
+        assert result.stdout == ""
+        line = one_line(result.stderr)
+        assert line.endswith(("run `multibank db upgrade`", "(or `multibank serve`)")), line
+        # Still nothing there: the next command says the same.
+        again = await cli("programme", "list")
+        assert (again.exit_code, again.stderr) == (2, result.stderr)
+
+
+async def test_ledger_verify_of_an_unknown_programme_exits_2_not_1(cli_env):
+    """1 means a broken ledger: a monitor must not page anyone for a mistyped name."""
+    name = unique_name()
+    result = await cli("ledger", "verify", "--programme", name)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert name in one_line(result.stderr) and "not found" in result.stderr
+    assert ok(await cli("ledger", "verify")).endswith("ledger verify: ok\n")
+
+
+UNSUPPORTED_URLS = ["mysql://root@127.0.0.1/multibank", "mysql+pymysql://u:p@h/db", "oracle://h/x"]
+
+
+@pytest.mark.parametrize("url", UNSUPPORTED_URLS, ids=["mysql", "mysql+pymysql", "oracle"])
+@pytest.mark.parametrize("args", EVERY_COMMAND, ids=" ".join)
+async def test_an_unsupported_database_url_is_one_line(monkeypatch, args, url):
+    with cli_database(monkeypatch, url):
+        result = await cli(*args)
+    assert result.exit_code == 2, (result.output, result.exception)
+    line = one_line(result.stderr)
+    assert line.startswith("invalid settings: MULTIBANK_DATABASE_URL: "), line
+    assert "PostgreSQL" in line and "SQLite" in line
+    assert ":p@" not in line
+
+
+@pytest.mark.parametrize(
+    ("keys", "says"),
+    [
+        ("k1:tooshort", "the secret of key 'k1' has 8 characters; at least 32 are needed"),
+        ("justasecretwithoutanykeyidinfront", "pair 1 is not kid:secret"),
+        (f"k1:{'s' * 40},k2:", "the secret of key 'k2' has 0 characters"),
+    ],
+    ids=["short", "no-kid", "empty-second"],
+)
+@pytest.mark.parametrize("args", EVERY_COMMAND, ids=" ".join)
+async def test_wrong_jwt_keys_are_one_line(monkeypatch, tmp_path, args, keys, says):
+    with cli_database(monkeypatch, f"sqlite+aiosqlite:///{tmp_path / 'keys.db'}"):
+        monkeypatch.setenv("MULTIBANK_JWT_KEYS", keys)
+        result = await cli(*args)
+    assert result.exit_code == 2, (result.output, result.exception)
+    line = one_line(result.stderr)
+    assert line.startswith(f"invalid settings: MULTIBANK_JWT_KEYS: {says}"), line
+    assert "tooshort" not in line and "justasecret" not in line  # never a secret
+    assert not (tmp_path / "keys.db").exists()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"MULTIBANK_DATABASE_URL": UNSUPPORTED_URLS[0]},
+        {"MULTIBANK_JWT_KEYS": "k1:tooshort"},
+        {"MULTIBANK_MODE": "live"},
+    ],
+    ids=["mysql", "short-jwt-secret", "live-without-secrets"],
+)
+async def test_serve_with_wrong_settings_is_one_line(tmp_path, settings):
+    """The process as an operator starts it: stderr holds the one line, and no traceback."""
+    database = tmp_path / "serve.db"
+    code, out, err, _ = await multibank(
+        "serve",
+        "--port",
+        str(_free_port()),
+        settings={"MULTIBANK_DATABASE_URL": f"sqlite+aiosqlite:///{database}", **settings},
+    )
+    assert (code, out) == (2, ""), (code, out, err)
+    line = one_line(err)
+    assert line.startswith("invalid settings: ") and "MULTIBANK_" in line, line
+    assert not database.exists()
+
+
+async def test_serve_on_a_taken_port_says_so_before_anything(tmp_path):
+    database = tmp_path / "serve.db"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out, err, _ = await multibank(
+            "serve",
+            "--port",
+            str(port),
+            settings={"MULTIBANK_DATABASE_URL": f"sqlite+aiosqlite:///{database}"},
+        )
+    assert (code, out) == (2, ""), (code, out, err)  # no "serving on"
+    line = one_line(err)
+    assert line.startswith(f"cannot listen on 127.0.0.1:{port}: Address already in use"), line
+    assert "--port" in line
+    assert not database.exists()  # said before the database was touched
+
+
+async def test_serve_does_not_wait_for_a_sqlite_file_it_cannot_open(tmp_path):
+    """Only a database server can come up later: a SQLite path is refused at once."""
+    code, out, err, took = await multibank(
+        "serve",
+        "--port",
+        str(_free_port()),
+        settings={
+            "MULTIBANK_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'no' / 'such.db'}",
+            "MULTIBANK_DATABASE_STARTUP_TIMEOUT_SECONDS": "60",
+        },
+    )
+    assert (code, out) == (2, ""), (code, out, err)
+    assert one_line(err).endswith(": unable to open database file")  # no "waiting up to 60 s"
+    assert took < 30
+
+
+@pytest.mark.skipif(DB_KIND != "postgres", reason="a PostgreSQL server that answers")
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"database": "multibank_no_such_database"}, "does not exist"),
+        ({"username": "multibank_no_such_role"}, 'role "multibank_no_such_role"'),
+    ],
+    ids=["missing-database", "refused-login"],
+)
+async def test_serve_says_at_once_what_postgresql_refused(change, says):
+    """The server answers, so there is nothing to wait for: one line, within seconds."""
+    from sqlalchemy.engine import make_url
+
+    from tests.conftest import PG_ADMIN_URL
+
+    url = make_url(PG_ADMIN_URL).set(**change).render_as_string(hide_password=False)
+    code, out, err, took = await multibank(
+        "serve",
+        "--port",
+        str(_free_port()),
+        settings={
+            "MULTIBANK_DATABASE_URL": url,
+            "MULTIBANK_DATABASE_STARTUP_TIMEOUT_SECONDS": "60",
+        },
+    )
+    assert (code, out) == (2, ""), (code, out, err)
+    line = one_line(err)  # no "waiting up to 60 s for the database" first
+    assert line.startswith("cannot use the database at postgresql") and says in line, line
+    assert took < 30

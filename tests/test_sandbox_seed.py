@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -31,13 +31,15 @@ CHEAP_HASHES = {"argon2_memory_kib": 1024, "argon2_time_cost": 1}
 
 
 @pytest.fixture
-def seed_db(fresh_database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The CLI works on an empty database of this test's own."""
+async def seed_db(fresh_database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    """The CLI works on a database of this test's own, migrated (as `db upgrade` leaves it: no
+    programme, no admin token). Seeding never makes a database (test_cli.py)."""
     monkeypatch.setenv("MULTIBANK_DATABASE_URL", fresh_database_url)
     for name, value in CHEAP_HASHES.items():
         monkeypatch.setenv(f"MULTIBANK_{name.upper()}", str(value))
     get_settings.cache_clear()
     try:
+        ok(await cli("db", "upgrade"))
         yield fresh_database_url
     finally:
         get_settings.cache_clear()
@@ -143,7 +145,7 @@ def text_fields(out: str, kind: str) -> dict[str, str]:
 
 
 async def test_seed_json_on_a_new_database(seed_db):
-    """On an empty database: the schema, the `default` programme, then the two identities."""
+    """On a database with no programme: the `default` programme, then the two identities."""
     result = await cli("sandbox", "seed", "--json")
     out = ok(result)
     assert out.count("\n") == 1, out

@@ -4,9 +4,11 @@ calls the same services as the operator API, so the two never disagree."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -105,21 +107,45 @@ PROGRAMME_JSON_HELP = (
 )
 
 
+# Exit codes: 0 done; 1 the operation was refused (a name not found, a rule broken) or, for
+# `ledger verify`, the ledger is broken; 2 the command cannot start (settings, database, port) or
+# was asked for something that does not exist where 1 already means something else.
+CANNOT_START = 2
+
+
+def _settings() -> Settings:
+    """The settings, or one line saying which are wrong (and never their values: secrets)."""
+    try:
+        return get_settings()
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_url=False, include_input=False):
+            cause = error.get("ctx", {}).get("error")
+            said = str(cause) if isinstance(cause, ValueError) else error["msg"]
+            names = "_".join(str(part).upper() for part in error["loc"])
+            problems.append(f"MULTIBANK_{names}: {said}" if names else said)
+        _fail(f"invalid settings: {'; '.join(problems)}", CANNOT_START)
+
+
 def _run(
     work: Callable[[Database], Awaitable[T]],
     settings: Settings | None = None,
     creates: bool = False,
 ) -> T:
     """Runs `work` on the configured database. Unless the command `creates` the schema (`db
-    upgrade`, `programme create`), a missing, unreachable or unmigrated database is said in one
-    line and exits 2, and nothing is created (a SQLite path is not even touched)."""
-    settings = settings or get_settings()
+    upgrade`, `serve`), a missing, unreachable or unmigrated database is said in one line and
+    exits 2, and nothing is created (a SQLite path is not even touched): run from another
+    folder, a command must not quietly start a second database beside the server's."""
+    settings = settings or _settings()
     url = make_url(settings.database_url)
     where = url.render_as_string(hide_password=True)
     if not creates and url.get_backend_name() == "sqlite":
         path = url.database or ""
         if path and path != ":memory:" and not Path(path).exists():
-            _fail(f"no database at {path}: run `multibank db upgrade` (or `multibank serve`)", 2)
+            _fail(
+                f"no database at {path}: run `multibank db upgrade` (or `multibank serve`)",
+                CANNOT_START,
+            )
 
     async def main() -> T:
         db = Database(settings.database_url, settings.database_echo)
@@ -127,10 +153,14 @@ def _run(
             if not creates:
                 revision = await current_revision(db)
                 if revision is None:
-                    _fail(f"the database at {where} is not migrated: run `multibank db upgrade`", 2)
+                    _fail(
+                        f"the database at {where} is not migrated: run `multibank db upgrade`",
+                        CANNOT_START,
+                    )
                 elif revision != head_revision():
                     _fail(
-                        f"the database at {where} is at {revision}: run `multibank db upgrade`", 2
+                        f"the database at {where} is at {revision}: run `multibank db upgrade`",
+                        CANNOT_START,
                     )
             return await work(db)
         finally:
@@ -140,7 +170,7 @@ def _run(
         return asyncio.run(main())
     except (OSError, SQLAlchemyError) as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
-        _fail(f"cannot use the database at {where}: {reason}", 2)
+        _fail(f"cannot use the database at {where}: {reason}", CANNOT_START)
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -169,9 +199,26 @@ async def ensure_default_programme(db: Database) -> tuple[ProgrammeDescription, 
             return await service.describe(session, existing), False
 
 
+# SQLSTATEs of a PostgreSQL server that cannot take a connection now but may soon: starting
+# up, shutting down or in recovery (57P03), every connection slot taken (53300), and class 08,
+# the connection failing on the way. Any other answer (3D000 no such database, 28P01 wrong
+# password, 28000 no such role...) will be the same in a minute.
+_NOT_YET = ("57P03", "53300", "08")
+
+
+def _worth_waiting(exc: BaseException) -> bool:
+    """Whether the database may answer later: its server is unreachable (refused, no route, a
+    name not resolved yet: an OSError) or says it cannot take a connection now."""
+    if isinstance(exc, OSError):
+        return True
+    sqlstate = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    return isinstance(sqlstate, str) and sqlstate.startswith(_NOT_YET)
+
+
 async def _reachable(db: Database, within: float) -> None:
-    """Waits up to `within` seconds for the database to answer (it may be starting with us),
-    saying so once; then the last error stands."""
+    """Waits up to `within` seconds for a PostgreSQL server that cannot be reached yet (it may be
+    starting with us), saying so once; then, or at once for any other error, the error stands.
+    SQLite has no server to wait for."""
     deadline = time.monotonic() + within
     said = False
     while True:
@@ -180,7 +227,7 @@ async def _reachable(db: Database, within: float) -> None:
                 await conn.execute(text("SELECT 1"))
             return
         except (OSError, SQLAlchemyError) as exc:
-            if time.monotonic() >= deadline:
+            if db.is_sqlite or not _worth_waiting(exc) or time.monotonic() >= deadline:
                 raise
             if not said:
                 reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
@@ -189,12 +236,39 @@ async def _reachable(db: Database, within: float) -> None:
             await asyncio.sleep(1)
 
 
+def _can_listen(host: str, port: int) -> None:
+    """Says in one line, and exits 2, when `serve` cannot listen on `host`:`port` (taken, or no
+    such interface). Binds each address the way uvicorn will (SO_REUSEADDR), then lets go:
+    uvicorn binds again when it starts, so another process could still take the port in
+    between; `serve` checks before it touches the database and again before it prints where
+    it serves, which leaves that gap at the second or so uvicorn takes to start (decision
+    0040)."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        found = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+        for family, kind, proto, _, address in found:
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:  # as asyncio's create_server binds it
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                probe.bind(address)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.EADDRINUSE:
+            reason += " (another process listens there: stop it, or choose another --port)"
+        _fail(f"cannot listen on {where}: {reason}", CANNOT_START)
+
+
 @app.command()
 def serve(
     host: Annotated[
         str, typer.Option(metavar="HOST", help="Interface (address) to listen on.")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(metavar="PORT", help="TCP port to listen on.")] = 8000,
+    port: Annotated[
+        int, typer.Option(min=1, max=65535, metavar="PORT", help="TCP port to listen on.")
+    ] = 8000,
     workers: Annotated[
         int, typer.Option(min=1, metavar="N", help="Worker processes serving requests.")
     ] = 1,
@@ -205,7 +279,8 @@ def serve(
     programme's id, API key and profiles."""
     from multibank.app import build_container, startup
 
-    settings = get_settings()
+    settings = _settings()
+    _can_listen(host, port)
 
     async def prepare(db: Database) -> tuple[ProgrammeDescription, bool, str | None]:
         await _reachable(db, settings.database_startup_timeout_seconds)
@@ -224,6 +299,7 @@ def serve(
         return description, created, container.admin_token if generated else None
 
     description, created, admin_token = _run(prepare, settings, creates=True)
+    _can_listen(host, port)  # again: the database may have taken a minute to answer
     base = f"http://{host}:{port}"
     lines = [
         f"multibank serving on {base} ({'SQLite' if settings.is_sqlite else 'PostgreSQL'})",
@@ -343,20 +419,19 @@ def programme_create(
         return
 
     async def work(db: Database) -> ProgrammeDescription:
-        await upgrade(db)
         nodes = NodeKeeper(db, Clock())
         await nodes.start(renew_in_background=False)
         try:
             async with db.transaction() as session:
                 programme, key = await service.create_programme(
-                    session, Clock(), data, get_settings().webhooks_allow_private
+                    session, Clock(), data, _settings().webhooks_allow_private
                 )
                 return await service.describe(session, programme, api_key=key)
         finally:
             await nodes.stop()
 
     try:
-        description = _run(work, creates=True)
+        description = _run(work)
     except Conflict as exc:
         reason = f"{exc.error_code} ({exc.message})" if exc.message else exc.error_code
         _fail(f"cannot create programme {name!r}: {reason}")
@@ -471,7 +546,7 @@ def ledger_verify(
     """Check that the ledger adds up; exits 1 on any violation.
 
     Every currency of every programme sums to zero, and every account's balance equals the sum
-    of its postings."""
+    of its postings. Exits 2 when it cannot check (no such programme, no database)."""
     from multibank.ledger.verify import one_snapshot, verify
 
     async def work(db: Database) -> list[str]:
@@ -485,7 +560,7 @@ def ledger_verify(
     try:
         problems = _run(work)
     except NotFound as exc:
-        _fail(exc.message)
+        _fail(exc.message, CANNOT_START)  # 1 says the ledger is broken
         return
     for line in problems:
         typer.echo(line, err=True)
@@ -541,7 +616,7 @@ def webhooks_deliver() -> None:
     events never takes their CPU. Any number may run at once; Ctrl-C stops it."""
     from multibank.webhooks.delivery import WebhookWorker
 
-    settings = get_settings()
+    settings = _settings()
 
     async def work(db: Database) -> None:
         stop = asyncio.Event()
@@ -588,10 +663,9 @@ def sandbox_seed(
     database."""
     from multibank.sandbox_seed import CURRENCY, DEPOSIT, Seeded, SeedError, seed
 
-    settings = get_settings()
+    settings = _settings()
 
     async def work(db: Database) -> tuple[Seeded, str | None]:
-        await upgrade(db)
         nodes = NodeKeeper(db, Clock())
         await nodes.start(renew_in_background=False)
         try:
@@ -608,7 +682,7 @@ def sandbox_seed(
         return await seed(settings, programme, description)
 
     try:
-        seeded, admin_token = _run(work, settings, creates=True)
+        seeded, admin_token = _run(work, settings)
     except NotFound as exc:
         _fail(exc.message)
         return

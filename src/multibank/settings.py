@@ -6,8 +6,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from multibank.kernel.db import check_url
+from multibank.kernel.tokens import TokenKeyring
 
 
 class Settings(BaseSettings):
@@ -91,6 +94,20 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
     log_json: bool = True
+
+    # Checked here, so every command refuses a wrong value in one line before doing anything.
+    @field_validator("database_url")
+    @classmethod
+    def _a_supported_database(cls, url: str) -> str:
+        check_url(url)
+        return url
+
+    @field_validator("jwt_keys")
+    @classmethod
+    def _jwt_keys_parse(cls, spec: str | None) -> str | None:
+        if spec:
+            TokenKeyring.parse(spec)
+        return spec
 
     @model_validator(mode="after")
     def _live_needs_secrets(self) -> Settings:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -81,12 +82,15 @@ async def test_serve_waits_a_bounded_time_for_the_database(tmp_path: Path) -> No
         MULTIBANK_DATABASE_STARTUP_TIMEOUT_SECONDS="2",
     )
     multibank = Path(sys.executable).with_name("multibank")
+    with socket.socket() as s:  # a port `serve` can listen on (it checks before it waits)
+        s.bind(("127.0.0.1", 0))
+        free_port = s.getsockname()[1]
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         str(multibank),
         "serve",
         "--port",
-        "1",
+        str(free_port),
         env=env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

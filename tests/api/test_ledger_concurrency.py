@@ -45,7 +45,7 @@ from tests.api.fees_support import (
     ledger_ok,
     revenue,
 )
-from tests.conftest import ADMIN_TOKEN, DB_KIND, PG_ADMIN_URL, Prog, _pg_admin
+from tests.conftest import ADMIN_TOKEN, DB_KIND, PG_ADMIN_URL, Prog, _pg_admin, pg_database_name
 from tests.factories import Identity, deposit, login, open_account, verified
 
 MULTIBANK = Path(sys.executable).with_name("multibank")
@@ -233,7 +233,7 @@ async def fresh_database(tmp_path: Path) -> AsyncIterator[str]:
     else:
         from sqlalchemy.engine import make_url
 
-        name = f"multibank_procs_{os.getpid()}_{os.urandom(3).hex()}"
+        name = pg_database_name("procs")
         await _pg_admin(f'CREATE DATABASE "{name}"')
         url = make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
     try:

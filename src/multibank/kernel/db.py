@@ -59,6 +59,32 @@ class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {int: BigInteger}
 
 
+# The drivers a URL may name: `normalise_url` turns each into asyncpg or aiosqlite, the two the
+# server runs on (and its migrations, SQL and tests are written for).
+SUPPORTED_DRIVERS = frozenset(
+    {
+        "postgresql",
+        "postgres",
+        "postgresql+asyncpg",
+        "postgresql+psycopg2",
+        "sqlite",
+        "sqlite+aiosqlite",
+    }
+)
+
+
+def check_url(url: str) -> None:
+    """Raises ValueError, in one line naming what is supported, unless `url` is a database URL
+    of PostgreSQL or SQLite (`Settings` checks MULTIBANK_DATABASE_URL with it)."""
+    supported = "PostgreSQL (postgresql://USER@HOST:PORT/NAME) or SQLite (sqlite:///PATH)"
+    try:
+        u = make_url(url)
+    except (exc.ArgumentError, ValueError):
+        raise ValueError(f"not a database URL; multibank runs on {supported}") from None
+    if u.drivername not in SUPPORTED_DRIVERS:
+        raise ValueError(f"{u.drivername!r} is not supported; multibank runs on {supported}")
+
+
 def normalise_url(url: str) -> str:
     """Accept plain `postgresql://` and `sqlite:///` URLs and pick the async drivers."""
     u = make_url(url)

@@ -25,6 +25,8 @@ from multibank.kernel.ids import new_id
 
 ISSUER = "multibank"
 VERIFIED_TOKENS_KEPT = 50_000
+# An HS256 secret shorter than its 256-bit hash is guessable sooner (RFC 7518, 3.2).
+MIN_SECRET_CHARS = 32
 
 
 class AuthSession(Base):
@@ -89,11 +91,18 @@ class TokenKeyring:
 
     @classmethod
     def parse(cls, spec: str) -> TokenKeyring:
+        """Reads "kid:secret,kid2:secret2". A refusal says which pair is wrong in one line that
+        never shows a secret (`Settings` checks MULTIBANK_JWT_KEYS with it)."""
         pairs = []
-        for part in spec.split(","):
-            kid, _, secret = part.strip().partition(":")
-            if not kid or len(secret) < 32:
-                raise ValueError("MULTIBANK_JWT_KEYS wants kid:secret pairs, secrets of 32+ chars")
+        for n, part in enumerate(spec.split(","), 1):
+            kid, colon, secret = part.strip().partition(":")
+            if not kid or not colon:
+                raise ValueError(f"pair {n} is not kid:secret (kid:secret,kid2:secret2...)")
+            if len(secret) < MIN_SECRET_CHARS:
+                raise ValueError(
+                    f"the secret of key {kid!r} has {len(secret)} characters; "
+                    f"at least {MIN_SECRET_CHARS} are needed"
+                )
             pairs.append((kid, secret))
         return cls(tuple(pairs))
 
