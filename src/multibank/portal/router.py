@@ -210,7 +210,8 @@ async def update_profile(
     body: ProfileUpdate, profile_id: IdPath, programme: ProgrammePath, db: Db
 ) -> ProfileRead:
     """Changes the fields sent; `fees` changes the fee of each currency it names;
-    `returnFeeRefunded` (outgoing wire transfer profiles) gives a returned transfer's fee back."""
+    `returnFeeRefunded` (outgoing wire transfer profiles) gives a returned transfer's fee back.
+    A programme's currencies are its profiles': a currency no profile had yet becomes one."""
     return await service.update_profile(db, programme, _int_id(profile_id, "Profile"), body)
 
 
