@@ -238,6 +238,9 @@ async def test_the_sign_in_form_needs_its_csrf_token(app):
         cookie = form.headers["set-cookie"].lower()
         assert "mb_portal_login=" in cookie and "httponly" in cookie and "samesite=strict" in cookie
         # Posted from elsewhere: no token, a wrong one, or the token without its cookie.
+        for forged in ("forged", "\u00e9t\u00e9"):
+            r = await c.post("/portal/login", data={"token": ADMIN_TOKEN, "csrf": forged})
+            assert r.status_code == 403 and "CSRF" in r.text
         for data in ({"token": ADMIN_TOKEN}, {"token": ADMIN_TOKEN, "csrf": "forged"}):
             r = await c.post("/portal/login", data=data)
             assert r.status_code == 403 and "CSRF" in r.text
@@ -258,8 +261,11 @@ async def test_no_url_makes_the_portal_say_anything(app, browser, client):
     r = await client.get("/portal/login", params={"flash": "signed-out"})
     assert flash_of(r.text) == "Signed out."
     # A flash cookie not made by this server for this session is not shown either.
-    browser.cookies.set("mb_portal_flash", "eyJ0ZXh0IjogIkhlbGxvIn0.forged", path="/portal")
-    assert 'class="flash' not in await page(browser, "/portal/")
+    session = f"mb_portal={browser.cookies['mb_portal']}"
+    for forged in (b"eyJ0ZXh0IjogIkhlbGxvIn0.forged", b"eyJ0ZXh0IjogIkhlbGxvIn0.\xe9"):
+        cookie = session.encode() + b"; mb_portal_flash=" + forged
+        r = await browser.get("/portal/", headers={"cookie": cookie})
+        assert r.status_code == 200 and 'class="flash' not in r.text
 
 
 # 6. The portal takes the API's rules ------------------------------------------------------------

@@ -229,7 +229,9 @@ async def allocate_pending_iban(ctx: Ctx, account: ManagedAccount) -> None:
     instead of after the programme's delay. An account whose owner never asked, or that has its
     IBAN already, is refused: IBAN_NOT_PENDING."""
     if account.iban_state != "PENDING_ALLOCATION":
-        raise Conflict("IBAN_NOT_PENDING")
+        raise Conflict(
+            "IBAN_NOT_PENDING", "the account's owner has not asked for an IBAN, or it has one"
+        )
     await allocate_iban(ctx, account)
 
 

@@ -203,7 +203,8 @@ def done(request: Request, signed: sessions.Signed, url: str, flash: Flash) -> R
 
 def _taken_flash(request: Request, signed: sessions.Signed) -> Flash | None:
     payload, _, mac = request.cookies.get(FLASH_COOKIE, "").partition(".")
-    if not payload or not hmac.compare_digest(mac, _flash_mac(request, signed, payload)):
+    expected = _flash_mac(request, signed, payload)
+    if not payload or not hmac.compare_digest(mac.encode(), expected.encode()):
         return None
     try:
         data = json.loads(base64.urlsafe_b64decode(payload))
@@ -344,7 +345,8 @@ async def login(request: Request) -> Response:
     form = await request.form()
     token, given_csrf = str(form.get("token") or "")[:500], str(form.get("csrf") or "")
     expected_csrf = request.cookies.get(LOGIN_COOKIE, "")
-    if not expected_csrf or not hmac.compare_digest(given_csrf, expected_csrf):
+    # (Compared as bytes: a str holding anything but ASCII makes compare_digest raise.)
+    if not expected_csrf or not hmac.compare_digest(given_csrf.encode(), expected_csrf.encode()):
         text = "The sign-in form's CSRF token is missing or wrong: reload the page and sign in."
         return _login_page(request, 403, text)
     container = container_of(request)
