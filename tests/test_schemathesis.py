@@ -40,7 +40,7 @@ SECONDS_PER_DESCRIPTION = 40
 # that what is checked is the description, not the throttle (tests/api/test_ratelimits.py).
 UNLIMITED = {
     f"MULTIBANK_RATE_LIMIT_{name}": "1000000/minute"
-    for name in ("LOGIN", "CODE_SEND", "CODE_VERIFY", "IP", "API_KEY")
+    for name in ("LOGIN", "CODE_SEND", "CODE_VERIFY", "IP", "API_KEY", "ADMIN_AUTH")
 }
 
 pytestmark = pytest.mark.skipif(DB_KIND != "sqlite", reason="serves its own SQLite file")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -33,6 +32,7 @@ from multibank.kyc.page import router as kyc_pages
 from multibank.landing import router as landing_page
 from multibank.observability import configure_logging, render_metrics
 from multibank.payments.steps import PaymentWorker
+from multibank.portal.guard import admin_authenticated
 from multibank.portal.router import build_portal
 from multibank.portal.web import router as portal_pages
 from multibank.settings import Settings, get_settings
@@ -190,13 +190,11 @@ def create_app(
     @app.get("/metrics", include_in_schema=False)
     async def metrics(request: Request) -> Response:
         """Prometheus metrics, for the operator only: `Authorization: Bearer <admin token>`
-        (routes, statuses and volumes say much about a deployment)."""
+        (routes, statuses and volumes say much about a deployment); wrong tokens are limited
+        per client address as on the operator API (portal/guard.py)."""
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        expected = container.admin_token or ""
-        if (
-            scheme.lower() != "bearer"
-            or not expected
-            or not secrets.compare_digest(given.strip().encode(), expected.encode())
+        if scheme.lower() != "bearer" or not await admin_authenticated(
+            container, request, given.strip()
         ):
             return Response(status_code=401, headers={"www-authenticate": "Bearer"})
         body, content_type = render_metrics()

@@ -723,4 +723,13 @@ def sandbox_seed(
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except ValidationError as exc:
+        if exc.title != "Settings":
+            raise
+        # A setting the server refuses (live mode's secrets among them) is one line, not a
+        # traceback: the operator has one thing to fix.
+        said = "; ".join(str(e.get("ctx", {}).get("error") or e["msg"]) for e in exc.errors())
+        typer.echo(f"multibank: invalid settings: {said}", err=True)
+        sys.exit(2)

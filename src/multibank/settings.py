@@ -12,6 +12,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from multibank.kernel.db import check_url
 from multibank.kernel.tokens import TokenKeyring
 
+# A live admin token is guessed only by brute force: at least 32 characters (decision 0038).
+ADMIN_TOKEN_MIN_LIVE = 32
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MULTIBANK_", extra="ignore")
@@ -62,6 +65,9 @@ class Settings(BaseSettings):
     # Take the client IP from the last X-Forwarded-For entry (the one our own proxy added).
     # Only behind a proxy that sets it: otherwise any client could pick its own IP.
     trust_forwarded_for: bool = False
+    # Wrong admin tokens (operator API, portal sign-in, /metrics) each client address may send
+    # before every admin authentication from it answers 429 (decision 0038).
+    rate_limit_admin_auth: str = "10/minute;100/hour"
 
     # Delivery of live messages (D1, docs/decisions/0008). E-mail goes through SMTP when
     # smtp_host is set, else to the log; SMS always goes to the log.
@@ -116,6 +122,11 @@ class Settings(BaseSettings):
             if missing:
                 names = ", ".join(f"MULTIBANK_{n.upper()}" for n in missing)
                 raise ValueError(f"live mode refuses to start without {names}")
+            if len(self.admin_token or "") < ADMIN_TOKEN_MIN_LIVE:
+                raise ValueError(
+                    f"live mode refuses an admin token shorter than {ADMIN_TOKEN_MIN_LIVE} "
+                    "characters (MULTIBANK_ADMIN_TOKEN)"
+                )
         return self
 
     @model_validator(mode="after")

@@ -2,9 +2,11 @@
 (`/usr/bin/chromium`, installed by scripts/browser.sh) against a real `multibank serve`.
 
 One operator's journey: sign in, create a programme and an API key, find a customer, approve its
-KYC, deposit, open its statement, read the sandbox inbox, sign out; then every page refuses the
-signed-out visitor, and a form posted without its CSRF token is refused. The test fails, never
-skips, when the browser cannot start.
+KYC, deposit, open its statement, read the sandbox inbox, revoke a key (after the confirmation
+page), sign out; then every page refuses the signed-out visitor, and a form posted without its
+CSRF token is refused. Every page renders under the portal's Content-Security-Policy with no
+violation reported on the console, and reloading after a create repeats nothing. The test fails,
+never skips, when the browser cannot start.
 """
 
 from __future__ import annotations
@@ -46,7 +48,11 @@ async def test_an_operator_journey_in_chromium(tmp_path: Path) -> None:
                 )
                 try:
                     page = await browser.new_page(viewport={"width": 390, "height": 844})
+                    console: list[str] = []
+                    page.on("console", lambda m: console.append(m.text))
                     await journey(page, base, tmp_path)
+                    violations = [m for m in console if "Content Security Policy" in m]
+                    assert not violations, violations
                 finally:
                     await browser.close()
         finally:
@@ -74,7 +80,18 @@ async def journey(page: Page, base: str, tmp_path: Path) -> None:
     await page.fill("input[name=label]", "second key")
     await page.click("text=Create API key")
     await page.wait_for_selector("#new-key")
-    assert (await page.text_content("#new-key") or "").startswith("mb_sbx_")
+    second = await page.text_content("#new-key") or ""
+    assert second.startswith("mb_sbx_")
+    assert page.url == home  # redirected: a reload is a GET
+    await page.reload()
+    assert await page.query_selector("#new-key") is None  # shown once
+    assert (await page.content()).count("second key") == 1  # and made once
+    # Revoking asks first, on a page of its own.
+    await page.click("tr:has-text('second key') >> text=Revoke")
+    await page.wait_for_selector("#confirm-text")
+    await page.click("button:has-text('Revoke the key')")
+    await page.wait_for_selector(".flash:has-text('API key revoked.')")
+    assert page.url == home
 
     # A customer signs up through the public API with the programme's key.
     async with httpx.AsyncClient(base_url=base, timeout=30) as http:
@@ -85,6 +102,13 @@ async def journey(page: Page, base: str, tmp_path: Path) -> None:
             )
         ).json()
         p = Prog(pid.group(1), key, summary["profiles"], summary["feeTypes"])
+        # IBANs wait for the portal's button, not for the programme's delay.
+        r = await http.patch(
+            f"/portal/api/programmes/{pid.group(1)}/settings",
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            json={"ibanAllocationDelaySeconds": 86400},
+        )
+        assert r.status_code == 200, r.text
         ident = await sign_up(http, p, "consumers")
 
     # Find it, approve its KYC, give it an account with money, read the statement.
@@ -104,6 +128,9 @@ async def journey(page: Page, base: str, tmp_path: Path) -> None:
                 "currency": "EUR",
             },
         )
+        assert r.status_code == 200, r.text
+        # The owner asks for its IBAN; the portal finishes the allocation early.
+        r = await http.post(f"/multi/managed_accounts/{r.json()['id']}/iban", headers=ident.headers)
         assert r.status_code == 200, r.text
     await page.reload()
     await page.click("text=Allocate IBAN")

@@ -27,10 +27,17 @@ def csrf_of(html: str) -> str:
     return found.group(1)
 
 
+async def sign_in(c: httpx.AsyncClient, token: str = ADMIN_TOKEN) -> httpx.Response:
+    """The sign-in form posted as a browser posts it: with the CSRF token of the page."""
+    form = await c.get("/portal/login")
+    assert form.status_code == 200, form.text
+    return await c.post("/portal/login", data={"token": token, "csrf": csrf_of(form.text)})
+
+
 async def signed_in_client(app: Any) -> httpx.AsyncClient:
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     c = httpx.AsyncClient(transport=transport, base_url="http://testserver")
-    r = await c.post("/portal/login", data={"token": ADMIN_TOKEN})
+    r = await sign_in(c)
     assert r.status_code == 303 and r.headers["location"] == "/portal/"
     return c
 
@@ -56,13 +63,29 @@ async def submit(c: httpx.AsyncClient, url: str, form_page: str, **fields: Any) 
     return await c.post(url, data={"csrf": csrf_of(html), **fields})
 
 
+async def landed(c: httpx.AsyncClient, r: httpx.Response) -> str:
+    """The page a form's post redirected to (POST/redirect/GET), as the browser shows it."""
+    assert r.status_code == 303, (r.status_code, r.text[:300])
+    return await page(c, r.headers["location"])
+
+
+def flash_of(html: str) -> str:
+    found = re.search(r'<div class="flash[^"]*" role="status">([^<]*)</div>', html)
+    return found.group(1) if found else ""
+
+
+async def submitted(c: httpx.AsyncClient, url: str, form_page: str, **fields: Any) -> str:
+    """The flash message the page after the post shows."""
+    return flash_of(await landed(c, await submit(c, url, form_page, **fields)))
+
+
 async def test_sign_in_sets_a_strict_http_only_cookie(client):
     r = await client.get("/portal/login")
     assert r.status_code == 200 and "Admin token" in r.text
-    wrong = await client.post("/portal/login", data={"token": "nope"})
+    wrong = await sign_in(client, "nope")
     assert wrong.status_code == 401 and "Wrong admin token" in wrong.text
-    assert "set-cookie" not in wrong.headers
-    r = await client.post("/portal/login", data={"token": ADMIN_TOKEN})
+    assert "mb_portal=" not in wrong.headers.get("set-cookie", "")
+    r = await sign_in(client)
     assert r.status_code == 303
     cookie = r.headers["set-cookie"].lower()
     for part in ("mb_portal=", "httponly", "samesite=strict", "path=/portal"):
@@ -121,8 +144,9 @@ async def test_a_form_without_its_csrf_token_is_refused_and_changes_nothing(
 async def test_programme_settings_keys_and_fees(browser, client, admin_headers):
     name = f"web{secrets.token_hex(4)}"
     r = await submit(browser, "/portal/programmes", "/portal/", name=name, currencies="EUR,GBP")
-    assert r.status_code == 200 and name in r.text
-    key = re.search(r'id="new-key">([^<]+)<', r.text)
+    html = await landed(browser, r)
+    assert name in html
+    key = re.search(r'id="new-key">([^<]+)<', html)
     assert key, "the new programme's API key is shown once"
     listed = (await client.get(PORTAL_API, headers=admin_headers)).json()
     pid = next(p["programmeId"] for p in listed if p["name"] == name)
@@ -134,7 +158,7 @@ async def test_programme_settings_keys_and_fees(browser, client, admin_headers):
     )
     assert r.status_code == 204
     home = f"/portal/programmes/{pid}"
-    r = await submit(
+    said = await submitted(
         browser,
         f"{home}/settings",
         home,
@@ -143,20 +167,22 @@ async def test_programme_settings_keys_and_fees(browser, client, admin_headers):
         sendsScaRequired="false",
         webhookUrl="https://hooks.example.com/x",
     )
-    assert r.status_code == 303 and "Settings+saved" in r.headers["location"]
+    assert said == "Settings saved."
     settings = (await client.get(f"{PORTAL_API}/{pid}", headers=admin_headers)).json()["settings"]
     assert settings["stepUpRequired"] is True and settings["failedLoginLimit"] == 7
     assert settings["sendsScaRequired"] is False
     assert settings["webhookUrl"] == "https://hooks.example.com/x"
-    bad = await submit(browser, f"{home}/settings", home, failedLoginLimit="0")
-    assert "error=1" in bad.headers["location"]
-    r = await submit(
+    bad = await landed(
+        browser, await submit(browser, f"{home}/settings", home, failedLoginLimit="0")
+    )
+    assert 'class="flash error"' in bad and "failedLoginLimit" in flash_of(bad)
+    said = await submitted(
         browser, f"{home}/movement_fee", home, kind="sends", currency="GBP", amount="25"
     )
-    assert r.status_code == 303
+    assert said == "Fee set."
     summary = (await client.get(f"{PORTAL_API}/{pid}", headers=admin_headers)).json()
     assert summary["movementFees"]["sends"]["GBP"] == 25
-    r = await submit(
+    said = await submitted(
         browser,
         f"{home}/fee_type",
         home,
@@ -165,7 +191,7 @@ async def test_programme_settings_keys_and_fees(browser, client, admin_headers):
         currency="EUR",
         amount="40",
     )
-    assert "saved" in r.headers["location"]
+    assert said == "Fee type CARD_FEE saved."
     await submit(
         browser,
         f"{home}/fee_type",
@@ -180,20 +206,21 @@ async def test_programme_settings_keys_and_fees(browser, client, admin_headers):
     assert card["amounts"] == {"PREMIUM": {"EUR": 40}, "DEFAULT": {"EUR": 90}}
     profiles = (await client.get(f"{PORTAL_API}/{pid}/profiles", headers=admin_headers)).json()
     sends = next(x for x in profiles if x["kind"] == "sends")
-    r = await submit(
+    said = await submitted(
         browser, f"{home}/profiles/{sends['id']}", home, currencies="EUR", active="false"
     )
-    assert "Profile+saved" in r.headers["location"]
+    assert said == "Profile saved."
     profiles = (await client.get(f"{PORTAL_API}/{pid}/profiles", headers=admin_headers)).json()
     sends = next(x for x in profiles if x["kind"] == "sends")
     assert (sends["currencies"], sends["active"]) == (["EUR"], False)
     r = await submit(browser, f"{home}/api_keys", home, label="mobile app")
-    second = re.search(r'id="new-key">([^<]+)<', r.text)
+    second = re.search(r'id="new-key">([^<]+)<', await landed(browser, r))
     assert second and second.group(1) != key.group(1)
     keys = (await client.get(f"{PORTAL_API}/{pid}/api_keys", headers=admin_headers)).json()
     labelled = next(k for k in keys if k["label"] == "mobile app")
-    r = await submit(browser, f"{home}/api_keys/{labelled['id']}/revoke", home)
-    assert r.status_code == 303
+    revoke = f"{home}/api_keys/{labelled['id']}/revoke"
+    said = await submitted(browser, revoke, revoke, confirm="yes")
+    assert said == "API key revoked."
     r = await client.post(
         "/multi/passwords/validate",
         headers={"api-key": second.group(1)},
@@ -211,14 +238,23 @@ async def test_customers_verification_deposit_statement_and_sandbox_tools(
     found = await page(browser, f"{base}/customers?q={ident.email}")
     assert ident.email in found and "NOT_STARTED" in found
     detail = f"{base}/customers/{ident.id}"
-    r = await submit(browser, f"{detail}/verify", detail)
-    assert r.status_code == 303
-    assert 'id="dd-status">APPROVED<' in await page(browser, detail)
+    html = await landed(browser, await submit(browser, f"{detail}/verify", detail))
+    assert flash_of(html) == "Approved." and 'id="dd-status">APPROVED<' in html
+    # IBANs wait for the portal's button, not for the programme's delay.
+    r = await client.patch(
+        f"{PORTAL_API}/{p.id}/settings",
+        headers=admin_headers,
+        json={"ibanAllocationDelaySeconds": 86400},
+    )
+    assert r.status_code == 200, r.text
     acc = (await open_account(client, ident, "EUR"))["id"]
-    r = await submit(browser, f"{base}/accounts/{acc}/iban", detail)
-    assert "IBAN" in r.headers["location"]
-    r = await submit(browser, f"{base}/accounts/{acc}/deposit", detail, amount="12345")
-    assert "COMPLETED" in r.headers["location"]
+    # The owner asks for the IBAN (the portal finishes only an allocation asked for).
+    r = await client.post(f"/multi/managed_accounts/{acc}/iban", headers=ident.headers)
+    assert r.status_code == 200, r.text
+    said = await submitted(browser, f"{base}/accounts/{acc}/iban", detail)
+    assert said.startswith("IBAN ") and said.endswith(" allocated.")
+    said = await submitted(browser, f"{base}/accounts/{acc}/deposit", detail, amount="12345")
+    assert said == "Deposit: COMPLETED."
     got = await client.get(f"/multi/managed_accounts/{acc}", headers=ident.headers)
     assert got.json()["balances"]["actualBalance"] == 12345
     statement = await page(browser, f"{base}/accounts/{acc}")
@@ -231,8 +267,8 @@ async def test_customers_verification_deposit_statement_and_sandbox_tools(
     assert 'id="verify">ledger verify: ok' in ledger and "DEPOSIT" in ledger
     inbox = await page(browser, f"{base}/inbox")
     assert ident.email in inbox and "123456" in inbox  # the e-mail verification code it "sent"
-    r = await submit(browser, f"{base}/clock", base, seconds="60")
-    assert "clock+moved" in r.headers["location"]
+    said = await submitted(browser, f"{base}/clock", base, seconds="60")
+    assert said.startswith("The clock moved on to ")
     missing = await browser.get("/portal/programmes/1")
     assert missing.status_code == 404 and "No such programme" in missing.text
 
@@ -265,8 +301,8 @@ async def test_payments_and_webhooks_pages(browser, client, programme, admin_hea
     owt_id = r.json()["id"]
     payments = await page(browser, f"{base}/payments")
     assert owt_id in payments and "SUBMITTED" in payments
-    r = await submit(browser, f"{base}/wire/{owt_id}/accept", f"{base}/payments")
-    assert "COMPLETED" in r.headers["location"]
+    said = await submitted(browser, f"{base}/wire/{owt_id}/accept", f"{base}/payments")
+    assert said == "Settle: COMPLETED."
     r = await client.get(f"/multi/outgoing_wire_transfers/{owt_id}", headers=ident.headers)
     assert r.json()["state"] == "COMPLETED"
     hooks = await page(browser, f"{base}/webhooks")

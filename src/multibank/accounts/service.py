@@ -224,13 +224,15 @@ async def upgrade_iban(ctx: Ctx, owner: Owner, account_id: str) -> ManagedAccoun
     return account
 
 
-async def grant_iban(ctx: Ctx, account: ManagedAccount) -> None:
-    """Sandbox operator: the account's IBAN now, as the owner's request and the allocation that
-    follows it would give it."""
-    if account.iban_state == "UNALLOCATED":
-        await upgrade_iban(ctx, Owner(account.identity_id, account.identity_type), str(account.id))
-    if account.iban_state == "PENDING_ALLOCATION":
-        await allocate_iban(ctx, account)
+async def allocate_pending_iban(ctx: Ctx, account: ManagedAccount) -> None:
+    """Sandbox (simulator and portal): finishes the allocation the account's owner asked for now
+    instead of after the programme's delay. An account whose owner never asked, or that has its
+    IBAN already, is refused: IBAN_NOT_PENDING."""
+    if account.iban_state != "PENDING_ALLOCATION":
+        raise Conflict(
+            "IBAN_NOT_PENDING", "the account's owner has not asked for an IBAN, or it has one"
+        )
+    await allocate_iban(ctx, account)
 
 
 async def _settle_iban(ctx: Ctx, account: ManagedAccount) -> None:

@@ -78,6 +78,16 @@ class RateLimiter:
                 if not await self.strategy.hit(item, name, dim, value):
                     raise await self._refusal(items, item, name, dim, value)
 
+    async def check(self, name: str, limits: str, dim: str, value: str) -> None:
+        """Raises 429 when the key has spent any of its windows, counting nothing: for limits
+        on failures, which are counted (`hit_each`) only once the attempt has failed."""
+        if not value or not limits:
+            return
+        items = self._items(limits)
+        for item in items:
+            if not await self.strategy.test(item, name, dim, value):
+                raise await self._refusal(items, item, name, dim, value)
+
     async def _refusal(
         self, items: list[RateLimitItem], item: RateLimitItem, name: str, dim: str, value: str
     ) -> TooManyRequests:

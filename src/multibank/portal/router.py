@@ -5,10 +5,9 @@ The CLI calls the same `programmes.service` functions, so both always agree.
 
 from __future__ import annotations
 
-import secrets
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, FastAPI, Path, Query, Response
+from fastapi import APIRouter, Body, Depends, FastAPI, Path, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from multibank.accounts import repository as accounts_repo
@@ -20,6 +19,7 @@ from multibank.api.openapi import DescribedApp, answers, not_found
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.kernel.errors import NotFound, Unauthorized
 from multibank.ledger.verify import verify_alone
+from multibank.portal.guard import admin_authenticated
 from multibank.programmes import repository, service
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import Programme
@@ -46,15 +46,30 @@ admin_scheme = HTTPBearer(scheme_name="admin_token", auto_error=False)
 INT64_MAX = 2**63 - 1
 
 
-@answers(401)
+@answers(401, 429)
 async def require_admin(
+    request: Request,
     container: AppContainer,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(admin_scheme)],
 ) -> None:
-    expected = container.admin_token
     given = credentials.credentials if credentials else ""
-    if not expected or not secrets.compare_digest(given.encode(), expected.encode()):
+    if not await admin_authenticated(container, request, given):
         raise Unauthorized()
+
+
+# An address that sent too many wrong admin tokens is refused for a while, whatever it sends.
+THROTTLED: dict[int | str, dict[str, Any]] = {
+    429: {
+        "description": "Too many wrong admin tokens from this client address "
+        "(`MULTIBANK_RATE_LIMIT_ADMIN_AUTH`): every admin request from it is refused, the right "
+        "token included, until Retry-After seconds have passed. No body.",
+        "headers": {
+            "Retry-After": {"$ref": "#/components/headers/Retry-After"},
+            "x-ratelimit-limit": {"$ref": "#/components/headers/x-ratelimit-limit"},
+            "x-ratelimit-reset": {"$ref": "#/components/headers/x-ratelimit-reset"},
+        },
+    }
+}
 
 
 router = APIRouter(
@@ -62,6 +77,7 @@ router = APIRouter(
     tags=["Programmes"],
     route_class=UnitOfWorkRoute,
     dependencies=[Depends(require_admin)],
+    responses=THROTTLED,
 )
 
 IdPath = Annotated[str, Path(pattern=r"^[0-9]{1,19}$")]
@@ -194,7 +210,8 @@ async def update_profile(
     body: ProfileUpdate, profile_id: IdPath, programme: ProgrammePath, db: Db
 ) -> ProfileRead:
     """Changes the fields sent; `fees` changes the fee of each currency it names;
-    `returnFeeRefunded` (outgoing wire transfer profiles) gives a returned transfer's fee back."""
+    `returnFeeRefunded` (outgoing wire transfer profiles) gives a returned transfer's fee back.
+    A programme's currencies are its profiles': a currency no profile had yet becomes one."""
     return await service.update_profile(db, programme, _int_id(profile_id, "Profile"), body)
 
 

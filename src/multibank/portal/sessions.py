@@ -1,10 +1,15 @@
 """Signed-in operators of the web portal (D17): a session per sign-in with the admin token, kept
 in the database (so signing out ends it in every server process), carried by an HttpOnly,
-SameSite=Strict cookie, with its own CSRF token that every form posts back."""
+SameSite=Strict cookie, with its own CSRF token that every form posts back.
+
+A session belongs to the admin token it signed in with: the row is found by an HMAC of the cookie
+keyed with that token, so once the server runs with another token (a restart after a rotation)
+no session made under the old one is found again (decision 0038)."""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 from dataclasses import dataclass
 
@@ -34,16 +39,17 @@ class Signed:
     csrf: str
 
 
-def _hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+def _hash(token: str, admin_token: str) -> str:
+    return hmac.new(admin_token.encode(), token.encode(), hashlib.sha256).hexdigest()
 
 
-async def sign_in(db: AsyncSession, now_ms: int) -> str:
-    """A new session; answers the cookie's value (only its hash is kept)."""
+async def sign_in(db: AsyncSession, now_ms: int, admin_token: str) -> str:
+    """A new session under `admin_token`; answers the cookie's value (only its keyed hash is
+    kept)."""
     token = secrets.token_urlsafe(32)
     db.add(
         PortalSession(
-            token_hash=_hash(token),
+            token_hash=_hash(token, admin_token),
             csrf=secrets.token_urlsafe(24),
             created_at=now_ms,
             expires_at=now_ms + TTL_MS,
@@ -53,11 +59,15 @@ async def sign_in(db: AsyncSession, now_ms: int) -> str:
     return token
 
 
-async def current(db: AsyncSession, token: str | None, now_ms: int) -> Signed | None:
-    if not token:
+async def current(
+    db: AsyncSession, token: str | None, now_ms: int, admin_token: str | None
+) -> Signed | None:
+    """The live session the cookie names, made under this admin token; None otherwise."""
+    if not token or not admin_token:
         return None
+    key = _hash(token, admin_token)
     row = (
-        await db.execute(select(PortalSession).where(PortalSession.token_hash == _hash(token)))
+        await db.execute(select(PortalSession).where(PortalSession.token_hash == key))
     ).scalar_one_or_none()
     if row is None or row.ended_at is not None or row.expires_at <= now_ms:
         return None

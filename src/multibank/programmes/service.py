@@ -438,15 +438,31 @@ async def fee_groups(session: AsyncSession, programme_id: int) -> set[str]:
     return groups
 
 
+# How far ahead of real time a sandbox programme's clock may run: far enough for any expiry the
+# settings allow (passwords: 10 years), near enough that every date stays a date (year < 10000)
+# and every ms timestamp an int64 (decision 0038).
+CLOCK_OFFSET_MAX_MS = 100 * 365 * 86400 * 1000
+
+
 async def advance_clock(session: AsyncSession, programme: Programme, seconds: int) -> int:
-    """Moves the programme's clock forward in SQL so concurrent advances add up; returns it."""
+    """Moves the programme's clock forward in SQL so concurrent advances add up; returns it.
+    `seconds` is positive (the callers' models bound it); an advance that would take the clock
+    more than CLOCK_OFFSET_MAX_MS ahead is refused whole (CLOCK_LIMIT_REACHED)."""
+    step = seconds * 1000
+    if not 0 < step <= CLOCK_OFFSET_MAX_MS:
+        raise Conflict("CLOCK_LIMIT_REACHED", "a programme's clock runs at most 100 years ahead")
     stmt = (
         update(Programme)
-        .where(Programme.id == programme.id)
-        .values(clock_offset_ms=Programme.clock_offset_ms + seconds * 1000)
+        .where(
+            Programme.id == programme.id,
+            Programme.clock_offset_ms <= CLOCK_OFFSET_MAX_MS - step,
+        )
+        .values(clock_offset_ms=Programme.clock_offset_ms + step)
         .returning(Programme.clock_offset_ms)
     )
-    offset = (await session.execute(stmt)).scalar_one()
+    offset = (await session.execute(stmt)).scalar_one_or_none()
+    if offset is None:
+        raise Conflict("CLOCK_LIMIT_REACHED", "a programme's clock runs at most 100 years ahead")
     programme.clock_offset_ms = offset
     return int(offset)
 

@@ -16,7 +16,7 @@ from multibank.api.routing import UnitOfWorkRoute
 from multibank.factors import service as factors
 from multibank.identities import service as identities
 from multibank.identities.models import CONSUMER, CORPORATE
-from multibank.kernel.errors import Conflict, NotFound
+from multibank.kernel.errors import NotFound
 from multibank.kernel.validation import parse_id
 from multibank.kernel.wire import StrictBody
 from multibank.payments import owt as payment_owt
@@ -45,14 +45,18 @@ class ClockState(BaseModel):
 
 
 @router.post(
-    "/clock/advance", operation_id="simulateClockAdvance", dependencies=[SimulatorIdempotent]
+    "/clock/advance",
+    operation_id="simulateClockAdvance",
+    dependencies=[SimulatorIdempotent],
+    responses=conflicts("CLOCK_LIMIT_REACHED"),
 )
 async def clock_advance(
     body: ClockAdvance, programme: SimulatorProgramme, db: Db, container: AppContainer
 ) -> ClockState:
     """Moves this programme's clock forward, so token, code and invite expiry can be tested;
     the payment steps the new time makes due are taken before it answers (challenge expiry,
-    wire transfer processing)."""
+    wire transfer processing). At most 10 years a call, and 100 years ahead of real time in
+    all (`CLOCK_LIMIT_REACHED`)."""
     offset_ms = await advance_clock(db, programme, body.seconds)
     now = container.clock.now_ms(offset_ms)
     # What the new time makes due happens now: payment challenges expire, wire transfers move.
@@ -267,9 +271,7 @@ async def iban_allocate(
     )
     if account is None:
         raise NotFound("Managed account not found")
-    if account.iban_state != "PENDING_ALLOCATION":
-        raise Conflict("IBAN_NOT_PENDING")
-    await accounts.allocate_iban(ctx, account)
+    await accounts.allocate_pending_iban(ctx, account)
     return Response(status_code=204)
 
 
