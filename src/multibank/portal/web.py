@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import secrets
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -27,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from multibank.accounts import repository as accounts_repo
 from multibank.accounts import service as accounts
 from multibank.accounts import statement_pdf
-from multibank.api.routing import UnitOfWorkRoute, container_of
+from multibank.api.routing import UnitOfWorkRoute, after_commit, container_of
 from multibank.api.v3_29.statements import CSV_COLUMNS, entry_body, to_csv
 from multibank.identities import service as identities
 from multibank.identities.models import Identity
@@ -358,7 +359,8 @@ async def programme_action(request: Request, programme_id: str, action: str) -> 
         if action == "clock" and programme.mode == "sandbox":
             offset = await service.advance_clock(db, programme, int(form.get("seconds", "0")))
             now = container.clock.now_ms(offset)
-            await payment_steps.catch_up(Ctx(db, programme, now))
+            steps = partial(payment_steps.catch_up, container.db, container.clock, programme.id)
+            after_commit(db, steps)  # as the simulator's clock/advance
             return back(url, f"The clock moved on to {_when(now)} UTC.")
     except ValidationError as exc:
         return back(url, _problems(exc), error=True)
