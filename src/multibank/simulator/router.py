@@ -53,10 +53,10 @@ async def clock_advance(
 ) -> ClockState:
     """Moves this programme's clock forward, so token, code and invite expiry can be tested.
     Before it answers, what the new time makes due has happened: payment challenges expired,
-    wire transfers processed, IBAN allocations finished. A payment or account that a concurrent
-    request was changing at that moment is left to that request, and if still due afterwards
-    is taken by the server's background steps within a second (they also take whatever falls
-    due later, without an advance)."""
+    wire transfers processed, IBAN allocations finished, each in a transaction of its own. A
+    payment or account that a concurrent request was changing at that moment is left to that
+    request, and if still due afterwards is taken by the server's background step (every
+    second by default; it also takes whatever falls due later, without an advance)."""
     offset_ms = await advance_clock(db, programme, body.seconds)
     # The new time is committed alone, first; then each due step in a transaction of its own.
     after_commit(db, partial(payment_steps.catch_up, container.db, container.clock, programme.id))
