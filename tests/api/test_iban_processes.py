@@ -1,6 +1,7 @@
 """IBAN allocation with several server instances on one database (issue 5): whichever instance
 first reads a due allocation finishes it, exactly once, and every instance then shows the same
-bank details."""
+bank details; and the background step every server process runs allocates what is due, nobody
+asking, once however many processes run it at the same moment (issue 32)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ import pytest
 from stdnum import iban as stdnum_iban
 
 from multibank.app import build_container, create_app, startup
+from multibank.kernel.clock import Clock
+from multibank.kernel.db import Database
+from multibank.payments.steps import run_due
+from tests.api.test_iban_when_due import HOOKS, iban_events, pending
 from tests.factories import open_account, verified
 
 
@@ -114,3 +119,46 @@ async def test_the_first_allocation_of_a_database_may_happen_on_a_read(tmp_path)
                 assert r.json()["state"] == "ALLOCATED"
         finally:
             await c.db.dispose()
+
+
+class Later(Clock):
+    """The server's clock `seconds` ahead: a background round as it will run then."""
+
+    def __init__(self, seconds: int) -> None:
+        self.ahead_ms = seconds * 1000
+
+    def system_ms(self) -> int:
+        return super().system_ms() + self.ahead_ms
+
+
+async def test_the_background_step_allocates_once_across_processes(
+    client, programme, settings, container
+):
+    p = await programme(ibanAllocationDelaySeconds=30, webhookUrl=HOOKS)
+    ident = await verified(client, p, "corporates")
+    accounts = [await pending(client, p, ident) for _ in range(3)]
+    # Three processes' databases (each its own engine and connections) on the one database.
+    others = [Database(settings.database_url) for _ in range(2)]
+    dbs = [container.db, *others]
+    try:
+        await asyncio.gather(*(run_due(db, container.clock) for db in dbs))  # not due yet
+        for acc in accounts:
+            assert [e["eventType"] for e in await iban_events(client, p, acc)] == [
+                "ibans.REQUESTED"
+            ]
+        for _ in range(2):  # the rounds of three processes at once, 31 s on, twice
+            await asyncio.gather(*(run_due(db, Later(31)) for db in dbs))
+    finally:
+        for db in others:
+            await db.dispose()
+    allocated = []
+    for acc in accounts:
+        events = await iban_events(client, p, acc)
+        assert [e["eventType"] for e in events] == ["ibans.REQUESTED", "ibans.CREATED"], events
+        [details] = events[1]["payload"]["iban"]["bankAccountDetails"]
+        allocated.append(details["details"]["iban"])
+        r = await client.get(f"/multi/managed_accounts/{acc}/iban", headers=ident.headers)
+        assert r.json()["state"] == "ALLOCATED"
+        assert r.json()["bankAccountDetails"][0]["details"]["iban"] == details["details"]["iban"]
+    assert len(set(allocated)) == 3
+    assert all(stdnum_iban.is_valid(i) for i in allocated)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
 from multibank.accounts import iban as ibans
@@ -92,7 +92,7 @@ async def load(ctx: Ctx, owner: Owner, account_id: str) -> repo.Row:
     row = None if aid is None else await repo.get(ctx.db, ctx.programme.id, owner.identity_id, aid)
     if row is None:
         raise NotFound("Managed account not found")
-    await _settle_iban(ctx, row[0])
+    await allocate_if_due(ctx, row[0])
     return row
 
 
@@ -114,8 +114,8 @@ async def update_details(
     return await load(ctx, owner, account_id)
 
 
-def _due(ctx: Ctx, account: repo.AccountView | ManagedAccount) -> bool:
-    """Whether the account's pending IBAN allocation is due (`_settle_iban`)."""
+def iban_due(ctx: Ctx, account: repo.AccountView | ManagedAccount) -> bool:
+    """Whether the account's pending IBAN allocation is due by `ctx`'s clock."""
     if account.iban_state != "PENDING_ALLOCATION" or account.iban_requested_at is None:
         return False
     return ctx.now >= account.iban_requested_at + ctx.programme.iban_allocation_delay_seconds * 1000
@@ -128,7 +128,7 @@ async def view(ctx: Ctx, owner: Owner, account_id: str) -> repo.AccountView:
     row = None if aid is None else await repo.view(ctx.db, ctx.programme.id, owner.identity_id, aid)
     if row is None:
         raise NotFound("Managed account not found")
-    if _due(ctx, row):
+    if iban_due(ctx, row):
         await load(ctx, owner, account_id)
         row = await repo.view(ctx.db, ctx.programme.id, owner.identity_id, row.id)
         assert row is not None  # the owner's account: it was there a moment ago, and stays
@@ -149,7 +149,7 @@ async def page(
         )
 
     total, rows = await read()
-    due = [row for row in rows if _due(ctx, row)]
+    due = [row for row in rows if iban_due(ctx, row)]
     if due:
         for row in due:
             await load(ctx, owner, str(row.id))
@@ -235,15 +235,35 @@ async def allocate_pending_iban(ctx: Ctx, account: ManagedAccount) -> None:
     await allocate_iban(ctx, account)
 
 
-async def _settle_iban(ctx: Ctx, account: ManagedAccount) -> None:
-    """Allocation is due `ibanAllocationDelaySeconds` after the request; whichever request sees
-    it due first allocates (no background worker, so it holds with any number of processes)."""
-    if _due(ctx, account):
+async def allocate_if_due(ctx: Ctx, account: ManagedAccount) -> None:
+    """Allocation is due `ibanAllocationDelaySeconds` after the request (programme clock). Every
+    server process's background step allocates what is due (payments/steps.py), and so does
+    whatever needs the IBAN first: a read of the account, a deposit, a wire transfer from it.
+    Whichever comes first allocates, once (`allocate_iban`)."""
+    if iban_due(ctx, account):
         await allocate_iban(ctx, account)
+
+
+# The account's row while its allocation is pending, locked: an allocation takes the account's
+# row before the account-number counter's, as every transaction that takes both does (a deposit
+# or a wire transfer holds the account already), so two allocations never wait on each other.
+_PENDING_LOCKED = (
+    select(ManagedAccount.id)
+    .where(
+        ManagedAccount.id == bindparam("account_id"),
+        ManagedAccount.programme_id == bindparam("programme_id"),
+        ManagedAccount.iban_state == "PENDING_ALLOCATION",
+    )
+    .with_for_update()
+)
 
 
 async def allocate_iban(ctx: Ctx, account: ManagedAccount) -> bool:
     """Finishes a pending allocation; False when there was none (someone else finished it)."""
+    params = {"account_id": account.id, "programme_id": ctx.programme.id}
+    if (await ctx.db.execute(_PENDING_LOCKED, params)).first() is None:
+        await ctx.db.refresh(account)
+        return False
     allocation = await ibans.allocate(ctx.db, account.currency)
     stmt = (
         update(ManagedAccount)
@@ -323,6 +343,7 @@ async def deposit(
         return "DENIED_CURRENCY_NOT_ACCOUNT_CURRENCY"
     if account.state != ACTIVE:
         return "DENIED_ACCOUNT_INACTIVE"
+    await allocate_if_due(ctx, account)
     if account.iban_state != "ALLOCATED":
         return "DENIED_ACCOUNT_NOT_UPGRADED_TO_IBAN"
     settlement = await ledger.system_account(

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from multibank.api.routing import ABSENT
+from multibank.kernel import conflicts
 from multibank.kernel.errors import DomainError
 from multibank.kernel.idempotency import Replay
 
@@ -237,6 +238,16 @@ def database_unavailable(exc: BaseException) -> bool:
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
+    if conflicts.lost_race(exc):
+        # Still losing after its runs (api/routing.py), or a read's: nothing was kept, and the
+        # same request a moment later normally succeeds.
+        log.warning("%s %s lost a race in the database: %s", request.method, request.url.path, exc)
+        body = {
+            "code": "SERVICE_UNAVAILABLE",
+            "message": "Concurrent requests held what this one needed; nothing changed, retry.",
+        }
+        headers = {"Retry-After": str(conflicts.RETRY_AFTER_SECONDS)}
+        return JSONResponse(body, status_code=503, headers=headers)
     if database_unavailable(exc):
         log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
         body = {"code": "SERVICE_UNAVAILABLE", "message": "The database is unavailable; retry."}

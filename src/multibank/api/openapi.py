@@ -150,8 +150,9 @@ DESCRIPTIONS = {
     413: "Payload too large: a body over 1 MiB, or an idempotency-ref over 255 characters.",
     423: "Locked: too many failed logins; retry after 30 minutes. No body.",
     429: "Too many requests; see the x-ratelimit headers. No body.",
-    503: "The database is unavailable (unreachable, or no connection free in time): retry after "
-    "the Retry-After seconds. Nothing changed.",
+    503: "The database is unavailable (unreachable, or no connection free in time), or "
+    "concurrent requests kept the rows this one needed (a deadlock, still there after the "
+    "server ran it again): retry after the Retry-After seconds. Nothing changed.",
 }
 
 _ERROR_REF = {"$ref": "#/components/schemas/Error"}

@@ -7,7 +7,9 @@ so a refused request changes nothing and a successful one is all-or-nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, cast
 
 from fastapi import APIRouter, Request, Response
@@ -19,6 +21,7 @@ from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
 from multibank.api.lean import LeanRoute
+from multibank.kernel import conflicts
 from multibank.kernel.context import Container
 from multibank.kernel.db import Database, LazySession, Unit
 from multibank.kernel.direct import FRESH_READS, StaleRead
@@ -30,6 +33,26 @@ from multibank.kernel.idempotency import (
     Replay,
     complete_on,
 )
+
+log = logging.getLogger("multibank.requests")
+# In a write's `Unit.info`: what it does once its transaction is committed (`after_commit`).
+AFTER_COMMIT = "multibank.after_commit"
+
+
+def after_commit(db: AsyncSession, work: Callable[[], Awaitable[object]]) -> None:
+    """`work` runs once the write request's transaction is committed, before it answers, in
+    transactions of its own (the clock's advance: the steps its new time makes due, each alone,
+    so that no step waits for a row while the request holds others). Its failure is logged and
+    leaves the answer as committed: what it does is also done by the background workers."""
+    db.info.setdefault(AFTER_COMMIT, []).append(work)
+
+
+async def _after_commit(unit: Unit) -> None:
+    for work in unit.info.pop(AFTER_COMMIT, None) or ():
+        try:
+            await work()
+        except Exception:
+            log.exception("work after a commit failed; the background workers take it up")
 
 
 def container_of(request: Request) -> Container:
@@ -66,18 +89,40 @@ class UnitOfWorkRoute(LeanRoute):
                     # `async with` pays for on every request (decision 0019).
                     await lazy.close()
             try:
-                return await write(request, db)
+                return await attempts(request, db)
             except StaleRead:
                 # What it read from this process's memory was no longer so (decision 0024):
                 # nothing of it was kept, and it runs once more reading afresh.
-                state: dict[str, Any] = request.scope.get("state") or {}
-                for name in _PER_ATTEMPT:
-                    state.pop(name, None)
+                _forget(request)
                 fresh = FRESH_READS.set(True)
                 try:
-                    return await write(request, db)
+                    return await attempts(request, db)
                 finally:
                     FRESH_READS.reset(fresh)
+
+        async def attempts(request: Request, db: Database) -> Response:
+            """`write`, run again while its transaction loses a race in the database (a deadlock
+            or a serialization failure, kernel/conflicts.py), up to `conflicts.ATTEMPTS` runs in
+            all; the last run's error is the answer (503, api/errors.py). Safe: nothing of the
+            lost run was kept (its idempotency claim neither), nothing was sent to the client
+            (the answer is sent once this returns), and the body it read is kept by the request
+            (`lean.read_body`, Starlette's `body` and `form`) for the next run to read again."""
+            attempt = 1
+            while True:
+                try:
+                    return await write(request, db)
+                except Exception as error:
+                    if attempt >= conflicts.ATTEMPTS or not conflicts.lost_race(error):
+                        raise
+                    log.warning(
+                        "%s %s lost a race in the database (%s) and ran again",
+                        request.method,
+                        request.url.path,
+                        conflicts.sqlstate(error),
+                    )
+                _forget(request)
+                await asyncio.sleep(conflicts.pause(attempt))
+                attempt += 1
 
         async def write(request: Request, db: Database) -> Response:
             # A write: one transaction, begun at its first statement; the ORM session is made
@@ -128,6 +173,7 @@ class UnitOfWorkRoute(LeanRoute):
                     # `Direct.defer`): nothing is kept, the refusal is the answer.
                     await unit.rollback()
                     raise
+                await _after_commit(unit)
                 return response
             finally:
                 # Committed or rolled back above (a rollback that was itself interrupted leaves
@@ -139,6 +185,12 @@ class UnitOfWorkRoute(LeanRoute):
 
 # What a write's dependencies remember of it in `request.state`: forgotten before it runs again.
 _PER_ATTEMPT = ("authenticated", "caller", "claim_outcome", "idempotency_record", "db")
+
+
+def _forget(request: Request) -> None:
+    state: dict[str, Any] = request.scope.get("state") or {}
+    for name in _PER_ATTEMPT:
+        state.pop(name, None)
 
 
 async def _replay(unit: Unit, taken: ClaimTaken) -> Replay:

@@ -15,6 +15,7 @@ import re
 
 from stdnum import iban as stdnum_iban
 
+from multibank.accounts import service as accounts
 from multibank.accounts.models import ManagedAccount
 from multibank.kernel.errors import BadRequest, Conflict
 from multibank.kernel.ids import new_id
@@ -144,6 +145,7 @@ async def create(ctx: Ctx, owner: Owner, data: OwtCreate) -> Payment:
     source = own(found, data.sourceInstrument, owner)
     if source is None:
         raise Conflict("SOURCE_NOT_FOUND")
+    await accounts.allocate_if_due(ctx, source)  # its row is locked already (`instruments`)
     if source.iban_state != "ALLOCATED":
         raise Conflict("IBAN_UPGRADE_REQUIRED")
     currency, amount = data.transferAmount.currency, data.transferAmount.amount

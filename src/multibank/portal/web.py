@@ -28,6 +28,7 @@ import re
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -44,7 +45,7 @@ from multibank.accounts import repository as accounts_repo
 from multibank.accounts import service as accounts
 from multibank.accounts import statement_pdf
 from multibank.accounts.models import ManagedAccount
-from multibank.api.routing import UnitOfWorkRoute, container_of
+from multibank.api.routing import UnitOfWorkRoute, after_commit, container_of
 from multibank.api.v3_29.statements import CSV_COLUMNS, entry_body, to_csv
 from multibank.identities import service as identities
 from multibank.identities.models import Identity
@@ -648,7 +649,9 @@ async def clock_advance(request: Request, programme_id: str) -> Response:
         db = _db(request)
         offset = await service.advance_clock(db, programme, body.seconds)
         now = container.clock.now_ms(offset)
-        await payment_steps.catch_up(Ctx(db, programme, now))
+        # As the simulator's clock/advance: the new time commits alone, then each due step.
+        steps = partial(payment_steps.catch_up, container.db, container.clock, programme.id)
+        after_commit(db, steps)
         return Flash(f"The clock moved on to {_when(now)} UTC.")
 
     return await act(request, signed, f"/portal/programmes/{programme.id}", work)

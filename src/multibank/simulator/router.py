@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, FastAPI, Path, Response
@@ -12,7 +13,7 @@ from multibank.accounts import service as accounts
 from multibank.api.deps import AppContainer, Db, conflicts
 from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRoute, after_commit
 from multibank.factors import service as factors
 from multibank.identities import service as identities
 from multibank.identities.models import CONSUMER, CORPORATE
@@ -53,15 +54,17 @@ class ClockState(BaseModel):
 async def clock_advance(
     body: ClockAdvance, programme: SimulatorProgramme, db: Db, container: AppContainer
 ) -> ClockState:
-    """Moves this programme's clock forward, so token, code and invite expiry can be tested;
-    the payment steps the new time makes due are taken before it answers (challenge expiry,
-    wire transfer processing). At most 10 years a call, and 100 years ahead of real time in
-    all (`CLOCK_LIMIT_REACHED`)."""
+    """Moves this programme's clock forward, so token, code and invite expiry can be tested.
+    Before it answers, what the new time makes due has happened: payment challenges expired,
+    wire transfers processed, IBAN allocations finished, each in a transaction of its own. A
+    payment or account that a concurrent request was changing at that moment is left to that
+    request, and if still due afterwards is taken by the server's background step (every
+    second by default; it also takes whatever falls due later, without an advance). At most 10
+    years a call, and 100 years ahead of real time in all (`CLOCK_LIMIT_REACHED`)."""
     offset_ms = await advance_clock(db, programme, body.seconds)
-    now = container.clock.now_ms(offset_ms)
-    # What the new time makes due happens now: payment challenges expire, wire transfers move.
-    await payment_steps.catch_up(Ctx(db, programme, now))
-    return ClockState(offsetSeconds=offset_ms // 1000, now=now)
+    # The new time is committed alone, first; then each due step in a transaction of its own.
+    after_commit(db, partial(payment_steps.catch_up, container.db, container.clock, programme.id))
+    return ClockState(offsetSeconds=offset_ms // 1000, now=container.clock.now_ms(offset_ms))
 
 
 class Reject(Request):
