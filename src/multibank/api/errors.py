@@ -40,6 +40,9 @@ _ERROR_KIND = {
     "less_than": "AT_MOST",
     "extra_forbidden": "NOT_IN",
     "set_type": "IN",
+    # Ours: fields of exactly one group (payments/schemas.py), a key exactly once (api/lean.py).
+    "one_scheme": "EXACTLY",
+    "json_duplicate_key": "EXACTLY",
 }
 
 
@@ -62,7 +65,7 @@ def _params(err: dict[str, Any]) -> list[str]:
     if kind in ("enum", "literal_error"):
         expected = str(ctx.get("expected", ""))
         return [v.strip().strip("'") for v in expected.replace(" or ", ",").split(",") if v.strip()]
-    for key in ("ge", "gt", "le", "lt"):
+    for key in ("ge", "gt", "le", "lt", "exactly"):
         if key in ctx:
             return [str(ctx[key])]
     return []
