@@ -31,6 +31,7 @@ REFUSED = [
     "2002:7f00:1::1",  # 6to4 embedding 127.0.0.1
     "2002:a9fe:a9fe::1",  # 6to4 embedding 169.254.169.254
     "2002:a00:1::1",  # 6to4 embedding 10.0.0.1
+    "2002:5db8:d70e::1",  # 6to4 of a public address: deprecated, not global on newer Pythons
     "::ffff:127.0.0.1",  # IPv4-mapped
     "::ffff:169.254.169.254",
     "::ffff:10.1.2.3",

@@ -99,11 +99,12 @@ async def secret_of(db: AsyncSession, programme: Programme) -> str | None:
 
 # Where events may go (server-side request forgery, D16; issue 32)
 
-# Addresses the stdlib's `is_global` lets through (its lists differ between Python releases)
-# that no webhook receiver may be at: the deprecated 6to4 relay anycast (RFC 7526), the IETF
-# protocol assignments, and IPv6's documentation prefix of RFC 9637.
+# Addresses the stdlib's `is_global` lets through on some Python releases (its lists changed
+# in patch releases) that no webhook receiver may be at: the deprecated 6to4 relay anycast
+# (RFC 7526), the IETF protocol assignments, 6to4 itself (newer lists call it not global) and
+# IPv6's documentation prefix of RFC 9637. The same rule whichever Python runs the server.
 _REFUSED_V4 = (IPv4Network("192.88.99.0/24"), IPv4Network("192.0.0.0/24"))
-_REFUSED_V6 = (IPv6Network("3fff::/20"),)
+_REFUSED_V6 = (IPv6Network("2002::/16"), IPv6Network("3fff::/20"))
 _SHARED = IPv4Network("100.64.0.0/10")
 # IPv6's global unicast space: everything outside it is special-purpose (IPv4-compatible
 # `::a.b.c.d`, site-local `fec0::/10`, SRv6 `5f00::/16`...), whatever `is_global` says.
