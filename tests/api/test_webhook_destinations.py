@@ -228,6 +228,8 @@ async def test_the_connection_goes_to_the_address_that_was_checked(
     for r in seen:
         assert r.headers["host"] == "hooks.example.test:8443"
         assert r.extensions["sni_hostname"] == "hooks.example.test"
+        # Not kept in the pool, where another host on the same address could be sent over it.
+        assert r.headers["connection"] == "close"
 
 
 async def test_every_resolved_address_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:

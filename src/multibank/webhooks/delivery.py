@@ -383,7 +383,10 @@ async def _post(
         request = client.build_request("POST", target, content=payload, headers=headers)
         return await client.send(request, stream=True)
     extensions = {"sni_hostname": host} if target.scheme == "https" else {}
-    named = {**headers, "host": target.netloc.decode("ascii")}
+    # `connection: close`: the client's pool knows a connection by its address, not by the
+    # host its TLS session was made for; reused for another host on the same address (a
+    # CDN's), one programme's events would travel in a session made for another's.
+    named = {**headers, "host": target.netloc.decode("ascii"), "connection": "close"}
     failure: httpx.ConnectError | None = None
     for address in pinned[:MAX_ADDRESSES]:
         request = client.build_request(
