@@ -867,13 +867,119 @@ async def test_deposit_by_account_id_codes(client, programme, admin_headers):
     await ledger_ok(client, admin_headers, other_p)
 
 
-async def test_deposit_beyond_int64_is_refused(client, programme, admin_headers):
+async def test_a_deposit_is_capped_at_the_scheme_limit(client, programme, admin_headers):
+    """Issue 32 §2.9, D11b: one deposit of 2^63-1 used to complete, after which every deposit
+    of the programme in that currency answered DENIED_OTHER (its settlement account could
+    give no more). Over the scheme limit a deposit answers DENIED_OTHER and nothing moves."""
+    p = await programme()
+    ident = await verified(client, p, "consumers", LATEST)
+    eur = await open_account(client, ident, "EUR", LATEST, iban=True)
+    second = await open_account(client, ident, "EUR", LATEST, iban=True)
+    gbp = await open_account(client, ident, "GBP", LATEST, iban=True)
+    usd = await open_account(client, ident, "USD", LATEST, iban=True)
+    sepa, fps = 99_999_999_999, 100_000_000  # 999,999,999.99 EUR; 1,000,000.00 GBP
+
+    async def deposit_by_id(
+        account: dict[str, Any], currency: str, amount: int, **more: Any
+    ) -> str:
+        r = await client.post(
+            f"{SIM}/accounts/{account['id']}/deposit",
+            headers=sim(p),
+            json={"depositAmount": {"currency": currency, "amount": amount}, **more},
+        )
+        assert r.status_code == 200, r.text
+        code: str = r.json()["code"]
+        return code
+
+    for account, currency, limit in ((eur, "EUR", sepa), (gbp, "GBP", fps), (usd, "USD", sepa)):
+        for too_much in (2**63 - 1, limit + 1):
+            assert await deposit_by_id(account, currency, too_much, txId=77) == "DENIED_OTHER"
+        got = await get_account(client, ident, account["id"])
+        assert got["balances"] == {"availableBalance": 0, "actualBalance": 0}, currency
+    # By IBAN likewise.
+    iban = (await get_iban(client, ident, eur["id"]))["bankAccountDetails"][0]["details"]["iban"]
+    r = await client.post(
+        f"{SIM}/accounts/deposit",
+        headers=sim(p),
+        json={
+            "depositAmount": {"currency": "EUR", "amount": sepa + 1},
+            "destinationIbanDetails": {"iban": iban},
+        },
+    )
+    assert r.json() == {"code": "DENIED_OTHER"}, r.text
+    # Nothing was written: the refused txId is still free, and the limit itself arrives, as
+    # does every later deposit of the programme in the currency.
+    assert await deposit_by_id(eur, "EUR", sepa, txId=77) == "COMPLETED"
+    assert await deposit_by_id(gbp, "GBP", fps) == "COMPLETED"
+    assert await deposit_by_id(usd, "USD", sepa) == "COMPLETED"
+    assert await deposit(client, p, eur["id"], 1) == "COMPLETED"
+    assert await deposit(client, p, second["id"], 1) == "COMPLETED"
+    got = await get_account(client, ident, eur["id"])
+    assert got["balances"] == {"availableBalance": sepa + 1, "actualBalance": sepa + 1}
+    await ledger_ok(client, admin_headers, p)
+
+
+async def test_a_deposits_text_is_bounded(client, programme, admin_headers):
+    """Issue 32 §2.9: a 1 MB `senderName` was stored. A deposit's names and references are
+    bounded as the interface bounds a payment party's name (200), 400 beyond, nothing moved."""
+    p = await programme()
+    ident = await verified(client, p, "consumers", LATEST)
+    acc = await open_account(client, ident, "EUR", LATEST, iban=True)
+    iban = (await get_iban(client, ident, acc["id"]))["bankAccountDetails"][0]["details"]["iban"]
+    amount = {"currency": "EUR", "amount": 100}
+    by_id = f"{SIM}/accounts/{acc['id']}/deposit"
+    by_iban = f"{SIM}/accounts/deposit"
+    iban_body = {"destinationIbanDetails": {"iban": iban}}
+    cases = [
+        (by_id, {}, "senderName"),
+        (by_id, {}, "reference"),
+        (by_id, {}, "receiverName"),
+        (by_iban, iban_body, "senderName"),
+        (by_iban, iban_body, "reference"),
+        (by_iban, iban_body, "receiverName"),
+        (by_iban, iban_body, "paymentReference"),
+    ]
+    for url, extra, field in cases:
+        for text in ("x" * 1_000_000, "é" * 201):
+            body = {"depositAmount": amount, **extra, field: text}
+            r = await client.post(url, headers=sim(p), json=body)
+            assert r.status_code == 400, (field, r.text[:300])
+            assert r.json()["syntaxErrors"]["invalidFields"] == [
+                {"fieldName": field, "error": "SIZE", "params": ["0", "200"]}
+            ]
+    for bad in ("x" * 51, "GB33 BUKB"):
+        body = {"depositAmount": amount, "senderIban": bad}
+        r = await client.post(by_id, headers=sim(p), json=body)
+        assert r.status_code == 400, r.text
+        assert r.json()["syntaxErrors"]["invalidFields"][0]["fieldName"] == "senderIban"
+    got = await get_account(client, ident, acc["id"])
+    assert got["balances"] == {"availableBalance": 0, "actualBalance": 0}
+    # At the bound: taken, and kept whole.
+    name = "Ädä " + "x" * 196
+    body = {"depositAmount": amount, "senderName": name, "reference": "r" * 200}
+    r = await client.post(by_id, headers=sim(p), json={**body, "senderIban": "GB33BUKB2020"})
+    assert r.json() == {"code": "COMPLETED"}, r.text
+    r = await client.post(by_iban, headers=sim(p), json={**body, **iban_body})
+    assert r.json() == {"code": "COMPLETED"}, r.text
+    r = await client.get(f"{LATEST}/managed_accounts/{acc['id']}/statement", headers=ident.headers)
+    deposits = [e for e in r.json()["entry"] if e["transactionId"]["type"] == "DEPOSIT"]
+    assert [e["additionalFields"]["sender"] for e in deposits] == [name, name]
+    await ledger_ok(client, admin_headers, p)
+
+
+async def test_deposit_beyond_int64_is_refused(client, programme, admin_headers, monkeypatch):
+    """At the int64 edge of a balance (≈ 92 million deposits at the scheme limit, reached here
+    by lifting the limit) a deposit answers DENIED_OTHER, never a 500: the account cannot hold
+    more, nor can the programme's settlement account in that currency give more."""
+    from multibank.accounts import service as accounts_service
+
     p = await programme()
     ident = await verified(client, p, "consumers", LATEST)
     acc = await open_account(client, ident, "EUR", LATEST, iban=True)
     second = await open_account(client, ident, "EUR", LATEST, iban=True)
     gbp = await open_account(client, ident, "GBP", LATEST, iban=True)
     top = 2**63 - 1
+    monkeypatch.setattr(accounts_service, "payment_limit", lambda currency: top)
     r = await client.post(
         f"{SIM}/accounts/{acc['id']}/deposit",
         headers=sim(p),
@@ -881,7 +987,6 @@ async def test_deposit_beyond_int64_is_refused(client, programme, admin_headers)
     )
     assert r.json() == {"code": "DENIED_OTHER"}, r.text
     assert await deposit(client, p, acc["id"], top - 10) == "COMPLETED"
-    # The account cannot hold more, nor can the programme's EUR settlement account give more.
     assert await deposit(client, p, acc["id"], 11) == "DENIED_OTHER"
     assert await deposit(client, p, second["id"], 11) == "DENIED_OTHER"
     assert await deposit(client, p, acc["id"], 10) == "COMPLETED"

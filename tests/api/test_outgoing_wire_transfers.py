@@ -230,6 +230,42 @@ async def test_a_bad_beneficiary_or_reference_is_400_and_stores_nothing(client, 
     ).status_code == 200
 
 
+async def test_bank_details_of_both_schemes_are_a_400(client, programme):
+    """Issue 32 §2.10: bank details with a SEPA and a Faster Payments part were read as SEPA
+    (the sort code ignored). They are a 400 naming the field, whichever currency, and nothing
+    is stored or held."""
+    p = await programme()
+    ident, acc = await customer(client, p, funds=FUNDS)
+    gbp_ident, gbp = await customer(client, p, funds=FUNDS, currency="GBP")
+    mixed = [
+        {**sepa(), **FPS},
+        {**sepa(), "sortCode": "400400"},
+        {"iban": IBAN, **FPS},
+        {"accountNumber": "12345678", **sepa()},
+    ]
+    for details in mixed:
+        for who, source, currency in ((ident, acc, "EUR"), (gbp_ident, gbp, "GBP")):
+            r = await create(client, who, body(p, source, currency=currency, details=details))
+            assert r.status_code == 400, (details, r.text)
+            assert r.json()["syntaxErrors"]["invalidFields"] == [
+                {
+                    "fieldName": "destinationBeneficiary.bankAccountDetails",
+                    "error": "EXACTLY",
+                    "params": ["1"],
+                }
+            ], r.text
+            assert "exactly one scheme" in r.json()["message"]
+    for who, source in ((ident, acc), (gbp_ident, gbp)):
+        assert (await client.get(OWT, headers=who.headers)).json()["count"] == 0
+        assert await balances(client, who, source) == (FUNDS, FUNDS)
+    # Either scheme alone still goes (unknown fields are still ignored).
+    assert (
+        await create(client, ident, body(p, acc, details={**sepa(), "x": 1}))
+    ).status_code == 200
+    fps = body(p, gbp, currency="GBP", details=FPS, description="ok")
+    assert (await create(client, gbp_ident, fps)).status_code == 200
+
+
 async def test_refusals_before_anything_is_stored(client, programme, admin_headers):
     p = await programme()
     ident, acc = await customer(client, p, funds=FUNDS)

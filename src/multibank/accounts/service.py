@@ -15,6 +15,7 @@ from multibank.accounts.schemas import ManagedAccountCreate
 from multibank.identities import repository as identities
 from multibank.identities.service import is_verified
 from multibank.kernel.errors import Conflict, NotFound
+from multibank.kernel.money import payment_limit
 from multibank.kernel.validation import parse_id
 from multibank.ledger import service as ledger
 from multibank.ledger.models import SETTLEMENT, LedgerAccount
@@ -346,6 +347,10 @@ async def deposit(
     await allocate_if_due(ctx, account)
     if account.iban_state != "ALLOCATED":
         return "DENIED_ACCOUNT_NOT_UPGRADED_TO_IBAN"
+    if amount > payment_limit(currency):
+        # Over the scheme limit (D11b): no payment of this size arrives; nothing is written,
+        # not even the programme's settlement account.
+        return "DENIED_OTHER"
     settlement = await ledger.system_account(
         ctx.db, ctx.programme.id, SETTLEMENT, currency, ctx.now
     )

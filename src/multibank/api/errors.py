@@ -41,6 +41,8 @@ _ERROR_KIND = {
     "less_than": "AT_MOST",
     "extra_forbidden": "NOT_IN",
     "set_type": "IN",
+    # Ours (payments/schemas.py): the fields of exactly one of two groups.
+    "one_scheme": "EXACTLY",
 }
 
 
@@ -63,7 +65,7 @@ def _params(err: dict[str, Any]) -> list[str]:
     if kind in ("enum", "literal_error"):
         expected = str(ctx.get("expected", ""))
         return [v.strip().strip("'") for v in expected.replace(" or ", ",").split(",") if v.strip()]
-    for key in ("ge", "gt", "le", "lt"):
+    for key in ("ge", "gt", "le", "lt", "exactly"):
         if key in ctx:
             return [str(ctx[key])]
     return []
@@ -122,12 +124,28 @@ def _length_bounds(request: Request | None, loc: Sequence[Any]) -> tuple[int, in
     return (low or 0, high) if low is not None or high is not None else None
 
 
+def _duplicate_key_body(name: str) -> dict[str, Any]:
+    """A malformed body's 400, naming the key it repeats (D11b). The name is the client's:
+    shortened, and with anything UTF-8 cannot carry (a lone surrogate) escaped."""
+    if len(name) > 100:
+        name = name[:100] + "…"
+    name = name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return {
+        "message": f"Malformed JSON request body: the key {name} appears more than once.",
+        "syntaxErrors": {
+            "invalidFields": [{"fieldName": name, "error": "EXACTLY", "params": ["1"]}]
+        },
+    }
+
+
 def validation_body(errors: Sequence[Any], request: Request | None = None) -> dict[str, Any]:
     fields: list[dict[str, Any]] = []
     messages: list[str] = []
     for err in errors:
         if err["type"] == "json_invalid":
             return {"message": "Malformed JSON request body."}
+        if err["type"] == "json_duplicate_key":  # api/jsonbody.py
+            return _duplicate_key_body(_field_name(err.get("loc", ())))
         kind = _ERROR_KIND.get(err["type"], "REGEX")
         name = _field_name(err.get("loc", ()))
         params = _params(err)

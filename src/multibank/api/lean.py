@@ -53,6 +53,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from multibank.api.jsonbody import DuplicateKey, StrictJsonRequest, duplicate_key_error, loads
 from multibank.kernel.wire import PLAIN_BODY, plain_json
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
@@ -349,7 +350,8 @@ async def read_body(request: Request) -> bytes:
 
 
 async def _json_body(request: Request, strict: bool) -> Any:
-    """The body as FastAPI reads it for a JSON body field (`get_request_handler`)."""
+    """The body as FastAPI reads it for a JSON body field (`get_request_handler`), a key
+    repeated in an object refused (`lean_app`'s requests decode with `jsonbody.loads`)."""
     try:
         body_bytes = await read_body(request)
         if not body_bytes:
@@ -360,6 +362,8 @@ async def _json_body(request: Request, strict: bool) -> Any:
         if _is_json(content_type):
             return await request.json()
         return body_bytes
+    except DuplicateKey as e:
+        raise duplicate_key_error(e) from None
     except json.JSONDecodeError as e:
         raise RequestValidationError(
             [
@@ -377,6 +381,26 @@ async def _json_body(request: Request, strict: bool) -> Any:
         raise
     except Exception as e:
         raise HTTPException(status_code=400, detail="There was an error parsing the body") from e
+
+
+def _refusing_duplicate_keys(handler: Handler, strict_content_type: bool) -> Handler:
+    """FastAPI's handler, whose request decodes its JSON body leniently, with the body checked
+    by `jsonbody.loads` first where that handler will decode it as JSON: a repeated key is
+    the 400 it is on lean routes. Anything else wrong with the body is left to FastAPI."""
+
+    async def handle(request: Request) -> Response:
+        try:
+            body = await request.body()
+            content_type = request.headers.get("content-type")
+            if body and (_is_json(content_type) if content_type else not strict_content_type):
+                loads(body)
+        except DuplicateKey as e:
+            raise duplicate_key_error(e) from None
+        except Exception:  # FastAPI's handler meets it again and answers as it does
+            pass
+        return await handler(request)
+
+    return handle
 
 
 def lean_handler(route: APIRoute) -> Handler:
@@ -464,7 +488,7 @@ def lean_app(handler: Handler) -> ASGIApp:
     Starlette's `wrap_app_handling_exceptions` does."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive, send)
+        request = StrictJsonRequest(scope, receive, send)
         try:
             response = await handler(request)
         except Exception as exc:
@@ -519,6 +543,12 @@ class LeanRoute(APIRoute):
         except Unsupported:
             handler = super().get_route_handler()
             self.lean = False
+            body_field = self.body_field
+            if body_field is not None and not isinstance(body_field.field_info, params.Form):
+                strict = self.strict_content_type
+                handler = _refusing_duplicate_keys(
+                    handler, strict.value if isinstance(strict, DefaultPlaceholder) else strict
+                )
         return self.wrap(handler)
 
     def wrap(self, handler: Handler) -> Handler:

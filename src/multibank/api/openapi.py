@@ -139,8 +139,9 @@ HEADERS: dict[str, dict[str, Any]] = {
 }
 
 DESCRIPTIONS = {
-    400: "Bad request: a malformed field, a missing header, or a payload that does not match "
-    "an earlier one sent with the same idempotency-ref. Nothing changed.",
+    400: "Bad request: a malformed field, malformed JSON (a key repeated in an object too), a "
+    "missing header, or a payload that does not match an earlier one sent with the same "
+    "idempotency-ref. Nothing changed.",
     401: "Unauthorized: an unknown api-key, or a missing, bad, expired or ended token. No body.",
     403: "Forbidden: a token of another programme, or of an identity this operation is not "
     "for. No body.",

@@ -248,3 +248,18 @@ class Money:
             if exp
             else f"{sign}{whole} {self.currency}"
         )
+
+
+# The most one payment may carry on each scheme, in minor units: a SEPA credit transfer's
+# 999,999,999.99 EUR, and the Faster Payments scheme's 1,000,000.00 GBP.
+SEPA_LIMIT = 99_999_999_999
+FASTER_PAYMENTS_LIMIT = 100_000_000
+_PAYMENT_LIMITS = {"EUR": SEPA_LIMIT, "GBP": FASTER_PAYMENTS_LIMIT}
+
+
+def payment_limit(currency: str) -> int:
+    """The most one payment from outside may carry in `currency`, in minor units (D11b): the
+    scheme limit of the currency's outgoing wire transfers, SEPA's for EUR and Faster
+    Payments' for GBP; a currency no scheme here carries takes SEPA's figure in its own minor
+    units. At most 2^63 / 10^11 ≈ 92 million such payments fit in a balance."""
+    return _PAYMENT_LIMITS.get(currency, SEPA_LIMIT)

@@ -19,6 +19,7 @@ from multibank.accounts import service as accounts
 from multibank.accounts.models import ManagedAccount
 from multibank.kernel.errors import BadRequest, Conflict
 from multibank.kernel.ids import new_id
+from multibank.kernel.money import FASTER_PAYMENTS_LIMIT, SEPA_LIMIT
 from multibank.ledger import service as ledger
 from multibank.ledger.models import REVENUE, SETTLEMENT
 from multibank.payments.models import (
@@ -56,9 +57,8 @@ from multibank.webhooks import events as webhooks
 
 SEPA, FASTER_PAYMENTS = "SEPA", "FASTER_PAYMENTS"
 SCHEME_CURRENCY = {SEPA: "EUR", FASTER_PAYMENTS: "GBP"}
-# The most one payment may carry on each scheme, in minor units: a SEPA credit transfer's
-# 999,999,999.99 EUR, and the Faster Payments scheme's 1,000,000.00 GBP.
-SCHEME_LIMIT = {SEPA: 99_999_999_999, FASTER_PAYMENTS: 100_000_000}
+# The most one payment may carry on each scheme (kernel/money.py).
+SCHEME_LIMIT = {SEPA: SEPA_LIMIT, FASTER_PAYMENTS: FASTER_PAYMENTS_LIMIT}
 DESCRIPTION_LIMIT = {SEPA: 35, FASTER_PAYMENTS: 18}
 # Characters the Faster Payments scheme carries in a name.
 FPS_TEXT = re.compile(r"^[A-Za-z0-9 /\-?:().,'+#=!\"%&*<>;{@]+$")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints, field_validator
+from pydantic_core import PydanticCustomError
 
 from multibank.kernel.vocabulary import Currency, DigitsId, Tag, Wire
 
@@ -139,6 +140,16 @@ class FasterPaymentsBankDetails(Wire):
     sortCode: Annotated[str, StringConstraints(pattern=r"^[0-9]{6}$")]
 
 
+_SEPA_FIELDS = frozenset(SepaBankDetails.model_fields)
+_FPS_FIELDS = frozenset(FasterPaymentsBankDetails.model_fields)
+
+
+def _one_of(schema: dict[str, Any]) -> None:
+    """The bank details' schema says `oneOf`: an object matching both shapes is refused."""
+    if "anyOf" in schema:
+        schema["oneOf"] = schema.pop("anyOf")
+
+
 # The interface's addresses here are text (1-150); the demo app's client types them as address
 # objects, so an object of short text fields is taken too, and answered as sent.
 AddressObject = Annotated[
@@ -152,7 +163,32 @@ class Beneficiary(Wire):
     bankName: Annotated[str, StringConstraints(max_length=150)] | None = None
     bankAddress: Text150 | AddressObject | None = None
     bankCountry: Annotated[str, StringConstraints(pattern=r"^[A-Z]{2}$")] | None = None
-    bankAccountDetails: SepaBankDetails | FasterPaymentsBankDetails
+    bankAccountDetails: Annotated[
+        SepaBankDetails | FasterPaymentsBankDetails,
+        Field(
+            description="The details of one scheme: SEPA (`iban`, `bankIdentifierCode`) or "
+            "Faster Payments (`accountNumber`, `sortCode`). An object with fields of both is a "
+            "400 (`EXACTLY` 1), not a guess of which one was meant.",
+            json_schema_extra=_one_of,
+        ),
+    ]
+
+    @field_validator("bankAccountDetails", mode="before")
+    @classmethod
+    def _one_scheme(cls, value: Any) -> Any:
+        # Unknown fields are ignored (`Wire`), so without this an object carrying both schemes'
+        # details would be read as SEPA: a proxy or reviewer that saw the sort code would see
+        # another payment than the server makes.
+        if isinstance(value, dict) and not (
+            _SEPA_FIELDS.isdisjoint(value) or _FPS_FIELDS.isdisjoint(value)
+        ):
+            raise PydanticCustomError(
+                "one_scheme",
+                "must hold the details of exactly one scheme: iban and bankIdentifierCode "
+                "(SEPA) or accountNumber and sortCode (Faster Payments)",
+                {"exactly": 1},
+            )
+        return value
 
 
 class OwtCreate(Wire):

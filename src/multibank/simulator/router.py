@@ -18,6 +18,7 @@ from multibank.factors import service as factors
 from multibank.identities import service as identities
 from multibank.identities.models import CONSUMER, CORPORATE
 from multibank.kernel.errors import NotFound
+from multibank.kernel.money import FASTER_PAYMENTS_LIMIT, SEPA_LIMIT
 from multibank.kernel.validation import parse_id
 from multibank.kernel.wire import StrictBody
 from multibank.payments import owt as payment_owt
@@ -150,8 +151,15 @@ async def consumer_reject(
 class CurrencyAmount(Request):
     currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]*$", min_length=3, max_length=3)]
     # Minor units. Any integer is taken: one the account cannot hold is the business answer
-    # DENIED_AMOUNT_NOT_POSITIVE or DENIED_OTHER, as on the reference.
-    amount: int | None = None
+    # DENIED_AMOUNT_NOT_POSITIVE or DENIED_OTHER, as on the reference; so is one over the
+    # scheme limit (D11b), which is why the limit is described rather than a `maximum`.
+    amount: int | None = Field(
+        default=None,
+        description="Minor units. At most the scheme limit of one payment: "
+        f"{SEPA_LIMIT} for EUR (SEPA), {FASTER_PAYMENTS_LIMIT} for GBP (Faster Payments), "
+        f"{SEPA_LIMIT} in any other currency's minor units. A larger amount answers "
+        "`DENIED_OTHER` and nothing moves; zero or less answers `DENIED_AMOUNT_NOT_POSITIVE`.",
+    )
 
 
 PaymentNetwork = Literal["SEPA", "FASTER_PAYMENTS", "SWIFT", "BACS", "CHAPS", "RIX"]
@@ -169,12 +177,18 @@ class FasterPaymentsDetails(Request):
     sortCode: Annotated[str, StringConstraints(pattern=r"^[0-9]{6}$")]
 
 
+# Free text a deposit carries (kept, and shown in statements and webhooks): bounded as the
+# interface bounds a payment party's name (an outgoing wire transfer's beneficiary name).
+Text = Annotated[str, StringConstraints(max_length=200)]
+SenderIban = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]+$", max_length=50)]
+
+
 class DepositByAccountId(Request):
     depositAmount: CurrencyAmount
-    senderName: str | None = None
-    reference: str | None = None
-    receiverName: str | None = None
-    senderIban: str | None = None
+    senderName: Text | None = None
+    reference: Text | None = None
+    receiverName: Text | None = None
+    senderIban: SenderIban | None = None
     txId: TxId | None = None
     sepa: SepaDetails | None = None
     fasterPayments: FasterPaymentsDetails | None = None
@@ -187,12 +201,14 @@ class IbanDetails(Request):
 
 class DepositByIban(Request):
     depositAmount: CurrencyAmount
-    iban: str | None = Field(default=None, description="Deprecated: use destinationIbanDetails")
+    iban: Annotated[str, StringConstraints(max_length=50)] | None = Field(
+        default=None, description="Deprecated: use destinationIbanDetails"
+    )
     destinationIbanDetails: IbanDetails | None = None
-    paymentReference: str | None = None
-    senderName: str | None = None
-    reference: str | None = None
-    receiverName: str | None = None
+    paymentReference: Text | None = None
+    senderName: Text | None = None
+    reference: Text | None = None
+    receiverName: Text | None = None
     txId: TxId | None = None
 
 

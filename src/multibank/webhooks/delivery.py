@@ -27,11 +27,11 @@ import base64
 import functools
 import hashlib
 import hmac
-import ipaddress
 import logging
 import socket
 import time
 from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv4Network, IPv6Network, ip_address
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -62,6 +62,7 @@ TIMEOUT_SECONDS = 10.0
 LEASE_MS = 60_000  # the default of MULTIBANK_WEBHOOKS_LEASE_SECONDS
 EXCERPT = 200
 MAX_REDIRECTS = 3
+MAX_ADDRESSES = 4  # of a name's addresses, the most one attempt tries to connect to
 
 
 def retry_delay_ms(attempts: int) -> int:
@@ -96,41 +97,115 @@ async def secret_of(db: AsyncSession, programme: Programme) -> str | None:
     return (await db.execute(stmt)).scalar_one_or_none()
 
 
-# Where events may go (server-side request forgery, D16)
+# Where events may go (server-side request forgery, D16; issue 32)
+
+# Addresses the stdlib's `is_global` lets through on some Python releases (its lists changed
+# in patch releases) that no webhook receiver may be at: the deprecated 6to4 relay anycast
+# (RFC 7526), the IETF protocol assignments, 6to4 itself (newer lists call it not global) and
+# IPv6's documentation prefix of RFC 9637. The same rule whichever Python runs the server.
+_REFUSED_V4 = (IPv4Network("192.88.99.0/24"), IPv4Network("192.0.0.0/24"))
+_REFUSED_V6 = (IPv6Network("2002::/16"), IPv6Network("3fff::/20"))
+_SHARED = IPv4Network("100.64.0.0/10")
+# IPv6's global unicast space: everything outside it is special-purpose (IPv4-compatible
+# `::a.b.c.d`, site-local `fec0::/10`, SRv6 `5f00::/16`...), whatever `is_global` says.
+_GLOBAL_UNICAST = IPv6Network("2000::/3")
+# NAT64 (RFC 6052, RFC 8215): the IPv4 address is the last 32 bits. The well-known prefix is
+# what DNS64 answers on an IPv6-only network, so it is judged by the address it embeds.
+_NAT64_WELL_KNOWN = IPv6Network("64:ff9b::/96")
+_NAT64_LOCAL = IPv6Network("64:ff9b:1::/48")
 
 
-def _blocked(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return bool(
-        ip.is_private
-        or ip.is_loopback
-        or ip.is_link_local
-        or ip.is_reserved
-        or ip.is_multicast
-        or ip.is_unspecified
-    )
+def _v4_refusal(ip: IPv4Address) -> str | None:
+    if ip.is_loopback:
+        return "a loopback address"
+    if ip.is_link_local:
+        return "a link-local address"
+    if ip.is_multicast:
+        return "a multicast address"
+    if ip in _SHARED:
+        return "a shared (carrier-grade NAT) address"
+    if ip.is_private or not ip.is_global or any(ip in n for n in _REFUSED_V4):
+        return "a private or reserved address"
+    return None
+
+
+def address_refusal(address: str) -> str | None:
+    """Why a live programme's events may not go to `address` (an IP address as text, maybe
+    with an IPv6 zone); None when it is a public unicast address. An IPv6 address that carries
+    an IPv4 one (IPv4-mapped, 6to4, Teredo, NAT64) is refused unless what it carries is public
+    too: a gateway would deliver it there."""
+    try:
+        ip = ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return "not an IP address"
+    if isinstance(ip, IPv4Address):
+        return _v4_refusal(ip)
+    mapped = ip.ipv4_mapped
+    if mapped is not None:
+        why = _v4_refusal(mapped)
+        return None if why is None else f"an IPv4-mapped address of {mapped}, {why}"
+    embedded: list[IPv4Address] = []
+    if ip in _NAT64_WELL_KNOWN or ip in _NAT64_LOCAL:
+        embedded.append(IPv4Address(int(ip) & 0xFFFFFFFF))
+    if ip.sixtofour is not None:
+        embedded.append(ip.sixtofour)
+    if ip.teredo is not None:
+        embedded.extend(ip.teredo)  # the Teredo server and the client behind it
+    for v4 in embedded:
+        why = _v4_refusal(v4)
+        if why is not None:
+            return f"an address embedding {v4}, {why}"
+    if ip.is_loopback:
+        return "a loopback address"
+    if ip.is_link_local:
+        return "a link-local address"
+    if ip.is_multicast:
+        return "a multicast address"
+    if ip in _NAT64_WELL_KNOWN:
+        return None  # what it embeds is public (above)
+    if (
+        ip not in _GLOBAL_UNICAST
+        or ip.is_private
+        or not ip.is_global
+        or any(ip in n for n in _REFUSED_V6)
+    ):
+        return "a private or reserved address"
+    return None
+
+
+async def resolve(host: str) -> list[str]:
+    """The addresses `host` resolves to, in the resolver's order, each once."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+async def checked_addresses(url: str) -> tuple[list[str], str | None]:
+    """(the addresses `url`'s host resolves to, why they may not receive a live programme's
+    events or None). Every address is checked: a name with one private address among public
+    ones is refused, as the client could connect to any of them."""
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return [], "the URL is not valid"
+    if not host:
+        return [], "the URL names no host"
+    try:
+        addresses = await resolve(host)
+    except (OSError, UnicodeError, ValueError):
+        return [], f"{host} does not resolve"
+    if not addresses:
+        return [], f"{host} does not resolve"
+    for address in addresses:
+        why = address_refusal(address)
+        if why is not None:
+            return [], f"{host} resolves to {address}, {why}; only public addresses are allowed"
+    return addresses, None
 
 
 async def refused_destination(url: str) -> str | None:
     """Why `url` may not receive a live programme's events (it resolves to a loopback,
-    link-local or private address, or not at all); None when it may."""
-    try:
-        host = urlsplit(url).hostname
-    except ValueError:
-        return "the URL is not valid"
-    if not host:
-        return "the URL names no host"
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError, ValueError):
-        return f"{host} does not resolve"
-    for info in infos:
-        address = str(info[4][0])
-        if _blocked(address):
-            return f"{host} resolves to {address}, a loopback, link-local or private address"
-    return None
+    link-local, private, reserved or multicast address, or not at all); None when it may."""
+    return (await checked_addresses(url))[1]
 
 
 # 1. claim
@@ -244,8 +319,13 @@ async def send(
         return Result(published, 0, error="the programme has no webhook URL")
     if c.secret is None:
         return Result(published, 0, error="the programme has no webhook secret")
+    # A live programme's events go only to the addresses checked here, resolved once per
+    # attempt: the connection is made to one of them (`_post`), so a name that resolves to
+    # a public address for the check and to a private one a moment later (DNS rebinding)
+    # cannot steer it.
+    pinned: list[str] = []
     if c.live and not allow_private:
-        why = await refused_destination(c.url)
+        pinned, why = await checked_addresses(c.url)
         if why is not None:
             return Result(published, took(), error=f"not sent: {why}")
     v1, v2 = signatures(c.secret, c.call_ref, c.payload, published)
@@ -259,10 +339,13 @@ async def send(
     url = c.url
     try:
         for _ in range(MAX_REDIRECTS + 1):
-            async with client.stream("POST", url, content=c.payload, headers=headers) as answer:
+            answer = await _post(client, url, pinned, c.payload, headers)
+            try:
                 excerpt = await _excerpt(answer)
                 status = answer.status_code
                 location = answer.headers.get("location")
+            finally:
+                await answer.aclose()
             if status in (307, 308) and location:
                 target = urljoin(url, location)
                 if _origin(target) != _origin(url):
@@ -273,7 +356,7 @@ async def send(
                         f"redirect to another host not followed: {_origin(target)}",
                         excerpt,
                     )
-                url = target
+                url = target  # the same host: the same checked addresses
                 continue
             return Result(published, took(), status, None, excerpt, _retryable(status))
         return Result(published, took(), status, "too many redirects", excerpt)
@@ -281,6 +364,44 @@ async def send(
         return Result(published, took(), error="timed out after 10 s", retry=True)
     except httpx.HTTPError as exc:
         return Result(published, took(), error=f"{type(exc).__name__}: {exc}"[:300], retry=True)
+
+
+async def _post(
+    client: httpx.AsyncClient,
+    url: str,
+    pinned: list[str],
+    payload: bytes,
+    headers: dict[str, str],
+) -> httpx.Response:
+    """`POST url`, its answer streaming (the caller closes it). With `pinned` addresses the
+    connection goes to them, in order until one connects, never to what the name resolves to
+    now: the URL names the address, the `Host` header and TLS (SNI and the certificate's
+    name, httpx's `sni_hostname` extension) the host."""
+    target = httpx.URL(url)
+    host = target.raw_host.decode("ascii")
+    if not pinned or host in pinned:  # no check, or the URL names its address itself
+        request = client.build_request("POST", target, content=payload, headers=headers)
+        return await client.send(request, stream=True)
+    extensions = {"sni_hostname": host} if target.scheme == "https" else {}
+    # `connection: close`: the client's pool knows a connection by its address, not by the
+    # host its TLS session was made for; reused for another host on the same address (a
+    # CDN's), one programme's events would travel in a session made for another's.
+    named = {**headers, "host": target.netloc.decode("ascii"), "connection": "close"}
+    failure: httpx.ConnectError | None = None
+    for address in pinned[:MAX_ADDRESSES]:
+        request = client.build_request(
+            "POST",
+            target.copy_with(host=address),
+            content=payload,
+            headers=named,
+            extensions=extensions,
+        )
+        try:
+            return await client.send(request, stream=True)
+        except httpx.ConnectError as exc:  # refused or unreachable: the next address
+            failure = exc
+    assert failure is not None
+    raise failure
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
