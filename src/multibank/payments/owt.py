@@ -2,8 +2,9 @@
 IBAN to an external beneficiary, by SEPA (EUR) or Faster Payments (GBP).
 
 A create that names a bad beneficiary is a 400 and leaves nothing. One refused for the source's
-state, the amount, or the money is still stored, `INVALID`, with why, and answers 409. An accepted
-one holds amount + fee and waits for SCA (`PENDING_CHALLENGE`) unless SCA does not apply; once
+state, the amount, or the money is still stored, `INVALID`, with why, and answers 409: the record
+keeps its idempotency-ref taken, and no list, get or webhook shows it (D12a). An accepted one
+holds amount + fee and waits for SCA (`PENDING_CHALLENGE`) unless SCA does not apply; once
 verified it is `SUBMITTED`, then `APPROVED`, then `COMPLETED` after the programme's processing
 delay (programme clock), each step taken once by whichever process finds it due
 (`payments.steps`). The sandbox's canned destination IBANs force the other endings.
@@ -180,11 +181,11 @@ async def create(ctx: Ctx, owner: Owner, data: OwtCreate) -> Payment:
         except Conflict:
             refusal = ("FUNDS_INSUFFICIENT", "INSUFFICIENT_FUNDS")
     if refusal is not None:
-        # Kept, INVALID, with why; the answer is the refusal, and the ref keeps it (D12).
+        # Kept, INVALID, with why; the answer is the refusal, and the ref keeps it (D12). No
+        # webhook: INVALID is no state of the 3.29.1 interface, whose clients never see it (D12a).
         code, payment.failure = refusal
         ctx.db.add(payment)
         await ctx.db.flush()
-        await webhooks.payment(ctx, payment)
         raise Conflict(code).keeping_changes().storing_answer()
     ctx.db.add(payment)
     if sca and exemption is None:

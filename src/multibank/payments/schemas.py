@@ -98,9 +98,9 @@ class VerificationCodeBody(Wire):
     verificationCode: Annotated[str, StringConstraints(pattern=r"^[0-9]{6}$")]
 
 
-# Outgoing wire transfers (§1.4)
+# Outgoing wire transfers (§1.4). `INVALID` (a refused create kept for its idempotency-ref) is
+# a state of later versions: the 3.29.1 surface never shows such a payment (D12a).
 OwtState = Literal[
-    "INVALID",
     "PENDING_CHALLENGE",
     "SUBMITTED",
     "REJECTED",
@@ -110,7 +110,6 @@ OwtState = Literal[
     "RETURNED",
 ]
 OWT_STATES = (
-    "INVALID",
     "PENDING_CHALLENGE",
     "SUBMITTED",
     "REJECTED",

@@ -95,8 +95,9 @@ add_payment_operations(
         says which). The source also pays the wire transfer profile's fee. Answers
         `PENDING_CHALLENGE` (amount + fee held) until a challenge is verified, then it is
         `SUBMITTED`, `APPROVED` and `COMPLETED` after the programme's processing delay. A create
-        refused for the source's state, the amount or the funds is kept as `INVALID` and answers
-        409.""",
+        refused for the source's state, the amount or the funds answers 409 and keeps its
+        `idempotency-ref` (the same ref and payload answer the same 409, another payload 400);
+        no list, get or webhook shows it.""",
         create_responses=conflicts(*CREATE_CONFLICTS),
         filters=owt_filters,
         list_doc="""The logged-in identity's outgoing wire transfers, newest first, in pages of
