@@ -3,7 +3,8 @@ an external beneficiary, by SEPA (EUR) or Faster Payments (GBP).
 
 Black-box over HTTP: the hold, SCA, `SUBMITTED` → `APPROVED` → `COMPLETED` on the programme clock,
 the statement entry, the 400s of the beneficiary and the scheme, the 409s (and those kept as
-`INVALID`, out of sight), the sandbox's canned IBANs, the simulator's accept, reject and return, the list.
+`INVALID`, out of sight), the sandbox's canned IBANs, the simulator's accept, reject and return,
+the list.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import pytest
 from sqlalchemy import select
 
 from multibank.payments.models import Payment
-
 from tests.api.fees_support import ledger_ok, revenue
 from tests.api.payments_support import (
     advance,
