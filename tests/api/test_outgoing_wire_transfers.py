@@ -148,12 +148,13 @@ async def test_a_sepa_transfer_from_challenge_to_completion(
     assert entry["availableBalanceAdjustment"]["amount"] == -(AMOUNT + FEE)
     assert entry["actualBalanceAdjustment"]["amount"] == -(AMOUNT + FEE)
     assert entry["cardholderFee"] == {"currency": "EUR", "amount": FEE}
+    # The interface's names (contract.md, StatementEntry): the account is the IBAN, the bank
+    # code the BIC, the reference the description.
     assert entry["additionalFields"] == {
         "beneficiaryName": "Ada Lovelace",
-        "beneficiaryIban": IBAN,
-        "beneficiaryBankIdentifierCode": BIC,
-        "reference": "Invoice 42",
-        "type": "SEPA",
+        "beneficiaryAccount": IBAN,
+        "beneficiaryBankCode": BIC,
+        "description": "Invoice 42",
     }
     await ledger_ok(client, admin_headers, p)
     # A wire transfer past its challenge cannot be challenged again.
@@ -175,6 +176,17 @@ async def test_faster_payments_from_a_gbp_account_without_sca(client, programme,
     await advance(client, p, 2)
     assert await state(client, ident, owt["id"]) == "COMPLETED"
     assert await balances(client, ident, acc) == (FUNDS - AMOUNT - FEE,) * 2
+    # The statement names the beneficiary's account number and sort code in the interface's
+    # `beneficiaryAccount` and `beneficiaryBankCode`.
+    [entry] = [
+        e for e in await entries(client, ident, acc) if e["transactionId"]["id"] == owt["id"]
+    ]
+    assert entry["additionalFields"] == {
+        "beneficiaryName": "Ada Lovelace & Co.",
+        "beneficiaryAccount": FPS["accountNumber"],
+        "beneficiaryBankCode": FPS["sortCode"],
+        "description": "Rent May",
+    }
     # The reference is optional for Faster Payments.
     del json["description"]
     assert (await create(client, ident, json)).status_code == 200
@@ -398,6 +410,19 @@ async def test_a_return_gives_the_fee_back_when_the_profile_says_so(
         await advance(client, p, 2)
     assert await state(client, ident, owt_id) == "RETURNED"
     assert await balances(client, ident, acc) == (FUNDS, FUNDS)
+    # The return's own entry names the wire transfer it returns (contract.md's
+    # relatedTransactionId and relatedTransactionIdType).
+    [back] = [
+        e
+        for e in await entries(client, ident, acc)
+        if e["transactionId"]["type"] == "OUTGOING_WIRE_TRANSFER"
+        and e["transactionId"]["id"] != owt_id
+    ]
+    assert back["transactionAmount"]["amount"] == AMOUNT + FEE
+    assert back["additionalFields"] == {
+        "relatedTransactionId": owt_id,
+        "relatedTransactionIdType": "OUTGOING_WIRE_TRANSFER",
+    }
     await ledger_ok(client, admin_headers, p)
 
 

@@ -319,7 +319,12 @@ async def give_back_after_completion(ctx: Ctx, payment: Payment) -> None:
         now_ms=ctx.now,
         details={
             "byAccount": {
-                str(payment.source_id): {"fields": {"returnedTransferId": str(payment.id)}}
+                str(payment.source_id): {
+                    "fields": {
+                        "relatedTransactionId": str(payment.id),
+                        "relatedTransactionIdType": OWT,
+                    }
+                }
             }
         },
         transaction_id=new_id(),

@@ -170,9 +170,7 @@ async def _beneficiary(session: Session) -> str:
     identity, root = await identities.load(
         session.ctx, session.auth.identity_id, session.auth.identity_type
     )
-    if identity.company:
-        return str(identity.company.get("name", ""))
-    return f"{root.name} {root.surname}"
+    return identities.holder_name(identity.company, root.name, root.surname)
 
 
 @router.get(
