@@ -63,10 +63,11 @@ async def by_id(
 @dataclass(frozen=True)
 class Filters:
     profile_id: int | None = None
-    # (type, id): payments from or to this instrument.
-    instrument: tuple[str, int] | None = None
-    # (type, id): payments from this instrument.
-    source: tuple[str, int] | None = None
+    # (type, id): payments from or to this instrument; (type, None): from or to one of that
+    # type.
+    instrument: tuple[str, int | None] | None = None
+    # (type, id or None): payments from this instrument (or one of that type).
+    source: tuple[str, int | None] | None = None
     states: Sequence[str] = ()
     created_from: int | None = None
     created_to: int | None = None
@@ -95,14 +96,19 @@ async def page(
         stmt = stmt.where(Payment.profile_id == f.profile_id)
     if f.instrument is not None:
         kind_, id_ = f.instrument
-        stmt = stmt.where(
-            or_(
-                (Payment.source_type == kind_) & (Payment.source_id == id_),
-                (Payment.destination_type == kind_) & (Payment.destination_id == id_),
+        if id_ is None:
+            stmt = stmt.where(or_(Payment.source_type == kind_, Payment.destination_type == kind_))
+        else:
+            stmt = stmt.where(
+                or_(
+                    (Payment.source_type == kind_) & (Payment.source_id == id_),
+                    (Payment.destination_type == kind_) & (Payment.destination_id == id_),
+                )
             )
-        )
     if f.source is not None:
-        stmt = stmt.where(Payment.source_type == f.source[0], Payment.source_id == f.source[1])
+        stmt = stmt.where(Payment.source_type == f.source[0])
+        if f.source[1] is not None:
+            stmt = stmt.where(Payment.source_id == f.source[1])
     if f.states:
         stmt = stmt.where(Payment.state.in_(list(f.states)))
     if f.created_from is not None:
