@@ -33,7 +33,13 @@ from multibank.payments.models import (
     SUBMITTED,
     Payment,
 )
-from multibank.payments.schemas import INT64_MAX, OwtCreate, SepaBankDetails
+from multibank.payments.schemas import (
+    DESCRIPTION_LIMIT,
+    FPS_TEXT,
+    INT64_MAX,
+    OwtCreate,
+    SepaBankDetails,
+)
 from multibank.payments.service import (
     CHALLENGE_TTL_MS,
     MANAGED_ACCOUNTS,
@@ -59,9 +65,8 @@ SCHEME_CURRENCY = {SEPA: "EUR", FASTER_PAYMENTS: "GBP"}
 # The most one payment may carry on each scheme, in minor units: a SEPA credit transfer's
 # 999,999,999.99 EUR, and the Faster Payments scheme's 1,000,000.00 GBP.
 SCHEME_LIMIT = {SEPA: 99_999_999_999, FASTER_PAYMENTS: 100_000_000}
-DESCRIPTION_LIMIT = {SEPA: 35, FASTER_PAYMENTS: 18}
-# Characters the Faster Payments scheme carries in a name.
-FPS_TEXT = re.compile(r"^[A-Za-z0-9 /\-?:().,'+#=!\"%&*<>;{@]+$")
+# Characters the Faster Payments scheme carries in a name (the description's pattern).
+FPS_NAME = re.compile(FPS_TEXT)
 
 # Sandbox destination IBANs that name an outcome (money-movement.md §1.4, D14); accepted as
 # written although their check digits do not verify.
@@ -105,8 +110,8 @@ def check_beneficiary(data: OwtCreate, scheme: str, sandbox: bool) -> None:
     and presence, and an IBAN whose check digits fail (the sandbox's canned IBANs excepted)."""
     b = data.destinationBeneficiary
     if not b.name.strip():
-        raise _bad("destinationBeneficiary.name", "must not be blank", "NOT_BLANK")
-    if scheme == FASTER_PAYMENTS and not FPS_TEXT.match(b.name):
+        raise _bad("destinationBeneficiary.name", "must not be blank", "HAS_TEXT")
+    if scheme == FASTER_PAYMENTS and not FPS_NAME.fullmatch(b.name):
         raise _bad("destinationBeneficiary.name", "characters Faster Payments does not carry")
     description = data.description
     if scheme == SEPA and not (description and description.strip()):
