@@ -51,14 +51,12 @@ def owner(session: Session) -> service.Owner:
     return service.Owner(auth.identity_id, auth.identity_type, auth.user_id)
 
 
-def instrument_object(
-    name: str, types: Any, description: str, id_pattern: str = r"^[0-9]+$"
-) -> ObjectFilter:
+def instrument_object(name: str, types: Any, description: str) -> ObjectFilter:
     """An instrument filter (`{name}[type]`, `{name}[id]`, or the dotted names): the type alone
     keeps that type's instruments; an id needs its type."""
     return ObjectFilter(
         name,
-        {"id": Annotated[str, StringConstraints(pattern=id_pattern)], "type": types},
+        {"id": Annotated[str, StringConstraints(pattern=r"^[0-9]+$")], "type": types},
         description=description,
         requires={"id": ["type"]},
     )
