@@ -241,6 +241,62 @@ async def transfer_and_wire_transfer(app: App, kind: str) -> None:
     assert balances == {"availableBalance": 1500 - 500 - 200 - 100, "actualBalance": 1000}
 
 
+def send_row(entry: dict[str, Any]) -> dict[str, Any]:
+    """What the app's statement row of a send shows (its `SendTransaction` component): "To
+    <destinationIdentityName>" with the send icon when that field is there, "From
+    <sourceIdentityName>" with the receive icon when that one is."""
+    fields = entry.get("additionalFields") or {}
+    return {
+        "out": fields.get("destinationIdentityName") is not None,
+        "in": fields.get("sourceIdentityName") is not None,
+        "to": fields.get("destinationIdentityName"),
+        "from": fields.get("sourceIdentityName"),
+    }
+
+
+async def send_between_apps(sender: App, receiver: App) -> None:
+    """A send from one identity's account to another's; each side's statement row names the
+    other identity (the app shows no counterparty without it)."""
+    source = (await sender.call("GET", "/managed_accounts")).json()["accounts"][0]["id"]
+    target = (await receiver.call("GET", "/managed_accounts")).json()["accounts"][0]["id"]
+    made = (
+        await sender.call(
+            "POST",
+            "/sends",
+            json={
+                "profileId": sender.p.profiles["sends"],
+                "source": {"type": "managed_accounts", "id": source},
+                "destination": {"type": "managed_accounts", "id": target},
+                "destinationAmount": {"currency": "EUR", "amount": 300},
+            },
+        )
+    ).json()
+    assert made["state"] == "COMPLETED"  # low value (D13): no challenge
+    me = (await sender.call("GET", "/corporates")).json()
+    them = (await receiver.call("GET", "/consumers")).json()["rootUser"]
+    rows = {}
+    for app, account in ((sender, source), (receiver, target)):
+        statement = (await app.call("GET", f"/managed_accounts/{account}/statement")).json()
+        [entry] = [
+            e
+            for e in statement["entry"]
+            if e["transactionId"] == {"type": "SEND", "id": made["id"]}
+        ]
+        rows[app] = send_row(entry)
+    assert rows[sender] == {
+        "out": True,
+        "in": False,
+        "to": f"{them['name']} {them['surname']}",
+        "from": None,
+    }
+    assert rows[receiver] == {
+        "out": False,
+        "in": True,
+        "to": None,
+        "from": me["company"]["name"],
+    }
+
+
 async def log_out(app: App, kind: str) -> None:
     await app.call("POST", "/logout", 204)
     await app.call("GET", f"/{kind}", 401)
@@ -255,6 +311,17 @@ async def test_registration_to_a_funded_account_and_its_statement(client, progra
     await accounts_and_statement(app, kind)
     await transfer_and_wire_transfer(app, kind)
     await log_out(app, kind)
+
+
+async def test_a_send_row_names_the_other_identity(client, programme):
+    p = await programme()
+    sender, receiver = App(client, p), App(client, p)
+    for app, kind in ((sender, "corporates"), (receiver, "consumers")):
+        created = await register(app, kind)
+        await enrol_sms(app)
+        await verify_identity(app, kind, created)
+        await accounts_and_statement(app, kind)
+    await send_between_apps(sender, receiver)
 
 
 async def test_a_step_up_programme_sends_the_app_to_its_step_up_page(client, programme):

@@ -26,6 +26,7 @@ from tests.api.payments_support import (
     settings,
     simulate,
 )
+from tests.api.test_statements import pdf_text
 from tests.conftest import Prog
 from tests.factories import CODE, Identity, invited_user, open_account
 
@@ -150,9 +151,15 @@ async def test_a_send_waits_for_its_challenge_then_moves(
     assert done["entryState"] == "COMPLETED"
     for field in ("transactionAmount", "availableBalanceAdjustment", "actualBalanceAdjustment"):
         assert done[field] == {"currency": "EUR", "amount": -(AMOUNT + 20)}, field
+    # Each side's entry names the other identity, in the interface's `additionalFields` names
+    # (contract.md, StatementEntry), not the other side's account name.
+    root = receiver.body["rootUser"]
     assert done["additionalFields"] == {
         "destinationInstrumentType": "managed_accounts",
         "destinationInstrumentId": r,
+        "destinationIdentityType": "CONSUMER",
+        "destinationIdentityId": receiver.id,
+        "destinationIdentityName": f"{root['name']} {root['surname']}",
     }
     [got] = await entries(client, receiver, r)
     assert got["transactionId"] == {"type": "SEND", "id": s["id"]}
@@ -161,7 +168,20 @@ async def test_a_send_waits_for_its_challenge_then_moves(
     assert got["additionalFields"] == {
         "sourceInstrumentType": "managed_accounts",
         "sourceInstrumentId": a,
+        "sourceIdentityType": "CORPORATE",
+        "sourceIdentityId": sender.id,
+        "sourceIdentityName": sender.body["company"]["name"],
     }
+    # The PDF's rows name them too.
+    for ident, acc, line in (
+        (sender, a, f"Send to {root['name']} {root['surname']}, fee "),
+        (receiver, r, f"Send from {sender.body['company']['name']}"),
+    ):
+        pdf = await client.get(
+            f"/multi/managed_accounts/{acc}/statement",
+            headers={**ident.headers, "accept": "application/pdf"},
+        )
+        assert line in pdf_text(pdf.content), line
     await ledger_ok(client, admin_headers, p)
     # A verified send cannot be verified or challenged again.
     assert (await verify(client, sender, s["id"])).json() == {"errorCode": "STATE_INVALID"}

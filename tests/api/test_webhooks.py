@@ -20,7 +20,7 @@ from sqlalchemy import update
 
 from multibank.webhooks.delivery import deliver_due, retry_delay_ms
 from multibank.webhooks.models import PENDING, WebhookEvent
-from tests.api.payments_support import advance, enrol_sms, settings
+from tests.api.payments_support import advance, customer, enrol_sms, settings
 from tests.api.webhook_support import Receiver, receiving, signed_by
 from tests.conftest import Prog
 from tests.factories import CODE, Identity, deposit, login, open_account, verified
@@ -581,3 +581,37 @@ async def test_which_answers_are_retried(client, container, admin_headers, hooke
         d["payload"]["account"]["id"]["id"]: d["attempts"][0]["outcome"] for d in log["deliveries"]
     }
     assert [outcome[a] for a in accounts] == ["RETRY"] * 5 + ["FAILED"] * 3
+
+
+async def test_a_refused_wire_transfer_announces_nothing(client, admin_headers, hooked):
+    """A wire transfer refused for funds is kept `INVALID` only so that its idempotency-ref stays
+    taken (D12); no 3.29.1 client sees that state, so no event announces it (D12a)."""
+    p, _ = hooked
+    ident, acc = await customer(client, p, funds=1_000)
+
+    def wire(amount: int) -> dict[str, Any]:
+        return {
+            "profileId": p.profiles["outgoingWireTransfers"],
+            "sourceInstrument": {"type": "managed_accounts", "id": acc},
+            "transferAmount": {"currency": "EUR", "amount": amount},
+            "description": "Invoice 42",
+            "destinationBeneficiary": {
+                "name": "Ada Lovelace",
+                "bankAccountDetails": {
+                    "iban": "DE89370400440532013000",
+                    "bankIdentifierCode": "COBADEFFXXX",
+                },
+            },
+        }
+
+    url = "/multi/outgoing_wire_transfers"
+    r = await client.post(url, headers=ident.headers, json=wire(1_000))  # + fee 100: too much
+    assert (r.status_code, r.json()) == (409, {"errorCode": "FUNDS_INSUFFICIENT"})
+    r = await client.post(url, headers=ident.headers, json=wire(100))
+    assert r.status_code == 200, r.text
+    log = await deliveries(client, admin_headers, p, eventType="outgoing_wire_transfers")
+    # Events of the accepted one only (its state steps); none of the refused one.
+    assert log["count"] >= 1
+    for d in log["deliveries"]:
+        assert d["eventType"] != "outgoing_wire_transfers.INVALID"
+        assert d["payload"]["transfer"]["id"]["id"] == r.json()["id"], d

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import EmailStr, TypeAdapter, ValidationError
 
-from multibank.kernel.vocabulary import Email
+from multibank.kernel.vocabulary import EMAIL_RULES, Email
 
 OURS, PYDANTIC = TypeAdapter(Email), TypeAdapter(EmailStr)
 
@@ -49,5 +49,9 @@ def test_email_answers_as_emailstr_first_time_and_remembered(value: str) -> None
     assert answer(OURS, value) == expected  # remembered (or refused again)
 
 
-def test_the_json_schema_is_emailstrs() -> None:
-    assert OURS.json_schema() == PYDANTIC.json_schema() == {"format": "email", "type": "string"}
+def test_the_json_schema_is_emailstrs_with_its_rules_said() -> None:
+    """`EmailStr`'s schema, saying what it refuses beyond the syntax (issue 32): a description
+    must not under-declare a rule the server enforces."""
+    assert PYDANTIC.json_schema() == {"format": "email", "type": "string"}
+    assert OURS.json_schema() == {**PYDANTIC.json_schema(), "description": EMAIL_RULES}
+    assert "`.test`" in EMAIL_RULES and "`.localhost`" in EMAIL_RULES

@@ -346,7 +346,7 @@ async def test_the_lean_body_is_starlettes(messages: list[dict[str, Any]]) -> No
 
 
 async def test_a_query_string_sent_again_answers_as_the_first_time() -> None:
-    """Parsed query strings are kept by their bytes (`lean._query_params`): the same string
+    """Parsed query strings are kept by their bytes (`lean.query_params`): the same string
     gives the same values every time, another string its own, a long one is parsed and not
     kept, and only so many are kept."""
     app = build(LeanRoute)

@@ -28,6 +28,13 @@ _TYPES = {
     "SEND": "Send",
     "OUTGOING_WIRE_TRANSFER": "Wire transfer",
 }
+_COUNTERPARTS = (
+    ("destinationInstrumentFriendlyName", "to"),
+    ("sourceInstrumentFriendlyName", "from"),
+    ("destinationIdentityName", "to"),
+    ("sourceIdentityName", "from"),
+    ("beneficiaryName", "to"),
+)
 COLUMNS = ("Date (UTC)", "Type", "Description", "Amount", "Balance after")
 _WIDTHS = (30, 36, 64, 30, 30)  # mm, 190 in all: A4 less 10 mm margins
 _ALIGN = ("L", "L", "L", "R", "R")
@@ -72,12 +79,14 @@ def describe(entry: Entry) -> str:
         return f"{text}: {d['reference']}" if "reference" in d else text
     if entry.type == "CHARGE_FEE":
         return f"Fee {d['chargeFeeType']}" if "chargeFeeType" in d else "Fee"
-    if entry.type in ("TRANSFER", "SEND"):
+    if entry.type in ("TRANSFER", "SEND", "OUTGOING_WIRE_TRANSFER"):
+        # The other side: a transfer's other account, a send's other identity, a wire
+        # transfer's beneficiary.
         label = _TYPES[entry.type]
-        if "destinationInstrumentFriendlyName" in d:
-            label = f"{label} to {d['destinationInstrumentFriendlyName']}"
-        elif "sourceInstrumentFriendlyName" in d:
-            label = f"{label} from {d['sourceInstrumentFriendlyName']}"
+        for key, word in _COUNTERPARTS:
+            if key in d:
+                label = f"{label} {word} {d[key]}"
+                break
         fee = Money(entry.fee, entry.currency).format()
         return f"{label}, fee {fee}" if entry.fee else label
     return _TYPES.get(entry.type, entry.type.replace("_", " ").capitalize())

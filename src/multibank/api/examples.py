@@ -1,8 +1,11 @@
 """Request examples in each version's OpenAPI description (issue 14) that succeed as written on
 this server: the `default` sandbox programme's profile ids are filled in when the server starts
 (`load`), one-time codes are the sandbox's 123456, and each step's example follows the last (sign
-up, verify the e-mail, create the password, log in, open an account). Bodies that need the id of
-something made earlier (an account, for a transfer) say so with an upper-case placeholder."""
+up, verify the e-mail, create the password, log in, open an account). Every example is valid
+against its operation's schema (tests/api/test_openapi_examples.py): an id the client fills in
+(an account, for a transfer; a profile, on a server without the `default` programme) is written
+as `0`, an id of the right shape that names nothing, and the request body's description says
+which fields to fill."""
 
 from __future__ import annotations
 
@@ -48,13 +51,25 @@ async def load(db: Database) -> None:
             PROFILES.setdefault(str(kind), str(profile_id))
 
 
+# An id the client fills in: digits, as every id is, naming nothing.
+PLACEHOLDER = "0"
+
+
 def _profile(kind: str) -> str:
-    return PROFILES.get(kind, f"{kind.upper()}_PROFILE_ID")
+    return PROFILES.get(kind, PLACEHOLDER)
+
+
+# What the client fills in before sending an operation's example.
+FILL_IN = {
+    "transferCreate": "`source.id` and `destination.id`: two of your accounts",
+    "sendCreate": "`source.id`: your account; `destination.id`: another identity's account",
+    "outgoingWireTransferCreate": "`sourceInstrument.id`: your account, with its IBAN",
+}
 
 
 def bodies() -> dict[str, dict[str, Any]]:
     money = {"currency": "EUR", "amount": 500}
-    account = {"type": "managed_accounts", "id": "ACCOUNT_ID"}
+    account = {"type": "managed_accounts", "id": PLACEHOLDER}
     return {
         "corporateCreate": corporate_signup(
             _profile("corporate"), EMAIL, company="Analytical Engines Ltd"
@@ -82,13 +97,13 @@ def bodies() -> dict[str, dict[str, Any]]:
         "transferCreate": {
             "profileId": _profile("transfers"),
             "source": account,
-            "destination": {"type": "managed_accounts", "id": "OTHER_ACCOUNT_ID"},
+            "destination": {"type": "managed_accounts", "id": PLACEHOLDER},
             "destinationAmount": money,
         },
         "sendCreate": {
             "profileId": _profile("sends"),
             "source": account,
-            "destination": {"type": "managed_accounts", "id": "ANOTHER_IDENTITYS_ACCOUNT_ID"},
+            "destination": {"type": "managed_accounts", "id": PLACEHOLDER},
             "destinationAmount": money,
         },
         "outgoingWireTransferCreate": {
@@ -116,8 +131,20 @@ def inject(schema: dict[str, Any]) -> dict[str, Any]:
         for op in item.values():
             if not isinstance(op, dict):
                 continue
-            body = examples.get(str(op.get("operationId", "")))
+            operation_id = str(op.get("operationId", ""))
+            body = examples.get(operation_id)
             content = op.get("requestBody", {}).get("content", {}).get("application/json")
             if body is not None and content is not None:
                 content["example"] = body
+                ids: list[str] = []
+                if operation_id in FILL_IN:
+                    ids.append(FILL_IN[operation_id])
+                if not PROFILES and "profileId" in body:
+                    ids.append("`profileId`: a profile of your programme")
+                if ids:
+                    op["requestBody"]["description"] = (
+                        f"The example's ids `{PLACEHOLDER}` name nothing; fill in "
+                        + "; ".join(ids)
+                        + "."
+                    )
     return out

@@ -248,7 +248,7 @@ async def _solve(
     if plan.path:
         _read(plan.path, request.path_params, values, errors)
     if plan.query:
-        _read(plan.query, _query_params(request), values, errors)
+        _read(plan.query, query_params(request), values, errors)
     if plan.headers:
         header_values, header_errors = request_params_to_args(plan.headers, request.headers)
         values.update(header_values)
@@ -291,7 +291,8 @@ _QUERY_KEPT_BYTES = 200
 _QUERIES_KEPT = 256
 
 
-def _query_params(request: Request) -> QueryParams:
+def query_params(request: Request) -> QueryParams:
+    """The request's query parameters, parsed once per distinct query string."""
     raw = request.scope.get("query_string", b"")
     found = _QUERIES.get(raw)
     if found is None:

@@ -308,20 +308,55 @@ def _uses(document: Any, ref: str) -> bool:
 
 
 STORABLE_TEXT = "^[^\\u0000]*$"
+# Formats whose values are free text all the same (a password may hold any character but NUL).
+_FREE_TEXT_FORMATS = frozenset({"password"})
 
 
 def _storable_strings(node: Any) -> None:
     """Every free-text string says that it holds no NUL (kernel/wire.py `storable`: such text is
     refused 400, so the description must not call it valid). Strings already constrained by a
-    pattern, a format or an enumeration are left as they are."""
+    pattern, an enumeration or a format that excludes it (an e-mail) are left as they are."""
     if isinstance(node, dict):
-        if node.get("type") == "string" and not {"pattern", "format", "enum", "const"} & set(node):
+        if (
+            node.get("type") == "string"
+            and not {"pattern", "enum", "const"} & set(node)
+            and (node.get("format") is None or node["format"] in _FREE_TEXT_FORMATS)
+        ):
             node["pattern"] = STORABLE_TEXT
         for value in node.values():
             _storable_strings(value)
     elif isinstance(node, list):
         for value in node:
             _storable_strings(value)
+
+
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+EXACT_FLOATS = 2**53  # every integer up to this magnitude is a float exactly
+
+
+def _exact_integers(node: Any) -> None:
+    """Integer bounds as integers. FastAPI's OpenAPI model keeps a schema's bounds as floats:
+    an amount's `le=2**63 - 1` came out as 9.223372036854776e18, which is 2^63 (a value no
+    int64 holds, written as a float). Every integer of this wire is an int64 (the database's
+    BIGINT), so a bound the float pushed to ±2^63 is int64's own; one within ±2^53 is the
+    integer it was written as. Any other float stays, for the test of the documents to find."""
+    if isinstance(node, dict):
+        if node.get("type") == "integer":
+            for key in _BOUNDS:
+                value = node.get(key)
+                if isinstance(value, float) and value.is_integer():
+                    if value >= 2**63:
+                        node[key] = INT64_MAX
+                    elif value <= INT64_MIN:
+                        node[key] = INT64_MIN
+                    elif abs(value) <= EXACT_FLOATS:
+                        node[key] = int(value)
+        for value in node.values():
+            _exact_integers(value)
+    elif isinstance(node, list):
+        for value in node:
+            _exact_integers(value)
 
 
 def _refs(node: Any) -> set[str]:
@@ -349,6 +384,7 @@ def describe(app: FastAPI, document: dict[str, Any]) -> dict[str, Any]:
                 _describe_operation(route, operation)
     components = document.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
+    _exact_integers(document)
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)
     for name, schema in SCHEMAS.items():

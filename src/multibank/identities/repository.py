@@ -161,6 +161,26 @@ async def with_root(
     return None if row is None else (row[0], row[1])
 
 
+_HOLDERS = (
+    select(Identity.id, Identity.type, Identity.company, User.name, User.surname)
+    .join(User, (User.identity_id == Identity.id) & (User.programme_id == Identity.programme_id))
+    .where(
+        Identity.programme_id == bindparam("programme_id"),
+        Identity.id.in_(bindparam("ids", expanding=True)),
+        User.role == ROOT,
+    )
+)
+
+
+async def holders(
+    db: AsyncSession, programme_id: int, ids: list[int]
+) -> dict[int, tuple[str, dict[str, Any] | None, str, str]]:
+    """(type, company, root name, root surname) of each of the programme's identities in `ids`,
+    in one statement: what names an identity to the other side of a payment."""
+    rows = await db.execute(_HOLDERS, {"programme_id": programme_id, "ids": ids})
+    return {int(r[0]): (str(r[1]), r[2], str(r[3]), str(r[4])) for r in rows}
+
+
 async def get(
     db: AsyncSession, programme_id: int, identity_id: int, kind: str | None = None
 ) -> Identity | None:

@@ -453,6 +453,20 @@ async def simulate_reject(ctx: Ctx, identity_id: int, kind: str, permanent: bool
     await ctx.db.flush()
 
 
+def holder_name(company: dict[str, Any] | None, name: str, surname: str) -> str:
+    """How an identity is named to others (an IBAN's beneficiary, a payment's other side): a
+    corporate by its company's name, a consumer by its root user's name and surname."""
+    if company:
+        return str(company.get("name", ""))
+    return f"{name} {surname}"
+
+
+async def holder_names(ctx: Ctx, ids: list[int]) -> dict[int, tuple[str, str]]:
+    """(type, name) of each of the programme's identities in `ids`."""
+    found = await repo.holders(ctx.db, ctx.programme.id, ids)
+    return {i: (kind, holder_name(company, n, s)) for i, (kind, company, n, s) in found.items()}
+
+
 def is_verified(identity: Identity) -> bool:
     """Due diligence approved: instruments may be created (managed accounts, next issues)."""
     return identity.dd_status == KyiStatus.APPROVED

@@ -4,9 +4,19 @@ types, enums and small bodies. In the kernel, so a domain's schemas never import
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, EmailStr, Field, StringConstraints, validate_email
+import email_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    EmailStr,
+    Field,
+    GetJsonSchemaHandler,
+    StringConstraints,
+    validate_email,
+)
+from pydantic_core import core_schema
 
 from multibank.kernel.wire import StrictBody, WireEnum
 
@@ -42,16 +52,32 @@ def _checked_email(value: str) -> str:
     return validate_email(value)[1]
 
 
+# What `validate_email` refuses beyond the syntax, said where a client reads the field.
+EMAIL_RULES = (
+    "An e-mail address whose domain has a dot and is not a special-use or reserved name ("
+    + ", ".join(f"`.{name}`" for name in email_validator.SPECIAL_USE_DOMAIN_NAMES)
+    + "); any other is a 400."
+)
+
 if TYPE_CHECKING:
     Email = EmailStr
 else:
 
     class Email(EmailStr):
-        """`EmailStr` (the same check, errors and JSON schema), remembering its checks."""
+        """`EmailStr` (the same check, errors and JSON schema, with its rules described),
+        remembering its checks."""
 
         @classmethod
         def _validate(cls, input_value: str, /) -> str:
             return _checked_email(input_value)
+
+        @classmethod
+        def __get_pydantic_json_schema__(
+            cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+        ) -> dict[str, Any]:
+            out = dict(super().__get_pydantic_json_schema__(schema, handler))
+            out.setdefault("description", EMAIL_RULES)
+            return out
 
 
 IpAddress = Annotated[str, StringConstraints(min_length=5, max_length=45)]

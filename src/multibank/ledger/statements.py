@@ -175,11 +175,37 @@ def account_details(
         return details, 0, None
     own = by_account.get(str(account_id)) or {}
     shown = own.get("transactionAmount")
-    return (
-        dict(own.get("fields") or {}),
-        int(own.get("fee") or 0),
-        None if shown is None else int(shown),
-    )
+    fields = dict(own.get("fields") or {})
+    if not _RENAMED.isdisjoint(fields):
+        fields = _renamed(fields)
+    return fields, int(own.get("fee") or 0), None if shown is None else int(shown)
+
+
+# A wire transfer's fields as they were written before they took the interface's names
+# (contract.md, StatementEntry; issue 32): older ledger rows still hold them, and are shown
+# under the names newer rows are written with. `type` (the scheme) has no name there. Only a
+# payment's own fields (`byAccount`) are renamed: a deposit's `reference` is another field.
+_LEGACY_NAMES = {
+    "beneficiaryIban": "beneficiaryAccount",
+    "beneficiaryAccountNumber": "beneficiaryAccount",
+    "beneficiaryBankIdentifierCode": "beneficiaryBankCode",
+    "beneficiarySortCode": "beneficiaryBankCode",
+    "reference": "description",
+    "type": None,
+    "returnedTransferId": "relatedTransactionId",  # a return's entry names the wire transfer
+}
+_RENAMED = frozenset(_LEGACY_NAMES)
+
+
+def _renamed(fields: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in fields.items():
+        name = _LEGACY_NAMES.get(key, key)
+        if name is not None:
+            out[name] = value
+    if "returnedTransferId" in fields:
+        out["relatedTransactionIdType"] = "OUTGOING_WIRE_TRANSFER"
+    return out
 
 
 async def _count(db: AsyncSession, q: StatementQuery, on_page: int) -> int:

@@ -2,8 +2,9 @@
 IBAN to an external beneficiary, by SEPA (EUR) or Faster Payments (GBP).
 
 A create that names a bad beneficiary is a 400 and leaves nothing. One refused for the source's
-state, the amount, or the money is still stored, `INVALID`, with why, and answers 409. An accepted
-one holds amount + fee and waits for SCA (`PENDING_CHALLENGE`) unless SCA does not apply; once
+state, the amount, or the money is still stored, `INVALID`, with why, and answers 409: the record
+keeps its idempotency-ref taken, and no list, get or webhook shows it (D12a). An accepted one
+holds amount + fee and waits for SCA (`PENDING_CHALLENGE`) unless SCA does not apply; once
 verified it is `SUBMITTED`, then `APPROVED`, then `COMPLETED` after the programme's processing
 delay (programme clock), each step taken once by whichever process finds it due
 (`payments.steps`). The sandbox's canned destination IBANs force the other endings.
@@ -34,7 +35,13 @@ from multibank.payments.models import (
     SUBMITTED,
     Payment,
 )
-from multibank.payments.schemas import INT64_MAX, OwtCreate, SepaBankDetails
+from multibank.payments.schemas import (
+    DESCRIPTION_LIMIT,
+    FPS_TEXT,
+    INT64_MAX,
+    OwtCreate,
+    SepaBankDetails,
+)
 from multibank.payments.service import (
     CHALLENGE_TTL_MS,
     MANAGED_ACCOUNTS,
@@ -59,9 +66,8 @@ SEPA, FASTER_PAYMENTS = "SEPA", "FASTER_PAYMENTS"
 SCHEME_CURRENCY = {SEPA: "EUR", FASTER_PAYMENTS: "GBP"}
 # The most one payment may carry on each scheme (kernel/money.py).
 SCHEME_LIMIT = {SEPA: SEPA_LIMIT, FASTER_PAYMENTS: FASTER_PAYMENTS_LIMIT}
-DESCRIPTION_LIMIT = {SEPA: 35, FASTER_PAYMENTS: 18}
-# Characters the Faster Payments scheme carries in a name.
-FPS_TEXT = re.compile(r"^[A-Za-z0-9 /\-?:().,'+#=!\"%&*<>;{@]+$")
+# Characters the Faster Payments scheme carries in a name (the description's pattern).
+FPS_NAME = re.compile(FPS_TEXT)
 
 # Sandbox destination IBANs that name an outcome (money-movement.md §1.4, D14); accepted as
 # written although their check digits do not verify.
@@ -105,8 +111,8 @@ def check_beneficiary(data: OwtCreate, scheme: str, sandbox: bool) -> None:
     and presence, and an IBAN whose check digits fail (the sandbox's canned IBANs excepted)."""
     b = data.destinationBeneficiary
     if not b.name.strip():
-        raise _bad("destinationBeneficiary.name", "must not be blank", "NOT_BLANK")
-    if scheme == FASTER_PAYMENTS and not FPS_TEXT.match(b.name):
+        raise _bad("destinationBeneficiary.name", "must not be blank", "HAS_TEXT")
+    if scheme == FASTER_PAYMENTS and not FPS_NAME.fullmatch(b.name):
         raise _bad("destinationBeneficiary.name", "characters Faster Payments does not carry")
     description = data.description
     if scheme == SEPA and not (description and description.strip()):
@@ -182,11 +188,11 @@ async def create(ctx: Ctx, owner: Owner, data: OwtCreate) -> Payment:
         except Conflict:
             refusal = ("FUNDS_INSUFFICIENT", "INSUFFICIENT_FUNDS")
     if refusal is not None:
-        # Kept, INVALID, with why; the answer is the refusal, and the ref keeps it (D12).
+        # Kept, INVALID, with why; the answer is the refusal, and the ref keeps it (D12). No
+        # webhook: INVALID is no state of the 3.29.1 interface, whose clients never see it (D12a).
         code, payment.failure = refusal
         ctx.db.add(payment)
         await ctx.db.flush()
-        await webhooks.payment(ctx, payment)
         raise Conflict(code).keeping_changes().storing_answer()
     ctx.db.add(payment)
     if sca and exemption is None:
@@ -320,7 +326,12 @@ async def give_back_after_completion(ctx: Ctx, payment: Payment) -> None:
         now_ms=ctx.now,
         details={
             "byAccount": {
-                str(payment.source_id): {"fields": {"returnedTransferId": str(payment.id)}}
+                str(payment.source_id): {
+                    "fields": {
+                        "relatedTransactionId": str(payment.id),
+                        "relatedTransactionIdType": OWT,
+                    }
+                }
             }
         },
         transaction_id=new_id(),

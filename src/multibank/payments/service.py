@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 from multibank.accounts import repository as accounts
 from multibank.accounts.models import ManagedAccount
 from multibank.identities import repository as identities
-from multibank.identities.service import is_verified
+from multibank.identities.service import holder_names, is_verified
 from multibank.kernel.errors import Conflict, NotFound
 from multibank.kernel.ids import new_id
 from multibank.kernel.validation import parse_id
@@ -251,12 +251,13 @@ async def create_send(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payment:
     exemption = (
         await sca_exemption(ctx, owner, amount) if ctx.programme.sends_sca_required else None
     )
+    holders = await holder_names(ctx, [owner.identity_id, destination.identity_id])
     if not ctx.programme.sends_sca_required or exemption is not None:
         payment.exemption = exemption
         payment.state = COMPLETED
-        await move_now(ctx, payment, source, destination)
+        await move_now(ctx, payment, source, destination, holders)
     else:
-        await hold(ctx, payment, source, details_of(payment, source, destination))
+        await hold(ctx, payment, source, details_of(payment, source, destination, holders))
         payment.due_at = ctx.now + CHALLENGE_TTL_MS
     ctx.db.add(payment)
     await ctx.db.flush()
@@ -302,10 +303,16 @@ async def sca_exemption(ctx: Ctx, owner: Owner, amount: int) -> str | None:
 
 
 def details_of(
-    payment: Payment, source: ManagedAccount, destination: ManagedAccount | None
+    payment: Payment,
+    source: ManagedAccount,
+    destination: ManagedAccount | None,
+    holders: dict[int, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """The ledger transaction's details: what each side's statement entry shows (D12), and the
-    fee on the source's. A send's sides do not see each other's account names."""
+    fee on the source's, in the `additionalFields` names of the interface (contract.md,
+    StatementEntry). Each side sees the other: a transfer's the account's friendly name, a
+    send's the other identity (`holders`: type and name by identity id) but not its account's
+    name, a wire transfer's its beneficiary."""
     fields: dict[str, Any] = {}
     if destination is not None:
         fields = {
@@ -314,6 +321,8 @@ def details_of(
         }
         if payment.kind == TRANSFER:
             fields["destinationInstrumentFriendlyName"] = destination.friendly_name
+        else:
+            fields.update(_identity_fields("destination", destination.identity_id, holders))
     elif payment.beneficiary is not None:
         fields = beneficiary_fields(payment)
     by_account: dict[str, Any] = {str(source.id): {"fee": payment.fee, "fields": fields}}
@@ -327,21 +336,37 @@ def details_of(
         }
         if payment.kind == TRANSFER:
             theirs["sourceInstrumentFriendlyName"] = source.friendly_name
+        else:
+            theirs.update(_identity_fields("source", source.identity_id, holders))
         by_account[str(destination.id)] = {"fields": theirs}
     return {"byAccount": by_account, "profileId": str(payment.profile_id)}
 
 
+def _identity_fields(
+    side: str, identity_id: int, holders: dict[int, tuple[str, str]] | None
+) -> dict[str, str]:
+    """`{side}IdentityType`, `…Id` and `…Name` of the identity on that side of a send."""
+    found = (holders or {}).get(identity_id)
+    if found is None:
+        return {}
+    kind, name = found
+    return {
+        f"{side}IdentityType": kind,
+        f"{side}IdentityId": str(identity_id),
+        f"{side}IdentityName": name,
+    }
+
+
 def beneficiary_fields(payment: Payment) -> dict[str, Any]:
+    """A wire transfer's beneficiary: the account is the IBAN (SEPA) or the account number
+    (Faster Payments), the bank code the BIC or the sort code."""
     b = payment.beneficiary or {}
     details = b.get("bankAccountDetails") or {}
     out = {
         "beneficiaryName": b.get("name"),
-        "beneficiaryIban": details.get("iban"),
-        "beneficiaryBankIdentifierCode": details.get("bankIdentifierCode"),
-        "beneficiaryAccountNumber": details.get("accountNumber"),
-        "beneficiarySortCode": details.get("sortCode"),
-        "reference": payment.description,
-        "type": payment.scheme,
+        "beneficiaryAccount": details.get("iban") or details.get("accountNumber"),
+        "beneficiaryBankCode": details.get("bankIdentifierCode") or details.get("sortCode"),
+        "description": payment.description,
     }
     return {k: v for k, v in out.items() if v}
 
@@ -361,7 +386,11 @@ async def _revenue(ctx: Ctx, payment: Payment) -> ledger.Leg | None:
 
 
 async def move_now(
-    ctx: Ctx, payment: Payment, source: ManagedAccount, destination: ManagedAccount
+    ctx: Ctx,
+    payment: Payment,
+    source: ManagedAccount,
+    destination: ManagedAccount,
+    holders: dict[int, tuple[str, str]] | None = None,
 ) -> None:
     """One ledger transaction, named after the payment: source -(amount + fee), destination
     +amount, revenue +fee. FUNDS_INSUFFICIENT when the source holds less than amount + fee."""
@@ -381,7 +410,7 @@ async def move_now(
             legs=legs,
             now_ms=ctx.now,
             state=COMPLETED,
-            details=details_of(payment, source, destination),
+            details=details_of(payment, source, destination, holders),
             transaction_id=payment.id,
         )
     except ledger.InsufficientFunds:

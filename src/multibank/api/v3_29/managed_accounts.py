@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Request, Response
+from pydantic import StringConstraints
 
 from multibank.accounts import repository, service
 from multibank.accounts.models import ManagedAccount
@@ -24,6 +26,7 @@ from multibank.api.deps import (
     conflicts,
 )
 from multibank.api.lean import trusted
+from multibank.api.query_filters import ObjectFilter, QueryFilters
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.identities import service as identities
 from multibank.kernel.vocabulary import Currency, Tag
@@ -35,6 +38,23 @@ StateValue = Annotated[str, Query(pattern="^(ACTIVE|BLOCKED|DESTROYED)$")]
 # The pattern goes on the items: on the list itself it is a TypeError (500) at request time.
 BlockedReasonValue = Annotated[str, Query(pattern="^(USER|SYSTEM|LOST)$")]
 DestroyedReasonValue = Annotated[str, Query(pattern="^(SYSTEM|USER|LOST|STOLEN|EXPIRED)$")]
+# `state.blockedReason` and `state.destroyedReason` are the interface's (literal, dotted)
+# parameters; `state[blockedReason]` is the same filter as a client that sends objects in the
+# deepObject style spells it, and any other `state.…`, `state[…]` or `foo[bar]` key is a 400.
+ACCOUNT_QUERY = QueryFilters(
+    ObjectFilter(
+        "state",
+        {
+            "blockedReason": list[
+                Annotated[str, StringConstraints(pattern="^(USER|SYSTEM|LOST)$")]
+            ],
+            "destroyedReason": list[
+                Annotated[str, StringConstraints(pattern="^(SYSTEM|USER|LOST|STOLEN|EXPIRED)$")]
+            ],
+        },
+        dotted_declared=True,
+    )
+)
 CREATE_CONFLICTS = (
     "PROFILE_NOT_FOUND",
     "PROFILE_INACTIVE",
@@ -78,6 +98,7 @@ def account_body(
 )
 @trusted
 async def managed_accounts_get(
+    request: Request,
     session: StepUpRequired,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
     limit: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
@@ -96,13 +117,22 @@ async def managed_accounts_get(
     tag: Annotated[Tag | None, Query()] = None,
 ) -> dict[str, Any]:
     """The caller's identity's accounts, filtered; repeated keys for the array filters
-    (`?state=ACTIVE&state=BLOCKED`); pages of at most 100."""
+    (`?state=ACTIVE&state=BLOCKED`); pages of at most 100. `state[blockedReason]` and
+    `state[destroyedReason]` are read as `state.blockedReason` and `state.destroyedReason`; a
+    query key shaped like a filter that this list does not have (`state.foo`, `foo[bar]`) is a
+    400, never ignored."""
+    blocked: Sequence[str] = blocked_reason or ()
+    destroyed: Sequence[str] = destroyed_reason or ()
+    spelled = ACCOUNT_QUERY.read(request).get("state")
+    if spelled:  # (a page without them keeps the empty tuples `Filters.empty` looks for)
+        blocked = [*blocked, *spelled.get("blockedReason", ())]
+        destroyed = [*destroyed, *spelled.get("destroyedReason", ())]
     filters = repository.Filters(
         profile_id=int(profileId) if profileId and int(profileId) < 2**63 else None,
         friendly_name=friendlyName,
         states=state or (),
-        blocked_reasons=blocked_reason or (),
-        destroyed_reasons=destroyed_reason or (),
+        blocked_reasons=blocked,
+        destroyed_reasons=destroyed,
         currency=currency,
         created_from=createdFrom,
         created_to=createdTo,
@@ -170,9 +200,7 @@ async def _beneficiary(session: Session) -> str:
     identity, root = await identities.load(
         session.ctx, session.auth.identity_id, session.auth.identity_type
     )
-    if identity.company:
-        return str(identity.company.get("name", ""))
-    return f"{root.name} {root.surname}"
+    return identities.holder_name(identity.company, root.name, root.surname)
 
 
 @router.get(

@@ -5,21 +5,29 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from multibank.api.deps import conflicts
+from multibank.api.query_filters import QueryFilters
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.v3_29.payments_common import (
     PaymentOperations,
     add_payment_operations,
     instrument_filter,
+    instrument_object,
     known_states,
     profile_filter,
 )
 from multibank.kernel.vocabulary import Tag
 from multibank.payments import owt, repository
 from multibank.payments.models import OWT, Payment
-from multibank.payments.schemas import OWT_STATES, OwtCreate, OwtPage, OwtRead
+from multibank.payments.schemas import (
+    OWT_STATES,
+    InstrumentType,
+    OwtCreate,
+    OwtPage,
+    OwtRead,
+)
 
 router = APIRouter(tags=["Outgoing Wire Transfers"], route_class=UnitOfWorkRoute)
 Id = Annotated[str, Query(pattern=r"^[0-9]+$", max_length=19)]
@@ -54,22 +62,36 @@ def owt_body(p: Payment) -> dict[str, Any]:
     }
 
 
+OWT_QUERY = QueryFilters(
+    instrument_object(
+        "sourceInstrument",
+        Literal["managed_accounts"],
+        "The wire transfers from an account: `sourceInstrument[type]`, with "
+        "`sourceInstrument[id]` for one account (an id needs its type: without it the answer "
+        "is 400).",
+    ),
+    instrument_object(
+        "instrument",
+        InstrumentType,
+        "The wire transfers of an instrument (a wire transfer's only instrument is its "
+        "source): `instrument[type]`, with `instrument[id]` for one (an id needs its type).",
+    ),
+)
+
+
 async def owt_filters(
+    request: Request,
     profileId: Id | None = None,
-    source_id: Annotated[
-        str | None, Query(alias="sourceInstrument.id", pattern=r"^[0-9]+$")
-    ] = None,
-    source_type: Annotated[
-        Literal["managed_accounts"] | None, Query(alias="sourceInstrument.type")
-    ] = None,
     state: Annotated[list[str] | None, Query(max_length=20)] = None,
     createdFrom: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     createdTo: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     tag: Annotated[Tag | None, Query()] = None,
 ) -> repository.Filters:
+    objects = OWT_QUERY.read(request)
     return repository.Filters(
         profile_id=profile_filter(profileId),
-        source=instrument_filter(source_type, source_id, "sourceInstrument"),
+        source=instrument_filter(objects.get("sourceInstrument"), "sourceInstrument"),
+        instrument=instrument_filter(objects.get("instrument"), "instrument"),
         states=known_states(state, OWT_STATES),
         created_from=createdFrom,
         created_to=createdTo,
@@ -95,12 +117,17 @@ add_payment_operations(
         says which). The source also pays the wire transfer profile's fee. Answers
         `PENDING_CHALLENGE` (amount + fee held) until a challenge is verified, then it is
         `SUBMITTED`, `APPROVED` and `COMPLETED` after the programme's processing delay. A create
-        refused for the source's state, the amount or the funds is kept as `INVALID` and answers
-        409.""",
+        refused for the source's state, the amount or the funds answers 409 and keeps its
+        `idempotency-ref` (the same ref and payload answer the same 409, another payload 400);
+        no list, get or webhook shows it.""",
         create_responses=conflicts(*CREATE_CONFLICTS),
         filters=owt_filters,
+        query=OWT_QUERY,
         list_doc="""The logged-in identity's outgoing wire transfers, newest first, in pages of
-        at most 100; `sourceInstrument.id` needs `sourceInstrument.type`.""",
+        at most 100; `sourceInstrument[id]` (or `sourceInstrument.id`) needs
+        `sourceInstrument[type]` (or `sourceInstrument.type`), and likewise `instrument`. A
+        query key shaped like a filter that this list does not have (`sourceInstrument[foo]`,
+        `foo[bar]`, `foo.bar`) is a 400, never ignored.""",
         challenges=True,
     ),
 )

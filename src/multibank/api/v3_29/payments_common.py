@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, StringConstraints
 
 from multibank.api.deps import (
     STEP_UP_RESPONSES,
@@ -21,6 +21,7 @@ from multibank.api.deps import (
     conflicts,
 )
 from multibank.api.limits import CallerCodeSendLimited, CallerCodeVerifyLimited
+from multibank.api.query_filters import ObjectFilter, QueryFilters
 from multibank.factors.schemas import SCAOtpChannel, SCAPushChannel
 from multibank.kernel.errors import BadRequest
 from multibank.kernel.validation import parse_id
@@ -50,16 +51,29 @@ def owner(session: Session) -> service.Owner:
     return service.Owner(auth.identity_id, auth.identity_type, auth.user_id)
 
 
-def instrument_filter(kind: str | None, id_: str | None, name: str) -> tuple[str, int] | None:
-    """`{name}.id` and `{name}.type` go together: an id without its type is a 400."""
-    if id_ is None:
+def instrument_object(name: str, types: Any, description: str) -> ObjectFilter:
+    """An instrument filter (`{name}[type]`, `{name}[id]`, or the dotted names): the type alone
+    keeps that type's instruments; an id needs its type."""
+    return ObjectFilter(
+        name,
+        {"id": Annotated[str, StringConstraints(pattern=r"^[0-9]+$")], "type": types},
+        description=description,
+        requires={"id": ["type"]},
+    )
+
+
+def instrument_filter(given: dict[str, Any] | None, name: str) -> tuple[str, int | None] | None:
+    """(type, id or None) of an instrument filter; an id without its type is a 400."""
+    if not given:
         return None
+    kind, id_ = given.get("type"), given.get("id")
     if kind is None:
         raise BadRequest(
             f"request.{name}.type: required with {name}.id",
             [{"fieldName": f"{name}.type", "error": "REQUIRED", "params": []}],
         )
-    return kind, parse_id(id_) or 0  # an id no row can have matches nothing
+    # An id no row can have (over int64) matches nothing.
+    return str(kind), None if id_ is None else (parse_id(id_) or 0)
 
 
 def profile_filter(profile_id: str | None) -> int | None:
@@ -167,8 +181,10 @@ class PaymentOperations:
     create: Callable[[Ctx, service.Owner, Any], Awaitable[Payment]]
     create_doc: str
     create_responses: dict[int | str, dict[str, Any]]
-    # A dependency reading the kind's list filters from the query string.
+    # A dependency reading the kind's list filters from the query string, and the object
+    # filters it reads itself (declared here as the description's deepObject parameters).
     filters: Callable[..., Awaitable[repository.Filters]]
+    query: QueryFilters
     list_doc: str
     challenges: bool
 
@@ -219,6 +235,7 @@ def add_payment_operations(router: APIRouter, k: PaymentOperations) -> None:
         response_model=k.page_model,
         response_model_exclude_none=True,
         responses=STEP_UP_RESPONSES,
+        openapi_extra={"parameters": k.query.openapi()},
     )
 
     async def get(id: PaymentId, session: StepUpRequired) -> dict[str, Any]:

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from multibank.api.deps import conflicts
+from multibank.api.query_filters import QueryFilters
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.v3_29.payments_common import (
     PaymentOperations,
     add_payment_operations,
     instrument_filter,
+    instrument_object,
     known_states,
     profile_filter,
 )
@@ -49,18 +51,29 @@ CREATE_CONFLICTS = (
 )
 
 
+SEND_QUERY = QueryFilters(
+    instrument_object(
+        "source",
+        InstrumentType,
+        "The sends from an instrument: `source[type]`, with `source[id]` for one instrument "
+        "(an id needs its type: without it the answer is 400; the type alone keeps the sends "
+        "from an instrument of that type).",
+    )
+)
+
+
 async def send_filters(
+    request: Request,
     profileId: Id | None = None,
-    source_id: Annotated[str | None, Query(alias="source.id", pattern=r"^[0-9]+$")] = None,
-    source_type: Annotated[InstrumentType | None, Query(alias="source.type")] = None,
     state: Annotated[list[str] | None, Query(max_length=20)] = None,
     createdFrom: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     createdTo: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     tag: Annotated[Tag | None, Query()] = None,
 ) -> repository.Filters:
+    objects = SEND_QUERY.read(request)
     return repository.Filters(
         profile_id=profile_filter(profileId),
-        source=instrument_filter(source_type, source_id, "source"),
+        source=instrument_filter(objects.get("source"), "source"),
         states=known_states(state, SEND_STATES),
         created_from=createdFrom,
         created_to=createdTo,
@@ -87,8 +100,11 @@ add_payment_operations(
         challenge on it is verified (5 minutes).""",
         create_responses=conflicts(*CREATE_CONFLICTS),
         filters=send_filters,
+        query=SEND_QUERY,
         list_doc="""The logged-in identity's sends, newest first, in pages of at most 100;
-        `source.id` needs `source.type`.""",
+        `source[id]` (or `source.id`) needs `source[type]` (or `source.type`). A query key
+        shaped like a filter that this list does not have (`source[foo]`, `foo[bar]`,
+        `foo.bar`) is a 400, never ignored.""",
         challenges=True,
     ),
 )

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from multibank.api.deps import conflicts
 from multibank.api.openapi import not_found
+from multibank.api.query_filters import QueryFilters
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.v3_29.payments_common import (
     PaymentOperations,
     add_payment_operations,
     instrument_filter,
+    instrument_object,
     known_states,
     profile_filter,
 )
@@ -60,20 +62,29 @@ def transfer_body(p: Payment) -> dict[str, Any]:
     }
 
 
+TRANSFER_QUERY = QueryFilters(
+    instrument_object(
+        "instrumentId",
+        InstrumentType,
+        "The transfers from or to an instrument: `instrumentId[type]`, with `instrumentId[id]` "
+        "for one instrument (an id needs its type: without it the answer is 400; the type "
+        "alone keeps the transfers from or to an instrument of that type).",
+    )
+)
+
+
 async def transfer_filters(
+    request: Request,
     profileId: Id | None = None,
-    instrument_id: Annotated[
-        str | None, Query(alias="instrumentId.id", pattern=r"^[0-9]+$")
-    ] = None,
-    instrument_type: Annotated[InstrumentType | None, Query(alias="instrumentId.type")] = None,
     state: Annotated[list[str] | None, Query(max_length=20)] = None,
     createdFrom: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     createdTo: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
     tag: Annotated[Tag | None, Query()] = None,
 ) -> repository.Filters:
+    objects = TRANSFER_QUERY.read(request)
     return repository.Filters(
         profile_id=profile_filter(profileId),
-        instrument=instrument_filter(instrument_type, instrument_id, "instrumentId"),
+        instrument=instrument_filter(objects.get("instrumentId"), "instrumentId"),
         states=known_states(state, TRANSFER_STATES),
         created_from=createdFrom,
         created_to=createdTo,
@@ -103,8 +114,12 @@ add_payment_operations(
             **not_found("no transfer profile of the programme has this profileId"),
         },
         filters=transfer_filters,
+        query=TRANSFER_QUERY,
         list_doc="""The logged-in identity's transfers, newest first, in pages of at most 100;
-        `instrumentId.id` with `instrumentId.type` keeps those from or to that instrument.""",
+        `instrumentId[id]` with `instrumentId[type]` (or `instrumentId.id` with
+        `instrumentId.type`) keeps those from or to that instrument. A query key shaped like a
+        filter that this list does not have (`instrumentId[foo]`, `foo[bar]`, `foo.bar`) is a
+        400, never ignored.""",
         challenges=False,
     ),
 )
