@@ -554,107 +554,89 @@ def _setting_value(name: str, raw: str) -> Any:
     return raw
 
 
-@router.post("/programmes/{programme_id}/settings")
-async def settings_save(request: Request, programme_id: str) -> Response:
-    opened = await _posted_programme(request, programme_id)
-    if isinstance(opened, Response):
-        return opened
-    signed, form, programme = opened
-    container = container_of(request)
-
-    async def work() -> Flash:
-        fields = ProgrammeSettingsUpdate.model_fields
-        data = ProgrammeSettingsUpdate(
-            **{k: _setting_value(k, v) for k, v in form.items() if k in fields}
-        )
-        await service.update_settings(
-            _db(request), programme, data, container.settings.webhooks_allow_private
-        )
-        return Flash("Settings saved.")
-
-    return await act(request, signed, f"/portal/programmes/{programme.id}", work)
+ProgrammeForm = Callable[[Request, dict[str, str], Programme], Awaitable[Flash]]
 
 
-@router.post("/programmes/{programme_id}/api_keys")
-async def key_create(request: Request, programme_id: str) -> Response:
-    opened = await _posted_programme(request, programme_id)
-    if isinstance(opened, Response):
-        return opened
-    signed, form, programme = opened
+def programme_form(
+    action: str, sandbox_only: bool = False
+) -> Callable[[ProgrammeForm], ProgrammeForm]:
+    """Registers `POST /programmes/{id}/{action}`, a form of the programme's page: the operator
+    signed in and the CSRF token checked, the programme found, and then the form's work, whose
+    refusal is shown on the programme's page (`act`)."""
+
+    def register(work: ProgrammeForm) -> ProgrammeForm:
+        async def endpoint(request: Request, programme_id: str) -> Response:
+            opened = await _posted_programme(request, programme_id)
+            if isinstance(opened, Response):
+                return opened
+            signed, form, programme = opened
+            if sandbox_only and programme.mode != "sandbox":
+                return _not_found("sandbox programme")
+            home = f"/portal/programmes/{programme.id}"
+            return await act(request, signed, home, partial(work, request, form, programme))
+
+        endpoint.__name__ = work.__name__
+        router.post(f"/programmes/{{programme_id}}/{action}")(endpoint)
+        return work
+
+    return register
+
+
+@programme_form("settings")
+async def settings_save(request: Request, form: dict[str, str], programme: Programme) -> Flash:
+    fields = ProgrammeSettingsUpdate.model_fields
+    data = ProgrammeSettingsUpdate(
+        **{k: _setting_value(k, v) for k, v in form.items() if k in fields}
+    )
+    allow_private = container_of(request).settings.webhooks_allow_private
+    await service.update_settings(_db(request), programme, data, allow_private)
+    return Flash("Settings saved.")
+
+
+@programme_form("api_keys")
+async def key_create(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     clock = container_of(request).clock
-
-    async def work() -> Flash:
-        created = await service.create_api_key(
-            _db(request), clock, programme, form.get("label") or None
-        )
-        return Flash("API key created.", secret=created.apiKey, secret_id="new-key")
-
-    return await act(request, signed, f"/portal/programmes/{programme.id}", work)
+    created = await service.create_api_key(
+        _db(request), clock, programme, form.get("label") or None
+    )
+    return Flash("API key created.", secret=created.apiKey, secret_id="new-key")
 
 
-@router.post("/programmes/{programme_id}/movement_fee")
-async def movement_fee(request: Request, programme_id: str) -> Response:
-    opened = await _posted_programme(request, programme_id)
-    if isinstance(opened, Response):
-        return opened
-    signed, form, programme = opened
-
-    async def work() -> Flash:
-        amount = whole(form.get("amount"), "The fee")
-        await service.set_movement_fee(
-            _db(request), programme, form.get("kind", ""), form.get("currency", ""), amount
-        )
-        return Flash("Fee set.")
-
-    return await act(request, signed, f"/portal/programmes/{programme.id}", work)
+@programme_form("movement_fee")
+async def movement_fee(request: Request, form: dict[str, str], programme: Programme) -> Flash:
+    amount = whole(form.get("amount"), "The fee")
+    await service.set_movement_fee(
+        _db(request), programme, form.get("kind", ""), form.get("currency", ""), amount
+    )
+    return Flash("Fee set.")
 
 
-@router.post("/programmes/{programme_id}/fee_type")
-async def fee_type(request: Request, programme_id: str) -> Response:
-    opened = await _posted_programme(request, programme_id)
-    if isinstance(opened, Response):
-        return opened
-    signed, form, programme = opened
-    clock = container_of(request).clock
-
-    async def work() -> Flash:
-        name = form.get("name", "")
-        await service.set_fee_type_amount(
-            _db(request),
-            clock,
-            programme,
-            name,
-            form.get("group", "") or "DEFAULT",
-            form.get("currency", ""),
-            whole(form.get("amount"), "The amount"),
-        )
-        return Flash(f"Fee type {name} saved.")
-
-    return await act(request, signed, f"/portal/programmes/{programme.id}", work)
+@programme_form("fee_type")
+async def fee_type(request: Request, form: dict[str, str], programme: Programme) -> Flash:
+    name = form.get("name", "")
+    await service.set_fee_type_amount(
+        _db(request),
+        container_of(request).clock,
+        programme,
+        name,
+        form.get("group", "") or "DEFAULT",
+        form.get("currency", ""),
+        whole(form.get("amount"), "The amount"),
+    )
+    return Flash(f"Fee type {name} saved.")
 
 
-@router.post("/programmes/{programme_id}/clock")
-async def clock_advance(request: Request, programme_id: str) -> Response:
-    opened = await _posted_programme(request, programme_id)
-    if isinstance(opened, Response):
-        return opened
-    signed, form, programme = opened
-    if programme.mode != "sandbox":
-        return _not_found("sandbox programme")
+@programme_form("clock", sandbox_only=True)
+async def clock_advance(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     container = container_of(request)
-
-    async def work() -> Flash:
-        # The simulator's own body and service: the same bounds, the same refusals.
-        body = ClockAdvance(seconds=whole(form.get("seconds"), "The number of seconds"))
-        db = _db(request)
-        offset = await service.advance_clock(db, programme, body.seconds)
-        now = container.clock.now_ms(offset)
-        # As the simulator's clock/advance: the new time commits alone, then each due step.
-        steps = partial(payment_steps.catch_up, container.db, container.clock, programme.id)
-        after_commit(db, steps)
-        return Flash(f"The clock moved on to {_when(now)} UTC.")
-
-    return await act(request, signed, f"/portal/programmes/{programme.id}", work)
+    # The simulator's own body and service: the same bounds, the same refusals.
+    body = ClockAdvance(seconds=whole(form.get("seconds"), "The number of seconds"))
+    db = _db(request)
+    offset = await service.advance_clock(db, programme, body.seconds)
+    now = container.clock.now_ms(offset)
+    # As the simulator's clock/advance: the new time commits alone, then each due step.
+    after_commit(db, partial(payment_steps.catch_up, container.db, container.clock, programme.id))
+    return Flash(f"The clock moved on to {_when(now)} UTC.")
 
 
 # Confirmation pages: an action that cannot be undone is a link to a page that says what it
