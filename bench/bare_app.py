@@ -1,5 +1,5 @@
 """The baseline: a bare FastAPI JSON endpoint, served exactly as multibank is (uvicorn, one
-worker, the same host, the same HTTP protocol: `multibank.serving`), so the ratio shows what
+worker, the same host, uvicorn's default HTTP protocol), so the ratio shows what
 multibank's own work costs.
 
 Usage: .venv/bin/python bench/bare_app.py --port N"""
@@ -8,8 +8,6 @@ import argparse
 
 import uvicorn
 from fastapi import FastAPI
-
-from multibank.serving import CoalescingHttpToolsProtocol
 
 app = FastAPI()
 
@@ -25,7 +23,6 @@ if __name__ == "__main__":
     args = ap.parse_args()
     uvicorn.run(
         "bare_app:app",
-        http=CoalescingHttpToolsProtocol,
         port=args.port,
         log_level="warning",
         server_header=False,

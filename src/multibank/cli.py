@@ -323,12 +323,8 @@ def serve(
 
     # uvicorn's own lines (start-up, shutdown, errors) go through the same JSON formatter.
     configure_logging(settings.log_level, settings.log_json)
-    from multibank.serving import CoalescingHttpToolsProtocol
-
     uvicorn.run(
         "multibank.app:app_factory",
-        # uvicorn's httptools protocol, each answer in one write (decision 0027).
-        http=CoalescingHttpToolsProtocol,
         log_config=None,
         factory=True,
         host=host,
