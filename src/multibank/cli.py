@@ -67,7 +67,7 @@ def named(argument: TyperArgument) -> NamedArgument:
         metavar=argument.metavar,
         expose_value=argument.expose_value,
         is_eager=argument.is_eager,
-        envvar=argument.envvar,
+        envvar=argument.envvar if isinstance(argument.envvar, str | None) else [*argument.envvar],
         min=argument.min,
         max=argument.max,
         rich_help_panel=argument.rich_help_panel,

@@ -26,7 +26,11 @@ SEEN: list[Any] = []
 
 async def reader(request: Request) -> Any:
     """A dependency that reads the body again, as idempotency and rate limits do."""
-    SEEN.append((type(request), await request.json(), PLAIN_BODY.get()))
+    try:
+        body = await request.json()
+    except ValueError as e:  # as `api.limits.body_email`: the body's validation answers it
+        body = type(e)
+    SEEN.append((type(request), body, PLAIN_BODY.get()))
     return request
 
 
@@ -125,5 +129,7 @@ async def test_a_route_without_a_body_field_still_gets_a_strict_request() -> Non
     assert [(StrictJsonRequest, {"a": 1}, False)] == SEEN
     # The route declares no body, so nothing decodes it before the endpoint: a dependency that
     # does meets the strict parse.
-    with pytest.raises(DuplicateKey):
-        await post(app_with(WrappedRoute), "/bare", b'{"a": 1, "a": 2}', "application/json")
+    SEEN.clear()
+    r = await post(app_with(WrappedRoute), "/bare", b'{"a": 1, "a": 2}', "application/json")
+    assert r.status_code == 200
+    assert [(StrictJsonRequest, DuplicateKey, False)] == SEEN
