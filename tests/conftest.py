@@ -23,7 +23,6 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from multibank.api import lean
 from multibank.app import build_container, create_app, startup
 from multibank.kernel.context import Container
 from multibank.kernel.migrate import upgrade
@@ -33,9 +32,6 @@ from multibank.settings import Settings
 from tests.openapi_conformance import Recorder, documents, violations
 
 DB_KIND = os.environ.get("MULTIBANK_TEST_DB", "sqlite")
-# Every answer a trusted endpoint dumps as it is (decision 0022) is also validated against its
-# response model here, and must be the same bytes: a difference fails the request.
-lean.CHECK_TRUSTED = True
 PG_ADMIN_URL = os.environ.get(
     "MULTIBANK_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 )

@@ -16,7 +16,7 @@ from starlette.routing import Mount
 from multibank.api import examples
 from multibank.api.errors import install_error_handlers
 from multibank.api.middleware import EdgeMiddleware, VersionShortcut
-from multibank.api.openapi import DOCS_ASSETS, DOCS_ASSETS_URL, LeanApp
+from multibank.api.openapi import DOCS_ASSETS, DOCS_ASSETS_URL, ServerApp
 from multibank.api.versions import build_v3_1, build_v3_29
 from multibank.kernel import secrets as server_secrets
 from multibank.kernel.context import Container
@@ -169,7 +169,7 @@ def create_app(
             await container.db.dispose()
             container.hasher.close()
 
-    app = LeanApp(
+    app = ServerApp(
         title="multibank", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
     )
     install_error_handlers(app)

@@ -42,19 +42,42 @@ F = TypeVar("F", bound=Callable[..., Any])
 # SECONDS, URL...) and an argument its name alone. tests/test_cli_help.py checks every command.
 
 
-class _NamedArgument(TyperArgument):
+class NamedArgument(TyperArgument):
     """An argument shown by its metavar alone, without the Python type beside it."""
 
     def display_type_rich(self, ctx: Any) -> str | None:
         return None
 
 
+def named(argument: TyperArgument) -> NamedArgument:
+    """`argument` (as typer builds it from a command's signature) made a `NamedArgument`, from
+    the same constructor arguments."""
+    return NamedArgument(
+        param_decls=[argument.name or ""],
+        type_descriptor=argument.type_descriptor,
+        required=argument.required,
+        nargs=argument.nargs,
+        show_default=argument.show_default,
+        show_choices=argument.show_choices,
+        show_envvar=argument.show_envvar,
+        help=argument.help,
+        hidden=argument.hidden,
+        default=argument.default,
+        callback=argument.callback,
+        metavar=argument.metavar,
+        expose_value=argument.expose_value,
+        is_eager=argument.is_eager,
+        envvar=argument.envvar if isinstance(argument.envvar, str | None) else [*argument.envvar],
+        min=argument.min,
+        max=argument.max,
+        rich_help_panel=argument.rich_help_panel,
+    )
+
+
 def _operator_params(params: list[Any]) -> list[Any]:
     for param in params:
         if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
             param.metavar = ""  # a flag takes no value: nothing to show
-        elif type(param) is TyperArgument:
-            param.__class__ = _NamedArgument
     return params
 
 
@@ -66,7 +89,13 @@ class OperatorGroup(TyperGroup):
 
 
 class OperatorCommand(TyperCommand):
-    """A command whose help shows no Python types."""
+    """A command whose help shows no Python types: its arguments are `NamedArgument`s."""
+
+    def __init__(self, name: str | None, **options: Any) -> None:
+        params = options.get("params")
+        if params:
+            options["params"] = [named(p) if type(p) is TyperArgument else p for p in params]
+        super().__init__(name, **options)
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _operator_params(super().get_params(ctx))

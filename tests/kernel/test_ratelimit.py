@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from multibank.kernel.errors import DomainError, TooManyRequests
-from multibank.kernel.ratelimit import RateLimiter, TidyMemoryStorage
+from multibank.kernel.ratelimit import InProcessStorage, RateLimiter
 
 REDIS_URL = os.environ.get("MULTIBANK_TEST_REDIS_URL", "redis://127.0.0.1:6379")
 RUN = f"multibank-test-{os.getpid()}-{secrets.token_hex(4)}"
@@ -204,12 +204,12 @@ async def test_the_memory_store_still_tidies_expired_entries(
     have all expired is dropped, so the store does not grow with every address ever seen."""
     limiter = RateLimiter()
     storage = limiter.storage
-    assert isinstance(storage, TidyMemoryStorage)
-    monkeypatch.setattr(TidyMemoryStorage, "TIDY_EVERY_S", 0.0)
+    assert isinstance(storage, InProcessStorage)
+    monkeypatch.setattr(InProcessStorage, "TIDY_EVERY_S", 0.0)
     await limiter.hit(_name(), "5/second", [("ip", "10.0.0.1")])
     assert len(storage.events) == 1
     await asyncio.sleep(1.1)  # the hit has expired
-    await limiter.hit(_name(), "5/second", [("ip", "10.0.0.2")])  # schedules a tidy
+    await limiter.hit(_name(), "5/second", [("ip", "10.0.0.2")])  # tidies first
     for _ in range(50):
         await asyncio.sleep(0.01)
         if len(storage.events) == 1:

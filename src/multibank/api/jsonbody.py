@@ -2,11 +2,10 @@
 where a lenient parser keeps the last value. A proxy or a reviewer that validated the first
 value (`"amount": 100, "amount": 999`) would otherwise see another request than the server.
 
-Every body the server decodes goes through `loads`: the lean handler's requests are
-`StrictJsonRequest`s, whose `json()` is this parse, kept for the dependencies that read the body
-again (idempotency, rate limits); a route FastAPI's own handler serves (the simulator's and the
-operator API's, built by `include_router`) checks its body with `loads` before that handler
-decodes it (api/lean.py)."""
+Every body the server decodes goes through `loads`: every route's handler is given a
+`StrictJsonRequest` (api/routebase.py), whose `json()` is this parse, kept for FastAPI's body
+validation and for the dependencies that read the body again (idempotency, rate limits); a body
+the route declares is decoded before anything else runs, so a repeated key is its 400."""
 
 from __future__ import annotations
 

@@ -11,8 +11,6 @@ from typing import Any
 from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from multibank.api.openapi import LeanApp
-from multibank.api.routing import IndexedRouter
 from multibank.kernel.context import Container
 from multibank.observability import REQUEST_LATENCY, REQUESTS, request_ref_var
 
@@ -170,12 +168,10 @@ async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
 
 class VersionShortcut:
     """Hands a request for a version's base URL (`/multi/...`, `/3.1.0/multi/...`) straight to
-    that version, as the outer router's `Mount` would after its own exception middleware, exit
-    stack and walk over every route of the server (decision 0019). A route answered by the lean
-    handler (api/lean.py) is called directly, with the version's exception handlers in the scope
-    as its exception middleware would put them (the handler applies them, the last-resort one
-    included); any other goes through the version application's own stack. Everything else, and
-    every path a base's mount does not match, goes through the outer application.
+    that version's mounted application, as the outer router's `Mount` would after the outer
+    application's exception middleware and its walk over every route of the server: with the
+    mounts' own public `matches` and `handle`. Everything else, and every path a base's mount
+    does not match, goes through the outer application.
 
     Innermost of the outer application's middleware: what wraps it (the edge, CORS) still sees
     every request."""
@@ -191,18 +187,6 @@ class VersionShortcut:
                 match, child_scope = mount.matches(scope)
                 if match == Match.FULL:
                     scope.update(child_scope)
-                    version = mount.app
-                    router = getattr(version, "router", None)
-                    if isinstance(version, LeanApp) and isinstance(router, IndexedRouter):
-                        found = router.lean_route(scope)
-                        if found is not None:
-                            route, route_scope = found
-                            scope.update(route_scope)
-                            scope["app"] = version
-                            scope.setdefault("router", router)
-                            scope["starlette.exception_handlers"] = version.handler_tables()
-                            await route.app(scope, receive, send)
-                            return
                     await mount.handle(scope, receive, send)
                     return
         await self.app(scope, receive, send)

@@ -30,15 +30,10 @@ from typing import Any, TypeVar, cast
 import fastapi_offline
 from fastapi import FastAPI, Request
 from fastapi.dependencies.models import Dependant
-from fastapi.middleware.asyncexitstack import AsyncExitStackMiddleware
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.telemetry import TelemetryConfig
-from starlette.middleware import Middleware
-from starlette.middleware.errors import ServerErrorMiddleware
-from starlette.middleware.exceptions import ExceptionMiddleware
-from starlette.types import ASGIApp
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -428,57 +423,20 @@ DOCS_ASSETS_URL = "/static/docs"
 
 
 # The framework's own OpenTelemetry hooks are off: the server's metrics are its Prometheus
-# collectors (observability.py), and the hooks' check of the environment on every request cost
-# an account read about 2 % (decision 0019).
+# collectors (observability.py), and the hooks would check the environment on every request.
 NO_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 
 
-class LeanApp(FastAPI):
-    """A FastAPI application without the layers this server does not use on every request: the
-    OpenTelemetry exception hook (telemetry is off) and the body-size limit (`max_body_size` is
-    unset; the edge middleware enforces the server's limit). What remains is FastAPI's own
-    stack: the last-resort error handler, the user middleware, the exception handlers, and the
-    exit stack FastAPI's request handler needs (decision 0019)."""
+class ServerApp(FastAPI):
+    """A FastAPI application with the framework's OpenTelemetry hooks off (`telemetry`, one of
+    its public arguments); anything else as FastAPI builds it."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("telemetry", NO_TELEMETRY)
         super().__init__(**kwargs)
 
-    _tables: tuple[dict[Any, Any], dict[int, Any]] | None = None
 
-    def handler_tables(self) -> tuple[dict[Any, Any], dict[int, Any]]:
-        """The application's exception handlers as Starlette's exception middleware puts them in
-        the scope (by class, by status), with the last-resort `Exception` handler among them."""
-        if self._tables is None:
-            by_class = {k: v for k, v in self.exception_handlers.items() if not isinstance(k, int)}
-            by_status = {k: v for k, v in self.exception_handlers.items() if isinstance(k, int)}
-            by_status.pop(500, None)
-            self._tables = (by_class, by_status)
-        return self._tables
-
-    def build_middleware_stack(self) -> ASGIApp:
-        if self.max_body_size is not None:
-            return super().build_middleware_stack()
-        error_handler = None
-        exception_handlers: dict[Any, Any] = {}
-        for key, value in self.exception_handlers.items():
-            if key in (500, Exception):
-                error_handler = value
-            else:
-                exception_handlers[key] = value
-        middleware = [
-            Middleware(ServerErrorMiddleware, handler=error_handler, debug=self.debug),
-            *self.user_middleware,
-            Middleware(ExceptionMiddleware, handlers=exception_handlers, debug=self.debug),
-            Middleware(AsyncExitStackMiddleware),
-        ]
-        app: ASGIApp = self.router
-        for cls, args, kwargs in reversed(middleware):
-            app = cls(app, *args, **kwargs)
-        return app
-
-
-class DescribedApp(LeanApp):
+class DescribedApp(ServerApp):
     """A FastAPI application whose OpenAPI document declares exactly what it answers, with its
     Swagger UI at `docs_url` and ReDoc at `redoc_url`, both working offline."""
 

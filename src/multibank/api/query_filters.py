@@ -21,8 +21,6 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
 
-from multibank.api.lean import query_params
-
 UNKNOWN: Literal["unknown"] = "unknown"
 # `head.sub` or `head[sub]`: the only shapes of an object filter's key.
 _KEY = re.compile(r"([^.\[\]]+)(?:\.([^.\[\]]+)|\[([^.\[\]]+)\])")
@@ -75,7 +73,7 @@ class QueryFilters:
             return {}
         given: dict[tuple[str, str], list[tuple[str, str]]] = {}
         errors: list[dict[str, Any]] = []
-        for key, value in query_params(request).multi_items():
+        for key, value in request.query_params.multi_items():
             found = self._place(key)
             if found is None:
                 continue

@@ -16,11 +16,9 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from sqlalchemy.ext.asyncio import AsyncSession
-from starlette._utils import get_route_path
-from starlette.routing import BaseRoute, Match, Route
-from starlette.types import Receive, Scope, Send
+from starlette.routing import BaseRoute
 
-from multibank.api.lean import LeanRoute
+from multibank.api.routebase import WrappedRoute
 from multibank.kernel import conflicts
 from multibank.kernel.context import Container
 from multibank.kernel.db import Database, LazySession, Unit
@@ -67,7 +65,7 @@ def remembered(request: Request, name: str) -> Any:
     return state.get(name)
 
 
-class UnitOfWorkRoute(LeanRoute):
+class UnitOfWorkRoute(WrappedRoute):
     def wrap(
         self, handler: Callable[[Request], Coroutine[Any, Any, Response]]
     ) -> Callable[[Request], Coroutine[Any, Any, Response]]:
@@ -106,7 +104,7 @@ class UnitOfWorkRoute(LeanRoute):
             all; the last run's error is the answer (503, api/errors.py). Safe: nothing of the
             lost run was kept (its idempotency claim neither), nothing was sent to the client
             (the answer is sent once this returns), and the body it read is kept by the request
-            (`lean.read_body`, Starlette's `body` and `form`) for the next run to read again."""
+            (api/routebase.py: one request object for every run) for the next run to read again."""
             attempt = 1
             while True:
                 try:
@@ -309,79 +307,3 @@ def absent(lacking: Iterable[APIRouter], having: Sequence[APIRouter]) -> APIRout
             if operation_key(route) not in served:
                 _add_absent(out, route)
     return out
-
-
-class IndexedRouter(APIRouter):
-    """A version's router that finds a request's route by its path's shape instead of trying
-    its routes one by one (issue 11: 60 regular expressions per request were 10 % of a read).
-
-    Routes are indexed by their number of segments and their first segment. A request tries,
-    in their original order, only the routes of its key (and any route the index cannot
-    describe), and is handled by the first that matches fully. Anything else (a method the
-    path does not serve, an unknown path) goes through the router's own walk, so 404s, 405s
-    and their Allow headers are the framework's, unchanged.
-    """
-
-    _index_of: tuple[int, int] | None = None
-    _by_key: dict[tuple[int, str], list[BaseRoute]]
-    _unindexed: list[tuple[int, BaseRoute]]
-    _keyed: dict[tuple[int, str], list[tuple[int, BaseRoute]]]
-
-    def _candidates(self, path: str) -> list[BaseRoute]:
-        version = (len(self.routes), id(self.routes[-1]) if self.routes else 0)
-        if self._index_of != version:
-            self._build_index()
-            self._index_of = version
-        segments = path.strip("/").split("/")
-        key = (len(segments), segments[0])
-        found = self._by_key.get(key)
-        if found is None:
-            merged = sorted(self._keyed.get(key, []) + self._unindexed, key=lambda p: p[0])
-            found = [route for _, route in merged]
-            if len(self._by_key) < 1024:  # keys come from request paths: bounded
-                self._by_key[key] = found
-        return found
-
-    def _build_index(self) -> None:
-        self._by_key = {}
-        self._unindexed = []
-        self._keyed = {}
-        for position, route in enumerate(self.routes):
-            path = getattr(route, "path", "")
-            segments = path.strip("/").split("/")
-            if not isinstance(route, Route) or ":" in path or "{" in segments[0]:
-                self._unindexed.append((position, route))
-                continue
-            self._keyed.setdefault((len(segments), segments[0]), []).append((position, route))
-
-    @classmethod
-    def adopt(cls, router: APIRouter) -> None:
-        """Makes a FastAPI application's router (which FastAPI builds itself) an IndexedRouter."""
-        # Starlette's router calls the `app` it bound when it was built (`middleware_stack`).
-        if router.middleware_stack != router.app:
-            raise RuntimeError("the router has middleware of its own: cannot index its routes")
-        router.__class__ = cls
-        router.middleware_stack = router.app
-
-    def lean_route(self, scope: Scope) -> tuple[UnitOfWorkRoute, Scope] | None:
-        """The route that answers this request when it is answered by the lean handler, found
-        as `app` finds it (the first full match), with the scope it adds; otherwise None."""
-        for route in self._candidates(get_route_path(scope)):
-            match, child_scope = route.matches(scope)
-            if match == Match.FULL:
-                if isinstance(route, UnitOfWorkRoute) and route.lean:
-                    return route, child_scope
-                return None
-        return None
-
-    async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            if "router" not in scope:
-                scope["router"] = self
-            for route in self._candidates(get_route_path(scope)):
-                match, child_scope = route.matches(scope)
-                if match == Match.FULL:
-                    scope.update(child_scope)
-                    await route.handle(scope, receive, send)
-                    return
-        await super().app(scope, receive, send)

@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from multibank.api import examples, v3_1, v3_29
 from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp
-from multibank.api.routing import IndexedRouter, absent, compose
+from multibank.api.routing import absent, compose
 
 # The description of each version's document: `{version}` is replaced (not `str.format`: the
 # text names paths such as `/passwords/{userId}/create`). Kept accurate to README.md.
@@ -69,7 +69,6 @@ def _version_app(version: str) -> FastAPI:
         redoc_url="/redoc",
     )
     install_error_handlers(app)
-    IndexedRouter.adopt(app.router)
     return app
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Iterable
 
 from limits import RateLimitItem, parse_many
-from limits.aio.storage import MemoryStorage, Storage
+from limits.aio.storage import MovingWindowSupport, Storage
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.storage import storage_from_string
 
@@ -19,22 +20,95 @@ def _header(items: list[RateLimitItem], exceeded: RateLimitItem) -> str:
     return f"{exceeded.amount}, {windows}"
 
 
-class TidyMemoryStorage(MemoryStorage):
-    """`limits`' in-process storage, tidying out expired entries at most once a second.
+class InProcessStorage(Storage, MovingWindowSupport):
+    """Moving windows in this process's memory: a storage backend on `limits`' published base
+    classes (`limits.aio.storage.Storage`, `MovingWindowSupport`), with the moving-window
+    semantics of its own `MemoryStorage`.
 
-    The library tidies after every hit, and hops to a worker thread for each key it holds to do
-    it: on a login that was about as much event-loop CPU as the login's own handler (issue 11).
-    Tidying only frees memory; a moving window counts by the entries' timestamps either way."""
+    Keys whose entries have all expired are forgotten at most once a second, inline: the
+    library's storage tidies after every hit, hopping to a worker thread for each key it holds,
+    which on a login was about as much event-loop CPU as the login's own handler (issue 11).
+    Tidying only frees memory; a window counts by its entries' timestamps either way. One event
+    loop uses it, and nothing in it awaits: each call is atomic."""
 
+    STORAGE_SCHEME = None  # made by `RateLimiter`, never from a URI
     TIDY_EVERY_S = 1.0
-    _tidied_at = 0.0
 
-    async def _MemoryStorage__schedule_expiry(self) -> None:
-        now = time.monotonic()
-        if now - self._tidied_at < self.TIDY_EVERY_S:
+    def __init__(self) -> None:
+        super().__init__()
+        # key -> (entry lifetime in seconds, entry timestamps newest first)
+        self.events: dict[str, tuple[float, list[float]]] = {}
+        self.counters: dict[str, tuple[float, int]] = {}  # key -> (expires at, count)
+        self.tidied_at = 0.0
+
+    @property
+    def base_exceptions(self) -> type[Exception] | tuple[type[Exception], ...]:
+        return ValueError
+
+    def tidy(self, now: float) -> None:
+        """Forgets the entries and counters that have expired, at most once a second."""
+        if now - self.tidied_at < self.TIDY_EVERY_S:
             return
-        self._tidied_at = now
-        await super()._MemoryStorage__schedule_expiry()  # type: ignore[misc]
+        self.tidied_at = now
+        for key, (expiry, stamps) in list(self.events.items()):
+            live = bisect.bisect_left(stamps, -(now - expiry), key=lambda t: -t)
+            if live == 0:
+                del self.events[key]
+            elif live < len(stamps):
+                del stamps[live:]
+        for key, (expires_at, _) in list(self.counters.items()):
+            if expires_at <= now:
+                del self.counters[key]
+
+    async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        if amount > limit:
+            return False
+        now = time.time()
+        self.tidy(now)
+        _, stamps = self.events.setdefault(key, (float(expiry), []))
+        if len(stamps) > limit - amount and stamps[limit - amount] >= now - expiry:
+            return False
+        stamps[:0] = [now] * amount
+        return True
+
+    async def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
+        """(the oldest entry's time in the window, the number of entries in it)"""
+        now = time.time()
+        found = self.events.get(key)
+        if not found or not found[1]:
+            return now, 0
+        stamps = found[1]
+        inside = bisect.bisect_left(stamps, -(now - expiry), key=lambda t: -t)
+        return stamps[inside - 1], inside
+
+    async def incr(self, key: str, expiry: int, amount: int = 1) -> int:
+        now = time.time()
+        self.tidy(now)
+        expires_at, count = self.counters.get(key, (0.0, 0))
+        if expires_at <= now:
+            expires_at, count = now + expiry, 0
+        self.counters[key] = (expires_at, count + amount)
+        return count + amount
+
+    async def get(self, key: str) -> int:
+        expires_at, count = self.counters.get(key, (0.0, 0))
+        return count if expires_at > time.time() else 0
+
+    async def get_expiry(self, key: str) -> float:
+        return self.counters.get(key, (time.time(), 0))[0]
+
+    async def check(self) -> bool:
+        return True
+
+    async def reset(self) -> int | None:
+        count = len(self.events) + len(self.counters)
+        self.events.clear()
+        self.counters.clear()
+        return count
+
+    async def clear(self, key: str) -> None:
+        self.events.pop(key, None)
+        self.counters.pop(key, None)
 
 
 class RateLimiter:
@@ -42,7 +116,7 @@ class RateLimiter:
         storage = (
             storage_from_string(f"async+{redis_url}", key_prefix=namespace)
             if redis_url
-            else TidyMemoryStorage()
+            else InProcessStorage()
         )
         assert isinstance(storage, Storage)
         self.storage = storage

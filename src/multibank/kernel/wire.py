@@ -34,9 +34,10 @@ def storable(text: str) -> bool:
     return _UNSTORABLE.search(text) is None
 
 
-# Set while a request body that `plain_json` passed is validated (api/lean.py): every string in
-# it is `storable` and none of its numbers is a float, so `StrictBody`'s walks of it would find
-# nothing. They cost a fee charge ≈ 14 µs of its ≈ 360 (decision 0033).
+# Set while a request whose JSON body passed `plain_json` is handled (api/routebase.py): every
+# string of that body is `storable` and none of its numbers is a float, so `StrictBody`'s walks
+# of it would find nothing (decision 0033). What else a request validates as a `StrictBody` is
+# the server's own values (answers), already storable text and integer numbers.
 PLAIN_BODY: ContextVar[bool] = ContextVar("plain_body", default=False)
 _FLOAT_LIKE = re.compile(rb"[0-9][.eE]")
 

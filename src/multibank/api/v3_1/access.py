@@ -8,7 +8,6 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel
 
 from multibank.api.deps import AnonCtx, AppContainer, Idempotent
-from multibank.api.lean import trusted
 from multibank.api.limits import LoginLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.v3_29.access import LOGIN_RESPONSES, LoginRequest, PasswordChecked, do_login
@@ -32,7 +31,6 @@ class LoginResponse(BaseModel):
     responses=LOGIN_RESPONSES,
     description=latest.__doc__,
 )
-@trusted
 async def login_with_password(
     request: Request, body: LoginRequest, ctx: AnonCtx, container: AppContainer
 ) -> dict[str, Any]:

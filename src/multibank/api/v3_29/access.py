@@ -20,7 +20,6 @@ from multibank.api.deps import (
     LoggedIn,
     Now,
 )
-from multibank.api.lean import trusted
 from multibank.api.limits import LoginLimited
 from multibank.api.openapi import LOCKED
 from multibank.api.routing import UnitOfWorkRoute, remembered
@@ -58,7 +57,7 @@ class LoginResponse(BaseModel):
 
 
 def login_body(token: str, opened: service.Opened) -> dict[str, Any]:
-    """The answer of a login, in `LoginResponse`'s order (the route is `trusted`)."""
+    """The answer of a login, `LoginResponse`'s fields."""
     return {
         "token": token,
         "tokenType": opened.token_type,
@@ -129,7 +128,6 @@ async def do_login(
     dependencies=[LoginLimited, PasswordChecked, Idempotent],
     responses=LOGIN_RESPONSES,
 )
-@trusted
 async def login_with_password(
     request: Request, body: LoginRequest, ctx: AnonCtx, container: AppContainer
 ) -> dict[str, Any]:

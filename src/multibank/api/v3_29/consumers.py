@@ -13,7 +13,6 @@ from multibank.api.deps import (
     Idempotent,
     conflicts,
 )
-from multibank.api.lean import trusted, without_none
 from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.v3_29.corporates import mobile
@@ -118,11 +117,8 @@ async def consumer_create(body: ConsumerCreate, ctx: AnonCtx) -> dict[str, Any]:
     response_model=ConsumerRead,
     response_model_exclude_none=True,
 )
-@trusted  # its body without None is its model's, as the tests check (api/lean.py)
 async def consumer_get(session: ConsumerSession) -> dict[str, Any]:
-    return without_none(
-        consumer_body(*await service.view(session.ctx, session.identity_id, CONSUMER))
-    )
+    return consumer_body(*await service.view(session.ctx, session.identity_id, CONSUMER))
 
 
 @router.patch(

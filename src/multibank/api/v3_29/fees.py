@@ -16,7 +16,6 @@ from multibank.api.deps import (
     conflicts,
     renews_at_commit,
 )
-from multibank.api.lean import trusted
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.fees import service
 from multibank.identities.schemas import Read
@@ -69,7 +68,7 @@ async def charge(body: ChargeFeeRequest, session: Session) -> service.FeeCharge:
 
 
 def charge_body(fee: service.FeeCharge) -> dict[str, Any]:
-    """`ChargeFeeRead`'s fields in its order, none None: answered as it is (`trusted`)."""
+    """`ChargeFeeRead`'s fields, none None."""
     # The fee is final when this answers; INITIALISED is the state the interface shows.
     return {
         "transactionId": {"type": "CHARGE_FEE", "id": str(fee.transaction.id)},
@@ -90,7 +89,6 @@ def charge_body(fee: service.FeeCharge) -> dict[str, Any]:
     dependencies=[CallerIdempotent],
     responses=CONFLICTS,
 )
-@trusted
 @renews_at_commit
 async def corporate_charge_fee(body: ChargeFeeRequest, session: CorporateSession) -> dict[str, Any]:
     """Charges a fee type defined in the portal to the logged-in corporate, from one of its
@@ -106,7 +104,6 @@ async def corporate_charge_fee(body: ChargeFeeRequest, session: CorporateSession
     dependencies=[CallerIdempotent],
     responses=CONFLICTS,
 )
-@trusted
 @renews_at_commit
 async def consumer_charge_fee(body: ChargeFeeRequest, session: ConsumerSession) -> dict[str, Any]:
     """Charges a fee type defined in the portal to the logged-in consumer."""

@@ -25,7 +25,6 @@ from multibank.api.deps import (
     StepUpRequired,
     conflicts,
 )
-from multibank.api.lean import trusted
 from multibank.api.query_filters import ObjectFilter, QueryFilters
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.identities import service as identities
@@ -77,7 +76,7 @@ def account_body(
         state["blockedReason"] = account.blocked_reason
     if account.destroyed_reason:
         state["destroyedReason"] = account.destroyed_reason
-    # `ManagedAccountRead`'s fields in its order, none None: reads answer it as it is (`trusted`).
+    # `ManagedAccountRead`'s fields, none None.
     body: dict[str, Any] = {"id": str(account.id), "profileId": str(account.profile_id)}
     if account.tag is not None:
         body["tag"] = account.tag
@@ -96,7 +95,6 @@ def account_body(
     response_model_exclude_none=True,
     responses=STEP_UP_RESPONSES,
 )
-@trusted
 async def managed_accounts_get(
     request: Request,
     session: StepUpRequired,
@@ -172,7 +170,6 @@ async def managed_account_create(
     response_model_exclude_none=True,
     responses=STEP_UP_RESPONSES,
 )
-@trusted
 async def managed_account_get(id: AccountId, session: StepUpRequired) -> dict[str, Any]:
     row = await service.view(session.ctx, owner(session), id)
     return account_body(row, row)
