@@ -35,6 +35,10 @@ DB_KIND = os.environ.get("MULTIBANK_TEST_DB", "sqlite")
 PG_ADMIN_URL = os.environ.get(
     "MULTIBANK_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 )
+# The URL the server under test connects to, when it differs from the admin one: scripts/test's
+# PgBouncer slice points it at PgBouncer (transaction pooling, issue 33 §5), while the tests
+# create and drop their databases on the server itself (PgBouncer forwards any database name).
+PG_SERVER_URL = os.environ.get("MULTIBANK_TEST_PGBOUNCER_URL") or PG_ADMIN_URL
 ADMIN_TOKEN = "test-admin-token-" + "x" * 32
 # Letters, digits and underscores, short enough that a whole name stays within PostgreSQL's 63.
 PG_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,29}")
@@ -77,7 +81,7 @@ async def empty_database(folder: Path, label: str) -> AsyncIterator[str]:
     name = pg_database_name(label)
     await _pg_admin(f'CREATE DATABASE "{name}"')
     try:
-        yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+        yield make_url(PG_SERVER_URL).set(database=name).render_as_string(hide_password=False)
     finally:
         await _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

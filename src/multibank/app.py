@@ -28,7 +28,6 @@ from multibank.kernel.notify import build_notifier
 from multibank.kernel.outbox import DeliveryPolicy, OutboxWorker
 from multibank.kernel.ratelimit import RateLimiter
 from multibank.kernel.tokens import TokenKeyring
-from multibank.kyc.page import router as kyc_pages
 from multibank.landing import router as landing_page
 from multibank.observability import configure_logging, render_metrics
 from multibank.payments.steps import PaymentWorker
@@ -36,6 +35,7 @@ from multibank.portal.guard import admin_authenticated
 from multibank.portal.router import build_portal
 from multibank.portal.web import router as portal_pages
 from multibank.settings import Settings, get_settings
+from multibank.simulator.kyc_page import router as kyc_pages
 from multibank.simulator.router import build_simulator
 from multibank.webhooks.delivery import WebhookWorker
 

@@ -12,6 +12,7 @@ def load_all() -> None:
     import multibank.kernel.idempotency
     import multibank.kernel.node_lease
     import multibank.kernel.notify
+    import multibank.kernel.secrets
     import multibank.kernel.tokens
     import multibank.ledger.models
     import multibank.payments.models

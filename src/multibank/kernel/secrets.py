@@ -5,11 +5,23 @@ from __future__ import annotations
 
 import secrets
 
+from sqlalchemy import String
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Mapped, mapped_column
 
-from multibank.kernel.db import Database
-from multibank.programmes.models import ServerSecret
+from multibank.kernel.db import Base, Database
+
+
+class ServerSecret(Base):
+    """Secrets generated in sandbox on first start, shared by every process through the database.
+    A kernel table (no programme owns it), so the kernel imports no domain model."""
+
+    __tablename__ = "server_secrets"
+
+    name: Mapped[str] = mapped_column(String(50), primary_key=True)
+    value: Mapped[str] = mapped_column(String(500))
+    created_at: Mapped[int]
 
 
 async def _get_or_create(db: Database, name: str, make: str, now_ms: int) -> tuple[str, bool]:

@@ -92,13 +92,3 @@ class FeeType(Base):
     # {feeGroup: {currency: minor units}}
     amounts: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[int]
-
-
-class ServerSecret(Base):
-    """Secrets generated in sandbox on first start, shared by every process through the database."""
-
-    __tablename__ = "server_secrets"
-
-    name: Mapped[str] = mapped_column(String(50), primary_key=True)
-    value: Mapped[str] = mapped_column(String(500))
-    created_at: Mapped[int]

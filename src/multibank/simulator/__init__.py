@@ -1,1 +1,3 @@
-"""The sandbox simulator API of contract §8 and D8, under /simulate/api."""
+"""The sandbox simulator: its API of contract §8 and D8 under /simulate/api, and the sandbox
+provider page at /kyc/{reference}. HTTP layer over the domain services (no domain slice imports
+it)."""
