@@ -113,14 +113,18 @@ def login(server: Server, email: str) -> dict[str, str]:
 
 # Rows: transactions (id, programme_id, type, state, details, created_at) and postings (id,
 # programme_id, transaction_id, account_id, currency, available_amount, actual_amount,
-# available_after, actual_after, created_at).
+# available_after, actual_after, created_at, seq). The account's postings continue its chain
+# (`seq` after its posting count, the balances after running), so `ledger verify` checks them;
+# the other sides' have no place in a chain (as postings written before migration 0017).
 Tx = tuple[int, int, str, str, str, int]
-Post = tuple[int, int, int, int, str, int, int, int, int, int]
+Post = tuple[int, int, int, int, str, int, int, int, int, int, int | None]
 
 
-def rows(f: Fixture, n: int, start_balance: int) -> Iterator[tuple[list[Tx], list[Post]]]:
+def rows(
+    f: Fixture, n: int, start_balance: int, start_seq: int
+) -> Iterator[tuple[list[Tx], list[Post]]]:
     """N account postings in chunks, each in a balanced transaction of its own."""
-    pid, balance, counter = f.programme_id, start_balance, ID_BASE
+    pid, balance, counter, seq = f.programme_id, start_balance, ID_BASE, start_seq
     fee_details = json.dumps({"chargeFeeType": "ADMIN_FEE"})
     dep_details = json.dumps({"sender": "Bench Sender", "reference": "seed"})
     txs: list[Tx] = []
@@ -128,11 +132,12 @@ def rows(f: Fixture, n: int, start_balance: int) -> Iterator[tuple[list[Tx], lis
     for i in range(n):
         t = T0_MS + i * 1000
         tx_id = counter
+        seq += 1
         counter += 1
         if i % 1000 == 999:
             kind = "INSTRUMENT_BLOCK" if i % 2000 == 999 else "INSTRUMENT_UNBLOCK"
             txs.append((tx_id, pid, kind, "COMPLETED", "{}", t))
-            posts.append((counter, pid, tx_id, f.account_id, "EUR", 0, 0, balance, balance, t))
+            posts.append((counter, pid, tx_id, f.account_id, "EUR", 0, 0, balance, balance, t, seq))
             counter += 1
         else:
             if i % 4 == 0:
@@ -142,11 +147,11 @@ def rows(f: Fixture, n: int, start_balance: int) -> Iterator[tuple[list[Tx], lis
             balance += amount
             txs.append((tx_id, pid, kind, "COMPLETED", details, t))
             posts.append(
-                (counter, pid, tx_id, f.account_id, "EUR", amount, amount, balance, balance, t)
+                (counter, pid, tx_id, f.account_id, "EUR", amount, amount, balance, balance, t, seq)
             )
             # The other side's running balance is not read by anything measured here; the
             # accounts' final balances are set from the sums below.
-            posts.append((counter + 1, pid, tx_id, other, "EUR", -amount, -amount, 0, 0, t))
+            posts.append((counter + 1, pid, tx_id, other, "EUR", -amount, -amount, 0, 0, t, None))
             counter += 2
         if len(txs) >= CHUNK:
             yield txs, posts
@@ -161,8 +166,8 @@ TX_SQL = (
 )
 POST_SQL = (
     "INSERT INTO postings (id, programme_id, transaction_id, account_id, currency, "
-    "available_amount, actual_amount, available_after, actual_after, created_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "available_amount, actual_amount, available_after, actual_after, created_at, seq) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 FIX_BALANCES = (
     "UPDATE ledger_accounts SET "
@@ -199,11 +204,11 @@ def seed_sqlite(path: str, f: Fixture, n: int) -> None:
     try:
         con.execute("PRAGMA busy_timeout=30000")
         con.execute("PRAGMA cache_size=-262144")  # 256 MiB: the index pages stay in memory
-        (balance,) = con.execute(
-            "SELECT actual FROM ledger_accounts WHERE id = ?", (f.account_id,)
+        balance, seq = con.execute(
+            "SELECT actual, posting_count FROM ledger_accounts WHERE id = ?", (f.account_id,)
         ).fetchone()
         con.execute("BEGIN IMMEDIATE")
-        for txs, posts in rows(f, n, int(balance)):
+        for txs, posts in rows(f, n, int(balance), int(seq)):
             con.executemany(TX_SQL, txs)
             con.executemany(POST_SQL, posts)
         ids = ",".join(str(i) for i in (f.account_id, f.settlement_id, f.revenue_id))
@@ -221,8 +226,9 @@ async def seed_postgres(
 
     con = await asyncpg.connect(url)
     try:
-        pid, balance = await con.fetchrow(
-            "SELECT programme_id, actual FROM ledger_accounts WHERE id = $1", int(account_id)
+        pid, balance, seq = await con.fetchrow(
+            "SELECT programme_id, actual, posting_count FROM ledger_accounts WHERE id = $1",
+            int(account_id),
         )
         ids = [
             await con.fetchval(SYSTEM_IDS.format(p="$1"), f"{pid}:{k}:EUR%")
@@ -230,7 +236,7 @@ async def seed_postgres(
         ]
         f = Fixture(int(account_id), int(pid), int(ids[0]), int(ids[1]), headers, email)
         async with con.transaction():
-            for txs, posts in rows(f, n, int(balance)):
+            for txs, posts in rows(f, n, int(balance), int(seq)):
                 await con.copy_records_to_table(
                     "ledger_transactions",
                     records=txs,
@@ -250,6 +256,7 @@ async def seed_postgres(
                         "available_after",
                         "actual_after",
                         "created_at",
+                        "seq",
                     ],
                 )
             all_ids = ",".join(str(i) for i in (f.account_id, f.settlement_id, f.revenue_id))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, String, UniqueConstraint
+from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, String, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from multibank.kernel.db import ID, Base
@@ -40,9 +40,14 @@ class LedgerAccount(Base):
     system_key: Mapped[str | None] = mapped_column(String(60), nullable=True, unique=True)
     available: Mapped[int] = mapped_column(default=0)
     actual: Mapped[int] = mapped_column(default=0)
-    # Kept by the same guarded UPDATE as the balances, so a statement's `count` is O(1):
-    # every posting, and those that move money (non-zero amounts).
+    # Kept by the same guarded UPDATE as the balances, so a statement's `count` is O(1).
+    # `posting_count`: every posting on the account; it is also the ledger's order on the
+    # account (a posting's `seq` is the count its own update left). `closing_count`: the
+    # postings that post or void a pending one (folded into its statement entry, so the
+    # statement has posting_count - closing_count entries). `movement_count`: the entries that
+    # move money (their amounts with their closing's are not zero).
     posting_count: Mapped[int] = mapped_column(default=0, server_default="0")
+    closing_count: Mapped[int] = mapped_column(default=0, server_default="0")
     movement_count: Mapped[int] = mapped_column(default=0, server_default="0")
     created_at: Mapped[int]
 
@@ -62,9 +67,39 @@ class LedgerTransaction(Base):
     created_at: Mapped[int]
 
 
+ENTRY = text("pending_id IS NULL")
+CLOSING = text("pending_id IS NOT NULL")
+
+
 class Posting(Base):
+    """Append-only (decision 0043): never updated nor deleted; the database refuses both
+    (triggers of migration 0017). A hold is a pending posting; it is posted (settled) or voided
+    (released) by one new posting on the same account naming it in `pending_id`, as
+    TigerBeetle's two-phase transfers do. A statement entry is a posting that closes none,
+    with the amounts of its closing added."""
+
     __tablename__ = "postings"
-    __table_args__ = (Index("ix_postings_account_time", "account_id", "created_at", "id"),)
+    __table_args__ = (
+        # Statement pages: the entries of an account in time order, from the index alone.
+        Index(
+            "ix_postings_entries",
+            "account_id",
+            "created_at",
+            "id",
+            sqlite_where=ENTRY,
+            postgresql_where=ENTRY,
+        ),
+        # The account's chain, in ledger order (`ledger verify`); one posting per place.
+        Index("ix_postings_account_seq", "account_id", "seq", unique=True),
+        # A pending posting's closing, found by it; a hold is closed once.
+        Index(
+            "ix_postings_pending_id",
+            "pending_id",
+            unique=True,
+            sqlite_where=CLOSING,
+            postgresql_where=CLOSING,
+        ),
+    )
 
     id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
@@ -76,3 +111,9 @@ class Posting(Base):
     available_after: Mapped[int]
     actual_after: Mapped[int]
     created_at: Mapped[int]
+    # The account's posting_count after this posting: its place in the account's chain
+    # (balances after = the previous place's + its own amounts). NULL on postings written
+    # before migration 0017, whose holds were rewritten in place.
+    seq: Mapped[int | None] = mapped_column(nullable=True)
+    # The pending posting (same account) this one posts or voids; a hold is closed once.
+    pending_id: Mapped[int | None] = mapped_column(ID, nullable=True)

@@ -155,7 +155,7 @@ def _apply_statement(guard_available: bool, guard_actual: bool) -> Update:
         actual=a.actual + bindparam("b_actual"),
         posting_count=a.posting_count + 1,
         movement_count=a.movement_count + bindparam("b_movement"),
-    ).returning(a.available, a.actual)
+    ).returning(a.available, a.actual, a.posting_count)
 
 
 # A movement's statements run on the driver's connection of the caller's transaction, all of
@@ -173,6 +173,7 @@ _POSTING_KEYS = (
     "available_after",
     "actual_after",
     "created_at",
+    "seq",  # the account's posting_count that the posting's own update left
 )
 _TRANSACTION_KEYS = ("id", "programme_id", "type", "state", "details", "external_id", "created_at")
 _INSERT_POSTINGS = Prepared(insert(_POSTINGS), keys=_POSTING_KEYS)
@@ -245,7 +246,7 @@ def _movement_statement(
                 posting_count=a.posting_count + 1,
                 movement_count=a.movement_count + bindparam(f"b{i}_movement"),
             )
-            .returning(a.available, a.actual)
+            .returning(a.available, a.actual, a.posting_count)
             .cte(f"moved{i}")
         )
 
@@ -259,8 +260,11 @@ def _movement_statement(
         if failing:  # NULL, not no row, where the update did not happen
             values[7] = select(moved[i].c.available).scalar_subquery()
             values[8] = select(moved[i].c.actual).scalar_subquery()
+            values[10] = select(moved[i].c.posting_count).scalar_subquery()
             return select(*values)
-        values[7], values[8] = moved[i].c.available, moved[i].c.actual  # the `..._after` columns
+        # the `..._after` columns and the posting's place in the account's chain
+        values[7], values[8] = moved[i].c.available, moved[i].c.actual
+        values[10] = moved[i].c.posting_count
         return select(*values).select_from(moved[i])
 
     rows = union_all(*(posting(i) for i in range(len(guards))))
@@ -420,7 +424,7 @@ def _post(
     params: dict[str, Any] = {f"t_{key}": value for key, value in values.items()}
     guards = []
     for i, leg in enumerate(ordered):
-        for key, value in _posting(programme_id, values["id"], leg, (0, 0), now_ms).items():
+        for key, value in _posting(programme_id, values["id"], leg, (0, 0, 0), now_ms).items():
             params[f"p{i}_{key}"] = value
         leg_params = _leg_params(programme_id, leg)
         guards.append(_guards(leg_params))
@@ -500,7 +504,7 @@ def _post_checked_first(
         raise InsufficientFunds(first.account_id)
     d.folded()
     d.execute(_INSERT_TRANSACTION, values)
-    applied = first, (int(row.available), int(row.actual))
+    applied = first, (int(row.available), int(row.actual), int(row.posting_count))
     _write(d, programme_id, values["id"], legs, values["created_at"], applied)
     return True
 
@@ -536,7 +540,7 @@ def _write(
     transaction_id: int,
     legs: Sequence[Leg],
     now_ms: int,
-    applied: tuple[Leg, tuple[int, int]] | None = None,
+    applied: tuple[Leg, tuple[int, int, int]] | None = None,
 ) -> None:
     """Applies each leg to its balance (in account id order) and records its posting.
     `applied`: a leg whose update ran already, and the balances it left."""
@@ -555,8 +559,9 @@ def _write(
 
 
 def _posting(
-    programme_id: int, transaction_id: int, leg: Leg, after: tuple[int, int], now_ms: int
+    programme_id: int, transaction_id: int, leg: Leg, after: tuple[int, int, int], now_ms: int
 ) -> dict[str, Any]:
+    """A posting's row; `after`: the balances and posting count its leg's update left."""
     return {
         "id": new_id(),
         "programme_id": programme_id,
@@ -568,17 +573,18 @@ def _posting(
         "available_after": after[0],
         "actual_after": after[1],
         "created_at": now_ms,
+        "seq": after[2],
     }
 
 
-def _apply(d: Direct, programme_id: int, leg: Leg) -> tuple[int, int]:
+def _apply(d: Direct, programme_id: int, leg: Leg) -> tuple[int, int, int]:
     """One guarded UPDATE: the balance changes only if it stays non-negative where guarded."""
     params = _leg_params(programme_id, leg)
     statement = _APPLY[_guards(params)]
     row = d.first(statement, params)
     if row is None:
         raise InsufficientFunds(leg.account_id)
-    return int(row.available), int(row.actual)
+    return int(row.available), int(row.actual), int(row.posting_count)
 
 
 def _guards(params: dict[str, Any]) -> tuple[bool, bool]:
@@ -621,12 +627,14 @@ async def external_id_used(db: AsyncSession, programme_id: int, external_id: int
     return (await db.execute(stmt.limit(1))).first() is not None
 
 
-# Reservations (D12, D13): a payment that waits holds amount + fee on its source. The hold is one
-# posting on the source (available down, actual unchanged) in the payment's own transaction,
-# state PENDING, against the programme's RESERVED account. When the payment ends, that same
-# posting becomes the movement (settle: actual down too) or no movement at all (release), so the
-# source's statement keeps one entry per payment whose `entryState` follows it; the other side's
-# postings are added to the same transaction then.
+# Reservations (D12, D13), two-phase as TigerBeetle's transfers (decision 0043): a payment that
+# waits holds amount + fee on its source. The hold is a pending posting on the source (available
+# down, actual unchanged) in the payment's own transaction, state PENDING, against the
+# programme's RESERVED account. When the payment ends, new postings close it, never a change to
+# it: settling posts (actual down on the source, the RESERVED hold undone, the money to its
+# destinations), releasing voids (available back). Each closing posting names the pending one
+# on its account (`pending_id`); the statement folds it into the hold's entry, so the source's
+# statement keeps one entry per payment whose `entryState` follows it (D12).
 
 
 def reserved_shard(source_account_id: int) -> int:
@@ -662,41 +670,118 @@ async def reserve(
     )
 
 
-_SETTLE_SOURCE = Prepared(
-    update(_ACCOUNTS)
-    .where(_ACCOUNTS.c.id == bindparam("b_id"), _ACCOUNTS.c.actual >= bindparam("b_total"))
-    .values(actual=_ACCOUNTS.c.actual - bindparam("b_total"))
-    .returning(_ACCOUNTS.c.actual)
-)
-_SETTLE_POSTING = Prepared(
-    update(_POSTINGS)
-    .where(
-        _POSTINGS.c.transaction_id == bindparam("b_tx"),
-        _POSTINGS.c.account_id == bindparam("b_id"),
-    )
-    .values(actual_amount=bindparam("b_amount"), actual_after=bindparam("b_after"))
-)
-_RELEASE_SOURCE = Prepared(
-    update(_ACCOUNTS)
-    .where(_ACCOUNTS.c.id == bindparam("b_id"))
-    .values(
-        available=_ACCOUNTS.c.available + bindparam("b_total"),
-        movement_count=_ACCOUNTS.c.movement_count - 1,
-    )
-)
-_RELEASE_POSTING = Prepared(
-    update(_POSTINGS)
-    .where(
-        _POSTINGS.c.transaction_id == bindparam("b_tx"),
-        _POSTINGS.c.account_id == bindparam("b_id"),
-    )
-    .values(available_amount=0, available_after=_POSTINGS.c.available_after + bindparam("b_total"))
-)
-_SET_STATE = Prepared(
+# Statements of the closings, built once with bound parameters and run on the session.
+_HOLD_POSTINGS = select(
+    _POSTINGS.c.id,
+    _POSTINGS.c.account_id,
+    _POSTINGS.c.available_amount,
+    _POSTINGS.c.actual_amount,
+).where(_POSTINGS.c.transaction_id == bindparam("b_tx"), _POSTINGS.c.pending_id.is_(None))
+
+
+def _apply_closing_statement(guard_actual: bool) -> Update:
+    a = _ACCOUNTS.c
+    stmt = update(_ACCOUNTS).where(a.id == bindparam("b_id"))
+    if guard_actual:
+        stmt = stmt.where(a.actual >= bindparam("b_need_actual"))
+    return stmt.values(
+        available=a.available + bindparam("b_available"),
+        actual=a.actual + bindparam("b_actual"),
+        posting_count=a.posting_count + 1,
+        closing_count=a.closing_count + bindparam("b_closing"),
+        movement_count=a.movement_count + bindparam("b_movement"),
+    ).returning(a.available, a.actual, a.posting_count)
+
+
+_APPLY_CLOSING = {guard: _apply_closing_statement(guard) for guard in (False, True)}
+_INSERT_POSTING_ROWS = insert(_POSTINGS)
+_SET_STATE = (
     update(_TRANSACTIONS)
     .where(_TRANSACTIONS.c.id == bindparam("b_tx"))
     .values(state=bindparam("b_state"))
 )
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One posting of a closing: a leg, and the pending posting it closes (if it does)."""
+
+    leg: Leg
+    pending: tuple[int, int, int] | None = None  # (posting id, available, actual) it closes
+
+    def movement(self) -> int:
+        """How the account's movement count changes: an entry moves money while its amounts
+        (with its closing's) are not zero."""
+        moves = 1 if self.leg.available or self.leg.actual else 0
+        if self.pending is None:
+            return moves
+        _, available, actual = self.pending
+        before = 1 if available or actual else 0
+        after = 1 if available + self.leg.available or actual + self.leg.actual else 0
+        return after - before
+
+
+async def _hold_postings(db: AsyncSession, transaction_id: int) -> dict[int, tuple[int, int, int]]:
+    """The hold's open postings by account: (posting id, available, actual)."""
+    rows = (await db.execute(_HOLD_POSTINGS, {"b_tx": transaction_id})).all()
+    return {
+        int(r.account_id): (int(r.id), int(r.available_amount), int(r.actual_amount)) for r in rows
+    }
+
+
+async def _close(
+    db: AsyncSession,
+    programme_id: int,
+    transaction_id: int,
+    steps: Sequence[_Step],
+    now_ms: int,
+    state: str,
+) -> None:
+    """Applies each step to its balance in account id order (as `post` does: two movements
+    over the same accounts never wait on each other in a cycle), then appends its postings in
+    one INSERT and sets the transaction's state. Nothing written before is changed."""
+    rows = []
+    for step in sorted(steps, key=lambda each: each.leg.account_id):
+        leg = step.leg
+        guard = leg.guarded and leg.actual < 0
+        params: dict[str, Any] = {
+            "b_id": leg.account_id,
+            "b_available": leg.available,
+            "b_actual": leg.actual,
+            "b_closing": 0 if step.pending is None else 1,
+            "b_movement": step.movement(),
+        }
+        if guard:
+            params["b_need_actual"] = -leg.actual
+        row = (await db.execute(_APPLY_CLOSING[guard], params)).one_or_none()
+        if row is None:  # cannot happen while a hold is only released or settled once
+            raise InsufficientFunds(leg.account_id)
+        after = (int(row.available), int(row.actual), int(row.posting_count))
+        posting = _posting(programme_id, transaction_id, leg, after, now_ms)
+        posting["pending_id"] = None if step.pending is None else step.pending[0]
+        rows.append(posting)
+        posting_counted(leg.currency)
+    await db.execute(_INSERT_POSTING_ROWS, rows)
+    await db.execute(_SET_STATE, {"b_tx": transaction_id, "b_state": state})
+
+
+def _closings(
+    holds: dict[int, tuple[int, int, int]], transaction_id: int, currency: str, back: bool
+) -> list[_Step]:
+    """A closing posting for each of the hold's postings: `back` voids it (its amounts undone);
+    otherwise it is posted (the source's actual follows its available; the RESERVED hold is
+    undone). The hold has one posting on the source (available down) and one on RESERVED."""
+    if len(holds) != 2:
+        raise Unbalanced(f"hold {transaction_id} has {len(holds)} open postings, not 2")
+    steps = []
+    for account_id, pending in holds.items():
+        _, available, actual = pending
+        if back or available > 0:  # void, or the RESERVED side
+            leg = Leg(account_id, currency, -available, -actual, guarded=False)
+        else:  # the source: what was held now leaves its actual balance too
+            leg = Leg(account_id, currency, 0, available - actual)
+        steps.append(_Step(leg, pending))
+    return steps
 
 
 async def settle(
@@ -711,39 +796,18 @@ async def settle(
     now_ms: int,
 ) -> None:
     """The held `total` leaves the account (actual down; available went down at the hold) and
-    goes to `credits` (which sum to `total`), in the hold's transaction, now COMPLETED."""
+    goes to `credits` (which sum to `total`), in the hold's transaction, now COMPLETED: the
+    hold's postings are posted by new ones, the credits are entries of their own. A hold is
+    settled once: the caller holds the payment's row lock and checks its state first (and the
+    database refuses a second closing of a posting)."""
     if sum(c.available for c in credits) != total or sum(c.actual for c in credits) != total:
         raise Unbalanced(f"credits of {transaction_id} do not sum to {total}")
-    held = await system_account(
-        db, programme_id, RESERVED, currency, now_ms, shard=reserved_shard(account_id)
-    )
-    # Every balance in account id order, the paying account's among them, as `post` does: two
-    # movements over the same accounts never wait on each other in a cycle. A hold is settled
-    # once: the caller holds the payment's row lock and checks its state first.
-    legs = sorted([Leg(held, currency, -total, 0, guarded=False), *credits], key=_by_id)
-    await direct.run(db, _settle, programme_id, transaction_id, account_id, total, legs, now_ms)
-
-
-def _settle(
-    d: Direct,
-    programme_id: int,
-    transaction_id: int,
-    account_id: int,
-    total: int,
-    legs: Sequence[Leg],
-    now_ms: int,
-) -> None:
-    before = [leg for leg in legs if leg.account_id < account_id]
-    _write(d, programme_id, transaction_id, before, now_ms)
-    row = d.first(_SETTLE_SOURCE, {"b_id": account_id, "b_total": total})
-    if row is None:  # cannot happen while a hold is only released or settled once
-        raise InsufficientFunds(account_id)
-    d.execute(
-        _SETTLE_POSTING,
-        {"b_tx": transaction_id, "b_id": account_id, "b_amount": -total, "b_after": row.actual},
-    )
-    _write(d, programme_id, transaction_id, legs[len(before) :], now_ms)
-    d.execute(_SET_STATE, {"b_tx": transaction_id, "b_state": "COMPLETED"})
+    holds = await _hold_postings(db, transaction_id)
+    if account_id not in holds or holds[account_id][1:] != (-total, 0):
+        raise Unbalanced(f"hold {transaction_id} does not hold {total} on {account_id}")
+    steps = [*_closings(holds, transaction_id, currency, back=False)]
+    steps.extend(_Step(leg) for leg in credits)
+    await _close(db, programme_id, transaction_id, steps, now_ms, "COMPLETED")
 
 
 async def release(
@@ -757,32 +821,10 @@ async def release(
     now_ms: int,
     state: str,
 ) -> None:
-    """The hold is given back: the account's available balance is whole again, and the hold's
-    posting becomes one that moved nothing. The transaction ends in `state`."""
-    held = await system_account(
-        db, programme_id, RESERVED, currency, now_ms, shard=reserved_shard(account_id)
-    )
-    give_back = [Leg(held, currency, -total, 0, guarded=False)]
-    await direct.run(
-        db, _release, programme_id, transaction_id, account_id, total, give_back, now_ms, state
-    )
-
-
-def _release(
-    d: Direct,
-    programme_id: int,
-    transaction_id: int,
-    account_id: int,
-    total: int,
-    give_back: Sequence[Leg],
-    now_ms: int,
-    state: str,
-) -> None:
-    held = give_back[0].account_id
-    if held < account_id:  # balances in account id order, as everywhere
-        _write(d, programme_id, transaction_id, give_back, now_ms)
-    d.execute(_RELEASE_SOURCE, {"b_id": account_id, "b_total": total})
-    d.execute(_RELEASE_POSTING, {"b_tx": transaction_id, "b_id": account_id, "b_total": total})
-    if held > account_id:
-        _write(d, programme_id, transaction_id, give_back, now_ms)
-    d.execute(_SET_STATE, {"b_tx": transaction_id, "b_state": state})
+    """The hold is given back: new postings void it, so the account's available balance is
+    whole again and the hold's entry moves nothing. The transaction ends in `state`."""
+    holds = await _hold_postings(db, transaction_id)
+    if account_id not in holds or holds[account_id][1:] != (-total, 0):
+        raise Unbalanced(f"hold {transaction_id} does not hold {total} on {account_id}")
+    steps = _closings(holds, transaction_id, currency, back=True)
+    await _close(db, programme_id, transaction_id, steps, now_ms, state)

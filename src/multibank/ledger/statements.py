@@ -1,14 +1,16 @@
-"""Statement entries of one account, read from its postings (D5): one entry per posting, joined to
-its transaction for the type, state and details.
+"""Statement entries of one account, read from its postings (D5): one entry per posting that closes
+no hold, joined to its transaction for the type, state and details. A hold's entry carries the
+amounts of the posting that posted or voided it (decision 0043), so a payment keeps one entry
+whose adjustments are its current ones (D12).
 
-Filters and paging, all done by the database on `ix_postings_account_time
-(account_id, created_at, id)`:
+Filters and paging, all done by the database on `ix_postings_entries
+(account_id, created_at, id) WHERE pending_id IS NULL`:
 
 - `from_ms` / `to_ms` are **inclusive** bounds on the posting time (`created_at`, epoch ms, the
   programme's clock when the transaction was written): `from_ms <= created_at <= to_ms`.
   A range with `from_ms > to_ms` matches nothing.
-- `fund_movements_only` keeps postings with a non-zero available or actual amount, leaving out
-  the zero-amount account events (create, block, unblock, remove).
+- `fund_movements_only` keeps the entries whose amounts (with their closing's) are not zero,
+  leaving out the zero-amount account events (create, block, unblock, remove) and released holds.
 - Order is by `(created_at, id)`, newest first unless `ascending`; entries written at the same
   millisecond are ordered by posting id in the same direction, so pages never overlap or skip.
 - The page is found first on the index alone (a deferred join: only the page's ids are selected
@@ -16,6 +18,15 @@ Filters and paging, all done by the database on `ix_postings_account_time
   costs an index walk rather than a row read per skipped entry.
 - `count` is the number of entries matching the filters (all pages); it is taken from the page
   itself when the page proves it (a short page), otherwise by a COUNT on the same index range.
+
+Balances after (issue 33): read in the statement's order, each entry's balances after are the
+previous entry's plus its own adjustments, and the newest entry's are the account's balances.
+An account's balance is the sum of its entries' adjustments, so an entry's balances after are
+the account's balances minus the adjustments of the entries newer than it (newest first), or
+the sum of the adjustments of the entries up to it (oldest first). Either sum runs from the end
+of the statement the page is counted from, as OFFSET does: on the first page (no bound on that
+side) it is over the page alone, whatever the account's length. The page, the balances and
+that sum are read in one statement, one snapshot.
 """
 
 from __future__ import annotations
@@ -23,12 +34,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, func, or_, select
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+    true,
+    union_all,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
 
 MAX_PAGE = 100
+
+# The posting that posted or voided an entry's hold, if any.
+Closing = aliased(Posting, name="closing")
+NET_AVAILABLE = Posting.available_amount + func.coalesce(Closing.available_amount, 0)
+NET_ACTUAL = Posting.actual_amount + func.coalesce(Closing.actual_amount, 0)
 
 
 @dataclass(frozen=True)
@@ -49,23 +76,25 @@ class StatementQuery:
 
 @dataclass(frozen=True)
 class Entry:
-    """One posting on the account, with its transaction."""
+    """One entry of the account: a posting with its transaction, and the closing of its hold
+    folded in."""
 
     posting_id: int
     transaction_id: int
     type: str  # TransactionId.type: DEPOSIT, CHARGE_FEE, INSTRUMENT_CREATE, ...
     state: str  # the transaction's state
     currency: str
-    available_amount: int  # signed: credits positive, debits negative
+    available_amount: int  # signed: credits positive, debits negative; with the closing's
     actual_amount: int
     available_after: int
     actual_after: int
     timestamp: int  # epoch ms
     details: dict[str, Any] = field(default_factory=dict)
-    # What the account paid on top of the movement (a payment's fee), included in the amounts.
+    # What the account paid on top of the movement (a payment's fee), included in the amounts;
+    # zero once the entry moves nothing (a released hold paid no fee).
     fee: int = 0
     # The amount the entry names when it is not the posting's (a wire transfer shows the amount
-    # sent, its fee apart); only while the posting moves money.
+    # sent, its fee apart); only while the entry moves money.
     shown_amount: int | None = None
 
     @property
@@ -79,6 +108,12 @@ class Entry:
         moved = self.amount
         return self.shown_amount if moved and self.shown_amount is not None else moved
 
+    @property
+    def entry_state(self) -> str:
+        """`PENDING` while its amount is held, else `COMPLETED` (D12): what the interface's
+        `entryState` and the portal say."""
+        return "PENDING" if self.state == "PENDING" else "COMPLETED"
+
 
 @dataclass(frozen=True)
 class StatementPage:
@@ -86,40 +121,88 @@ class StatementPage:
     count: int
 
 
+def _voided() -> ColumnElement[bool]:
+    """The entry's hold was voided: its closing undoes its amounts."""
+    voiding = aliased(Posting, name="voiding")
+    return exists(
+        select(voiding.id).where(
+            voiding.pending_id == Posting.id,
+            Posting.available_amount + voiding.available_amount == 0,
+            Posting.actual_amount + voiding.actual_amount == 0,
+        )
+    )
+
+
 def _conditions(q: StatementQuery) -> list[ColumnElement[bool]]:
-    out: list[ColumnElement[bool]] = [Posting.account_id == q.account_id]
+    out: list[ColumnElement[bool]] = [
+        Posting.account_id == q.account_id,
+        Posting.pending_id.is_(None),
+    ]
     if q.from_ms is not None:
         out.append(Posting.created_at >= q.from_ms)
     if q.to_ms is not None:
         out.append(Posting.created_at <= q.to_ms)
     if q.fund_movements_only:
         out.append(or_(Posting.available_amount != 0, Posting.actual_amount != 0))
+        out.append(~_voided())
     return out
 
 
-def page_ids(q: StatementQuery) -> Select[int]:
+def _order(q: StatementQuery) -> tuple[Any, Any]:
+    if q.ascending:
+        return Posting.created_at.asc(), Posting.id.asc()
+    return Posting.created_at.desc(), Posting.id.desc()
+
+
+def page_ids(q: StatementQuery) -> Select[Any]:
     """The ids of the page's postings, in statement order, from the index."""
-    order = (
-        (Posting.created_at.asc(), Posting.id.asc())
-        if q.ascending
-        else (Posting.created_at.desc(), Posting.id.desc())
-    )
     return (
         select(Posting.id)
         .where(*_conditions(q))
-        .order_by(*order)
+        .order_by(*_order(q))
         .offset(q.offset)
         .limit(q.page_size)
     )
 
 
+def _beyond(q: StatementQuery) -> Select[Any] | None:
+    """The sums of the adjustments of the entries before the page in the statement's order
+    (newer ones, newest first; older ones, oldest first), as one row; None when there is
+    none but entries that move nothing (no offset, no bound on that side)."""
+    parts: list[Select[int, int]] = []
+    bound = q.from_ms if q.ascending else q.to_ms
+    if bound is not None:  # the entries outside the time range on the page's side
+        outside = Posting.created_at < bound if q.ascending else Posting.created_at > bound
+        parts.append(
+            select(NET_AVAILABLE.label("a"), NET_ACTUAL.label("b"))
+            .outerjoin(Closing, Closing.pending_id == Posting.id)
+            .where(Posting.account_id == q.account_id, Posting.pending_id.is_(None), outside)
+        )
+    if q.offset:  # the entries of the pages before this one
+        skipped = page_ids(q).offset(None).limit(q.offset).subquery("skipped")
+        parts.append(
+            select(NET_AVAILABLE.label("a"), NET_ACTUAL.label("b"))
+            .join(skipped, skipped.c.id == Posting.id)
+            .outerjoin(Closing, Closing.pending_id == Posting.id)
+        )
+    if not parts:
+        return None
+    combined = parts[0] if len(parts) == 1 else union_all(*parts)
+    rows = combined.subquery("beyond_rows")
+    return select(
+        func.coalesce(func.sum(rows.c.a), 0).label("available"),
+        func.coalesce(func.sum(rows.c.b), 0).label("actual"),
+    )
+
+
 async def statement(db: AsyncSession, q: StatementQuery) -> StatementPage:
     ids = page_ids(q).subquery("page")
-    order = (
-        (Posting.created_at.asc(), Posting.id.asc())
-        if q.ascending
-        else (Posting.created_at.desc(), Posting.id.desc())
-    )
+    beyond_query = _beyond(q)
+    beyond = (
+        select(literal(0).label("available"), literal(0).label("actual"))
+        if beyond_query is None
+        else beyond_query
+    ).subquery("beyond")
     stmt = (
         select(
             Posting.id,
@@ -127,21 +210,35 @@ async def statement(db: AsyncSession, q: StatementQuery) -> StatementPage:
             LedgerTransaction.type,
             LedgerTransaction.state,
             Posting.currency,
-            Posting.available_amount,
-            Posting.actual_amount,
-            Posting.available_after,
-            Posting.actual_after,
+            NET_AVAILABLE,
+            NET_ACTUAL,
             Posting.created_at,
             LedgerTransaction.details,
             Posting.account_id,
+            LedgerAccount.available,
+            LedgerAccount.actual,
+            beyond.c.available,
+            beyond.c.actual,
         )
         .join(ids, ids.c.id == Posting.id)
         .join(LedgerTransaction, LedgerTransaction.id == Posting.transaction_id)
-        .order_by(*order)
+        .join(LedgerAccount, LedgerAccount.id == Posting.account_id)
+        .outerjoin(Closing, Closing.pending_id == Posting.id)
+        .join(beyond, true())
+        .order_by(*_order(q))
     )
+    rows = (await db.execute(stmt)).all()
     entries = []
-    for r in (await db.execute(stmt)).all():
-        details, fee, shown = account_details(dict(r[10] or {}), int(r[11]))
+    available = actual = 0
+    for i, r in enumerate(rows):
+        moved_available, moved_actual = int(r[5]), int(r[6])
+        if q.ascending:
+            if i == 0:
+                available, actual = int(r[12]), int(r[13])
+            available, actual = available + moved_available, actual + moved_actual
+        elif i == 0:
+            available, actual = int(r[10]) - int(r[12]), int(r[11]) - int(r[13])
+        details, fee, shown = account_details(dict(r[8] or {}), int(r[9]))
         entries.append(
             Entry(
                 posting_id=int(r[0]),
@@ -149,16 +246,18 @@ async def statement(db: AsyncSession, q: StatementQuery) -> StatementPage:
                 type=str(r[2]),
                 state=str(r[3]),
                 currency=str(r[4]),
-                available_amount=int(r[5]),
-                actual_amount=int(r[6]),
-                available_after=int(r[7]),
-                actual_after=int(r[8]),
-                timestamp=int(r[9]),
+                available_amount=moved_available,
+                actual_amount=moved_actual,
+                available_after=available,
+                actual_after=actual,
+                timestamp=int(r[7]),
                 details=details,
-                fee=fee,
+                fee=fee if moved_available or moved_actual else 0,
                 shown_amount=shown,
             )
         )
+        if not q.ascending:  # the next entry is older: before this one's adjustments
+            available, actual = available - moved_available, actual - moved_actual
     return StatementPage(entries, await _count(db, q, len(entries)))
 
 
@@ -216,7 +315,9 @@ async def _count(db: AsyncSession, q: StatementQuery, on_page: int) -> int:
     if q.from_ms is None and q.to_ms is None:
         # Without time bounds the answer is a counter the ledger keeps on the account row.
         column = (
-            LedgerAccount.movement_count if q.fund_movements_only else LedgerAccount.posting_count
+            LedgerAccount.movement_count
+            if q.fund_movements_only
+            else LedgerAccount.posting_count - LedgerAccount.closing_count
         )
         counted = select(column).where(LedgerAccount.id == q.account_id)
         return int((await db.execute(counted)).scalar_one())

@@ -1,5 +1,6 @@
 """The ledger invariants of D5, checked in SQL: per programme and currency all balances sum to
-zero, and every account's balance equals the sum of its postings."""
+zero, every account's balance equals the sum of its postings, and each account's chain of
+postings adds up (`ledger.chain`, decision 0043)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from multibank.kernel.db import Database
+from multibank.ledger import chain
 from multibank.ledger.models import (
     MANAGED_ACCOUNT,
     RESERVED,
@@ -97,13 +100,21 @@ async def verify(db: AsyncSession, programme_id: int | None = None) -> list[Viol
                 f"postings {p_available or 0}/{p_actual or 0}",
             )
         )
-    moved = case(((Posting.available_amount != 0) | (Posting.actual_amount != 0), 1), else_=0)
+    # An entry (a posting closing no hold) moves money while its amounts with its closing's
+    # are not zero; a closing counts among the postings and the closings.
+    closing = aliased(Posting, name="closing")
+    net_available = Posting.available_amount + func.coalesce(closing.available_amount, 0)
+    net_actual = Posting.actual_amount + func.coalesce(closing.actual_amount, 0)
+    is_entry = Posting.pending_id.is_(None)
+    moved = case((is_entry & ((net_available != 0) | (net_actual != 0)), 1), else_=0)
     counted = (
         select(
             Posting.account_id,
             func.count().label("postings"),
+            func.sum(case((is_entry, 0), else_=1)).label("closings"),
             func.sum(moved).label("movements"),
         )
+        .outerjoin(closing, closing.pending_id == Posting.id)
         .group_by(Posting.account_id)
         .subquery()
     )
@@ -112,6 +123,7 @@ async def verify(db: AsyncSession, programme_id: int | None = None) -> list[Viol
         .outerjoin(counted, counted.c.account_id == LedgerAccount.id)
         .where(
             (LedgerAccount.posting_count != func.coalesce(counted.c.postings, 0))
+            | (LedgerAccount.closing_count != func.coalesce(counted.c.closings, 0))
             | (LedgerAccount.movement_count != func.coalesce(counted.c.movements, 0))
         )
     )
@@ -138,6 +150,14 @@ async def verify(db: AsyncSession, programme_id: int | None = None) -> list[Viol
     for (account_id,) in (await db.execute(negative)).all():
         out.append(Violation("customer balance below zero", f"account {account_id}"))
     out.extend(await _reservations(db, programme_id))
+    for broken in await chain.breaks(db, programme_id):
+        out.append(Violation("posting chain broken", broken.describe()))
+    for posting_id in await chain.stray_closings(db, programme_id):
+        out.append(
+            Violation(
+                "closing posting names no pending posting of its account", f"posting {posting_id}"
+            )
+        )
     return out
 
 

@@ -76,7 +76,7 @@ def entry_body(e: Entry) -> dict[str, Any]:
     c = e.currency
     return {
         "transactionId": {"type": e.type, "id": str(e.transaction_id)},
-        "entryState": "PENDING" if e.state == "PENDING" else "COMPLETED",
+        "entryState": e.entry_state,
         "transactionAmount": money(e.transaction_amount, c),
         "availableBalanceAdjustment": money(e.available_amount, c),
         "actualBalanceAdjustment": money(e.actual_amount, c),
