@@ -141,6 +141,8 @@ async def test_a_statement_adds_up_row_by_row_on_both_versions_and_in_the_portal
     assert entry("wire failed") == ("COMPLETED", 0, 0, 0, 0)
     assert entry("wire returned") == ("COMPLETED", -AMOUNT, paid, paid, FEE)
     assert entry("wire waiting") == ("PENDING", -AMOUNT, paid, 0, FEE)
+    # 3.29.1's `transactionFee` is the same fee, as the payment's webhook event gives it.
+    assert all(e["transactionFee"] == e["cardholderFee"] for e in newest_first)
 
     # Every page, in either order, shows the same figures as the whole statement.
     whole = [figures(e) for e in newest_first]

@@ -40,7 +40,8 @@ class StatementEntry(BaseModel):
     `forexRate` and `sourceAmount` (which describe one) are left out. `cardholderFee` is what
     the account paid on top of a payment (a transfer's, send's or wire transfer's fee, included
     in the amounts); it is zero for other entries, a fee charge being an entry of its own
-    (CHARGE_FEE). `transactionFee` is zero in the account's currency."""
+    (CHARGE_FEE). `transactionFee` is the same fee, as the payment's webhook event gives it
+    (a released hold's entry shows 0 in both)."""
 
     transactionId: TransactionId
     entryState: Literal["PENDING", "COMPLETED"]
@@ -83,7 +84,7 @@ def entry_body(e: Entry) -> dict[str, Any]:
         "balanceAfter": money(e.actual_after, c),
         "availableBalanceAfter": money(e.available_after, c),
         "actualBalanceAfter": money(e.actual_after, c),
-        "transactionFee": money(0, c),
+        "transactionFee": money(e.fee, c),
         "cardholderFee": money(e.fee, c),
         "processedTimestamp": e.timestamp,
         "additionalFields": additional_fields(e),
