@@ -29,7 +29,6 @@ from sqlalchemy import event
 from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction
 
 from multibank.kernel.context import Container
-from multibank.kernel.db import AFTER_DURABLE_COMMIT
 from multibank.kernel.tokens import AuthSession
 from multibank.programmes.models import ApiKey, Programme
 
@@ -187,15 +186,10 @@ def _on_execute(state: ORMExecuteState) -> None:
 
 @event.listens_for(Session, "after_commit")
 def _after_commit(session: Session) -> None:
-    # Again once committed: a concurrent request may have read the old rows in between. A
-    # session whose request commits with a group (SQLite, kernel/db.GroupCommit) has only
-    # released its savepoint: again once the group's commit made it durable.
+    # Again once committed: a concurrent request may have read the old rows in between.
     pending = session.info.pop("authcache_drop", None)
     if pending:
         _drop(pending[0], pending[1])
-        later = session.info.get(AFTER_DURABLE_COMMIT)
-        if later is not None:
-            later.append(lambda: _drop(pending[0], pending[1]))
 
 
 @event.listens_for(Session, "after_rollback")
