@@ -76,7 +76,8 @@ def _foreign_keys(connection: Connection, on: bool) -> None:
     try:
         cursor.execute(f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")
         cursor.execute("PRAGMA foreign_keys")
-        if bool(cursor.fetchone()[0]) != on:
+        row = cursor.fetchone()
+        if row is None or bool(row[0]) != on:
             raise RuntimeError(f"SQLite did not turn foreign keys {'on' if on else 'off'}")
     finally:
         cursor.close()
