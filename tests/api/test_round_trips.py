@@ -308,8 +308,7 @@ async def test_a_write_not_due_to_renew_is_refused_once_its_session_ended_elsewh
 
 async def charged_twice(client: Any, p: Any, base: str) -> tuple[Any, dict[str, Any]]:
     """A corporate with 1000 on an account, charged twice: the programme's first charge opens
-    its revenue account, the second reads it (reads that send what is held back first: the
-    answer then goes in an UPDATE); the next ones know it."""
+    its revenue account, the second reads it; the next ones know its id."""
     ident = await verified(client, p, "corporates", base)
     account = await open_account(client, ident, "EUR", base)
     await deposit(client, p, account["id"], 1000)

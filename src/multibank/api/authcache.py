@@ -103,7 +103,7 @@ class AuthCache:
     def session_however_old(self, session_id: int) -> SessionEntry | None:
         """What this process remembers of a session, however old: only for a request whose
         transaction checks the session live itself and that reads nothing else of it
-        (`api/deps.py`, `renews_at_commit`)."""
+        (`api/deps.py`, `checks_session_in_transaction`)."""
         return self.sessions.get(session_id)
 
     def remember_session(self, row: AuthSession) -> SessionEntry:

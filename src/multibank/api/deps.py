@@ -230,7 +230,7 @@ async def _live_session(
     """
     programme_id = programme.id
     entry = cache.session(session_id)
-    if entry is None and claim is not None and _renews_at_commit(request):
+    if entry is None and claim is not None and _checks_session_in_transaction(request):
         # Its transaction checks the session live (renewal or claim, guarded like `alive`),
         # and it reads only what never changes of it (user, identity, programme, token type):
         # what this process remembers serves however old, and a refusal is still decided on
@@ -285,23 +285,23 @@ async def _live_session(
     return entry.row
 
 
-_RENEWS_AT_COMMIT = "_multibank_renews_at_commit"
+_CHECKS_SESSION_IN_TRANSACTION = "_multibank_checks_session_in_transaction"
 E = TypeVar("E", bound=Callable[..., Any])
 
 
-def renews_at_commit(endpoint: E) -> E:
+def checks_session_in_transaction(endpoint: E) -> E:
     """An operation that reads only what never changes of its session (user, identity,
     programme, token type) and whose transaction checks the session live anyway (its guarded
     renewal, or the claim of its ref, `_live_session`): what this process remembers of the
     session serves however old, and a refusal is still decided on the database's row, in that
     check (decision 0034)."""
-    setattr(endpoint, _RENEWS_AT_COMMIT, True)
+    setattr(endpoint, _CHECKS_SESSION_IN_TRANSACTION, True)
     return endpoint
 
 
-def _renews_at_commit(request: Request) -> bool:
+def _checks_session_in_transaction(request: Request) -> bool:
     endpoint = getattr(request.scope.get("route"), "endpoint", None)
-    return getattr(endpoint, _RENEWS_AT_COMMIT, False) is True
+    return getattr(endpoint, _CHECKS_SESSION_IN_TRANSACTION, False) is True
 
 
 async def _load_session(db: AsyncSession, cache: AuthCache, session_id: int) -> SessionEntry | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar
@@ -125,15 +126,22 @@ def create_engine(
     # connection that died is found at its next use and fails that request with 503; its pool
     # replaces it (SQLAlchemy's disconnect handling). Statements are bound parameters through
     # asyncpg's protocol-level prepared statements, never SQL-level PREPARE: behind PgBouncer in
-    # transaction mode the URL's `?prepared_statement_cache_size=0` turns asyncpg's cache off.
+    # transaction mode the URL's `?prepared_statement_cache_size=0` turns the cache off, and each
+    # statement's name is unique (SQLAlchemy's asyncpg dialect, "Prepared Statement Name with
+    # PGBouncer"), so two processes sharing a server connection never clash on one.
     return create_async_engine(
         url,
         echo=echo,
+        connect_args={"prepared_statement_name_func": _statement_name},
         pool_size=pool_size,
         max_overflow=0,
         pool_timeout=pool_timeout,
         skip_autocommit_rollback=True,  # the read requests' connections (autocommit)
     )
+
+
+def _statement_name() -> str:
+    return f"__asyncpg_{uuid.uuid4()}__"
 
 
 def create_read_engine(url: str, echo: bool = False, connections: int = READERS) -> AsyncEngine:

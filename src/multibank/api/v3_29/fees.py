@@ -14,7 +14,7 @@ from multibank.api.deps import (
     CorporateSession,
     Session,
     conflicts,
-    renews_at_commit,
+    checks_session_in_transaction,
 )
 from multibank.api.lean import trusted
 from multibank.api.routing import UnitOfWorkRoute
@@ -91,7 +91,7 @@ def charge_body(fee: service.FeeCharge) -> dict[str, Any]:
     responses=CONFLICTS,
 )
 @trusted
-@renews_at_commit
+@checks_session_in_transaction
 async def corporate_charge_fee(body: ChargeFeeRequest, session: CorporateSession) -> dict[str, Any]:
     """Charges a fee type defined in the portal to the logged-in corporate, from one of its
     accounts to the programme's revenue account."""
@@ -107,7 +107,7 @@ async def corporate_charge_fee(body: ChargeFeeRequest, session: CorporateSession
     responses=CONFLICTS,
 )
 @trusted
-@renews_at_commit
+@checks_session_in_transaction
 async def consumer_charge_fee(body: ChargeFeeRequest, session: ConsumerSession) -> dict[str, Any]:
     """Charges a fee type defined in the portal to the logged-in consumer."""
     return charge_body(await charge(body, session))
