@@ -83,9 +83,9 @@ class Filters:
     tag: str | None = None
 
     def empty(self) -> bool:
-        """No filter set: the page is the prepared statement's. The fields are compared as one
-        tuple with the defaults' first (a page asks on every request, and a walk of the fields
-        by name cost it 4 µs); a sequence given as an empty list counts as none too."""
+        """No filter set: the page is the statement built once (`_VIEW_PAGE_BY_DIALECT`). The
+        fields are compared as one tuple with the defaults' first (a page asks on every
+        request); a sequence given as an empty list counts as none too."""
         values = _FIELD_VALUES(self)
         return values == _NO_FILTERS or all(
             value is None or (isinstance(value, (list, tuple)) and not value) for value in values

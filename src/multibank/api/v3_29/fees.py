@@ -13,8 +13,8 @@ from multibank.api.deps import (
     ConsumerSession,
     CorporateSession,
     Session,
-    conflicts,
     checks_session_in_transaction,
+    conflicts,
 )
 from multibank.api.lean import trusted
 from multibank.api.routing import UnitOfWorkRoute
