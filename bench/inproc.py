@@ -193,8 +193,7 @@ async def main() -> None:
 
             def record(*a: Any) -> None:
                 # PostgreSQL's read engine is an option view of the writer: both listeners fire
-                # for one statement, with the same context, SQL and parameters objects (a
-                # prepared statement of kernel/direct.py has no context).
+                # for one statement, with the same context, SQL and parameters objects.
                 key = (id(a[4]), id(a[2]), id(a[3]))
                 if key == last[0]:
                     return

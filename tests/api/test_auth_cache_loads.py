@@ -167,9 +167,9 @@ async def test_a_request_holding_its_connection_reads_its_key_and_session_alone(
         await asyncio.sleep(0)
     assert not reader.done()  # waiting in the shared load
 
-    unit = container.db.unit()
+    unit = container.db.sessionmaker()
     try:
-        await unit.run_direct(lambda direct: None)  # the unit holds its connection now
+        await unit.connection()  # the write's session holds its connection now
         assert unit.in_transaction()
         request = SimpleNamespace(
             method="POST",

@@ -112,8 +112,7 @@ async def test_a_connection_the_database_dropped_is_replaced(
     """PostgreSQL terminates the backend of the process's one pooled connection (as a restart,
     a failover or an idle timeout would). The connection is replaced: the next requests are
     served (the first one may answer 503 if it met the dead connection first), never a 500.
-    Each kind runs its statements on the driver itself (kernel/direct.py): a read's one
-    statement, a write's transaction, a remembered login's INSERT."""
+    Each kind: a read's one statement, a write's transaction, a remembered login's INSERT."""
     p = await programme()
     ident = await verified(client, p)
     app = create_app(settings.model_copy(update={"database_pool_size": 1}))

@@ -8,11 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import event, false, select, true
+from sqlalchemy import event, select
 
-from multibank.kernel import direct
 from multibank.kernel.context import Container
-from multibank.kernel.direct import Direct, Fold
 from multibank.kernel.ids import new_id
 from multibank.ledger import service as ledger
 from multibank.ledger.models import SETTLEMENT, LedgerAccount, LedgerTransaction, Posting
@@ -180,112 +178,3 @@ async def test_a_movement_is_one_statement_on_postgresql(
         await db.commit()
     assert len(statements) == 1, statements
     assert await _balances(container, [low, high]) == [(495, 495, 2), (5, 5, 1)]
-
-
-async def test_a_condition_is_checked_in_the_movement_or_its_caller_reads_afresh(
-    container: Container, programme: ProgrammeFactory
-) -> None:
-    """A movement checks a condition in its own statement where it is held back (PostgreSQL,
-    decision 0024) or in its transaction's INSERT (SQLite, decision 0033). One that can do
-    neither (on an ORM session, on PostgreSQL) asks its caller to read afresh instead. Where the
-    condition does not hold, or is not checked, nothing changes."""
-    programme_id = int((await programme()).id)
-    low, high = await _accounts(container, programme_id, 500, 0)
-    dropped: list[str] = []
-
-    class Stale(Exception):
-        pass
-
-    failing = ledger.Condition("test-false", false(), {}, Stale(), lambda: dropped.append("f"))
-    async with container.db.sessionmaker() as db:
-        with pytest.raises(Stale):
-            await _five(db, programme_id, low, high, refused=RuntimeError(), condition=failing)
-        await db.rollback()
-    assert dropped == ["f"]
-    assert await _balances(container, [low, high]) == [(500, 500, 1), (0, 0, 0)]
-    holding = ledger.Condition("test-true", true(), {}, Stale(), lambda: dropped.append("t"))
-    async with container.db.sessionmaker() as db:
-        if container.db.is_sqlite:
-            await _five(db, programme_id, low, high, refused=RuntimeError(), condition=holding)
-            await db.commit()
-        else:
-            with pytest.raises(Stale):
-                await _five(db, programme_id, low, high, refused=RuntimeError(), condition=holding)
-            await db.rollback()
-    if container.db.is_sqlite:
-        assert dropped == ["f"]
-        assert await _balances(container, [low, high]) == [(495, 495, 2), (5, 5, 1)]
-    else:
-        assert dropped == ["f", "t"]
-        assert await _balances(container, [low, high]) == [(500, 500, 1), (0, 0, 0)]
-
-
-async def test_a_movement_that_is_a_requests_last_refusal_writes_first_what_checks_it(
-    container: Container, programme: ProgrammeFactory, sent: list[str]
-) -> None:
-    """SQLite, a request in a group (decision 0034): a movement nothing after can refuse
-    (`last_refusal`) makes its guarded leg the first write, carrying its condition and the held
-    checks (`Fold`). Refused there, it wrote nothing and took no savepoint; the reason is read
-    after (the held check's refusal first, then the condition, then the funds). Where a fold's
-    parameter disagrees with the leg's, it goes the usual way: savepoint, then the movement."""
-    if container.db.group is None:
-        pytest.skip("PostgreSQL commits each request alone: no group, no savepoints")
-    programme_id = int((await programme()).id)
-    low, high = await _accounts(container, programme_id, 500, 0)
-
-    class Refused(Exception):
-        pass
-
-    class Stale(Exception):
-        pass
-
-    async def hold(unit: Any, holds: bool, **params: Any) -> None:
-        def check(d: Direct) -> None:
-            if not holds:
-                raise Refused("held")
-
-        def fold(d: Direct) -> None:
-            clause = true() if holds else false()
-            d.hold_check(check, Fold(f"test-{holds}", clause, params, lambda: None))
-
-        await direct.run(unit, fold)
-
-    async def attempt(amount: int, holds: bool = True, cond: bool = True, **params: Any) -> str:
-        unit = container.db.unit()
-        try:
-            await hold(unit, holds, **params)
-            condition = ledger.Condition(f"c-{cond}", true() if cond else false(), {}, Stale())
-            legs = [
-                ledger.Leg(low, "EUR", -amount, -amount),
-                ledger.Leg(high, "EUR", amount, amount),
-            ]
-            try:
-                await ledger.post(
-                    unit,
-                    programme_id=programme_id,
-                    type_="TRANSFER",
-                    legs=legs,
-                    now_ms=NOW,
-                    refused=RuntimeError(),
-                    condition=condition,
-                    last_refusal=True,
-                )
-            except (Refused, Stale, ledger.InsufficientFunds) as refusal:
-                await unit.rollback()
-                return type(refusal).__name__
-            await unit.commit()
-            return "moved"
-        finally:
-            await unit.close()
-
-    assert await attempt(5) == "moved"
-    assert "SAVEPOINT request" not in sent
-    assert await attempt(5, holds=False, cond=False) == "Refused"  # the held check first
-    assert await attempt(5, cond=False) == "Stale"
-    assert await attempt(1000) == "InsufficientFunds"
-    assert not any(sql.startswith(("SAVEPOINT", "ROLLBACK")) for sql in sent), sent
-    assert await _balances(container, [low, high]) == [(495, 495, 2), (5, 5, 1)]
-    # A fold whose parameter disagrees with the leg's: the usual way, with a savepoint.
-    assert await attempt(5, b_programme_id=programme_id + 1) == "moved"
-    assert sent.count("SAVEPOINT request") == 1
-    assert await _balances(container, [low, high]) == [(490, 490, 3), (10, 10, 2)]

@@ -11,7 +11,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from multibank.access.passwords import complexity_error
 from multibank.kernel import notify
 from multibank.kernel.db import Database
-from multibank.kernel.direct import Prepared
 from multibank.kernel.errors import Conflict, DomainError, Forbidden, Locked, NotFound
 from multibank.kernel.hashing import PasswordHasher
 from multibank.kernel.ids import new_id
@@ -154,11 +153,10 @@ async def check_password(
     password: str,
 ) -> PasswordCheck:
     """Checks the password against the hash remembered for the e-mail (`KnownCredentials`), or
-    else reads the user on `db` (a `LazySession`, whose one statement holds a connection only
-    while it runs, or a read session of its own, closed here once read) and checks it against
-    what it read: Argon2id takes tens of milliseconds, and no database connection or lock may
-    be held meanwhile (issue 11). An unknown e-mail and a wrong password cost the same work: a
-    read and a hash (D7)."""
+    else reads the user on `db` (a read session of its own, closed here once read) and checks
+    it against what it read: Argon2id takes tens of milliseconds, and no database connection or
+    lock may be held meanwhile (issue 11). An unknown e-mail and a wrong password cost the same
+    work: a read and a hash (D7)."""
     key = users.email_key(email)
     remembered = known.get(programme_id, key)
     if remembered is not None:
@@ -251,7 +249,6 @@ _OPEN_IF_PLAIN = (
         _SESSIONS.c.user_id,
     )
 )
-_OPEN_IF_PLAIN_PREPARED = Prepared(_OPEN_IF_PLAIN, new_rows=True)
 
 
 async def login_at_once(
@@ -276,8 +273,8 @@ async def login_at_once(
         "password_hash": checked.password_hash,
         "now": now_ms,
     }
-    for row in await db.at_once(_OPEN_IF_PLAIN_PREPARED, params):
-        return Opened(*row)  # RETURNING names `Opened`'s fields, in its order
+    for row in await db.at_once(_OPEN_IF_PLAIN, params):
+        return Opened(*tuple(row))  # RETURNING names `Opened`'s fields, in its order
     known.forget(programme.id, checked.email_key)
     return None
 

@@ -11,9 +11,7 @@ from sqlalchemy import BigInteger, Select, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.accounts.models import ManagedAccount
-from multibank.kernel import direct
-from multibank.kernel.db import read_rows
-from multibank.kernel.direct import Prepared
+from multibank.kernel.db import dialect_name
 from multibank.ledger.models import LedgerAccount
 
 Row = tuple[ManagedAccount, LedgerAccount]
@@ -85,9 +83,9 @@ class Filters:
     tag: str | None = None
 
     def empty(self) -> bool:
-        """No filter set: the page is the prepared statement's. The fields are compared as one
-        tuple with the defaults' first (a page asks on every request, and a walk of the fields
-        by name cost it 4 µs); a sequence given as an empty list counts as none too."""
+        """No filter set: the page is the statement built once (`_VIEW_PAGE_BY_DIALECT`). The
+        fields are compared as one tuple with the defaults' first (a page asks on every
+        request); a sequence given as an empty list counts as none too."""
         values = _FIELD_VALUES(self)
         return values == _NO_FILTERS or all(
             value is None or (isinstance(value, (list, tuple)) and not value) for value in values
@@ -189,19 +187,15 @@ _VIEW_PAGE_NUMBERED = (
     )
     .order_by(_NUMBERED.c.n)
 )
-# The account and the unfiltered page on the driver's cursor (kernel/direct.py): SQLAlchemy's
-# execution cost a read about as much as the statement, and its rows' attributes are looked up
-# by name on every access (a page reads 13 of them from each of ten rows); these are named
-# tuples (decision 0022).
-_VIEW_GET_PREPARED = Prepared(_VIEW_GET)
-_VIEW_PAGE_PREPARED = Prepared({"postgresql": _VIEW_PAGE_NUMBERED, "sqlite": _VIEW_PAGE})
+# The unfiltered page, per dialect (decision 0035: numbered rows keep one plan on PostgreSQL).
+_VIEW_PAGE_BY_DIALECT = {"postgresql": _VIEW_PAGE_NUMBERED, "sqlite": _VIEW_PAGE}
 
 
 async def view(
     db: AsyncSession, programme_id: int, identity_id: int, account_id: int
 ) -> AccountView | None:
     params = {"programme_id": programme_id, "identity_id": identity_id, "account_id": account_id}
-    row = await direct.first(db, _VIEW_GET_PREPARED, params)
+    row = (await db.execute(_VIEW_GET, params)).first()
     return cast(AccountView, row)
 
 
@@ -218,7 +212,7 @@ async def page(
     rows: Sequence[Any]
     if f.empty():
         params = {**owner, "offset": offset, "limit": limit, "end": offset + limit}
-        rows = await direct.fetch(db, _VIEW_PAGE_PREPARED, params)
+        rows = (await db.execute(_VIEW_PAGE_BY_DIALECT[dialect_name(db)], params)).all()
         count = _VIEW_COUNT
     else:
         c = _ACCOUNTS.c
@@ -242,7 +236,7 @@ async def page(
         if f.tag is not None:
             stmt = stmt.where(c.tag == f.tag)
         page_stmt = stmt.add_columns(_TOTAL).order_by(c.id).offset(offset).limit(limit)
-        rows = await read_rows(db, page_stmt, owner)
+        rows = (await db.execute(page_stmt, owner)).all()
         count = select(func.count()).select_from(stmt.subquery())
     if rows:
         return int(rows[0].total), [cast(AccountView, r) for r in rows]

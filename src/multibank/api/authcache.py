@@ -29,7 +29,6 @@ from sqlalchemy import event
 from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction
 
 from multibank.kernel.context import Container
-from multibank.kernel.db import AFTER_DURABLE_COMMIT
 from multibank.kernel.tokens import AuthSession
 from multibank.programmes.models import ApiKey, Programme
 
@@ -104,7 +103,7 @@ class AuthCache:
     def session_however_old(self, session_id: int) -> SessionEntry | None:
         """What this process remembers of a session, however old: only for a request whose
         transaction checks the session live itself and that reads nothing else of it
-        (`api/deps.py`, `renews_at_commit`)."""
+        (`api/deps.py`, `checks_session_in_transaction`)."""
         return self.sessions.get(session_id)
 
     def remember_session(self, row: AuthSession) -> SessionEntry:
@@ -187,15 +186,10 @@ def _on_execute(state: ORMExecuteState) -> None:
 
 @event.listens_for(Session, "after_commit")
 def _after_commit(session: Session) -> None:
-    # Again once committed: a concurrent request may have read the old rows in between. A
-    # session whose request commits with a group (SQLite, kernel/db.GroupCommit) has only
-    # released its savepoint: again once the group's commit made it durable.
+    # Again once committed: a concurrent request may have read the old rows in between.
     pending = session.info.pop("authcache_drop", None)
     if pending:
         _drop(pending[0], pending[1])
-        later = session.info.get(AFTER_DURABLE_COMMIT)
-        if later is not None:
-            later.append(lambda: _drop(pending[0], pending[1]))
 
 
 @event.listens_for(Session, "after_rollback")

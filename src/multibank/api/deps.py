@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
-from typing import Annotated, Any, TypeVar, cast
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
@@ -17,7 +16,6 @@ from multibank.api.openapi import IDEMPOTENCY_REF, STEP_UP, STEP_UP_BODY, answer
 from multibank.api.routing import container_of, remembered
 from multibank.kernel.clock import ProgrammeClock
 from multibank.kernel.context import Container
-from multibank.kernel.db import LazySession
 from multibank.kernel.errors import BadRequest, Forbidden, Unauthorized
 from multibank.kernel.idempotency import (
     Claim,
@@ -25,7 +23,6 @@ from multibank.kernel.idempotency import (
     Replay,
     StoredResponse,
     claim_values,
-    hold_renew_and_claim,
     payload_hash,
     renew_and_claim,
 )
@@ -118,9 +115,9 @@ async def _load_programme(
     # (api/authcache.py). Closed without `async with`, whose close runs in a task of its own:
     # no transaction is open, so closing does no I/O (as a read request's session, decision
     # 0019), and the loop does not turn while this request holds a connection.
-    own = LazySession(container.db.read_sessionmaker)
+    own = container.db.read_sessionmaker()
     try:
-        programme = await programme_for_key_hash(cast(AsyncSession, own), key_hash)
+        programme = await programme_for_key_hash(own, key_hash)
     finally:
         await own.close()
     if programme is not None:
@@ -233,7 +230,7 @@ async def _live_session(
     """
     programme_id = programme.id
     entry = cache.session(session_id)
-    if entry is None and claim is not None and _renews_at_commit(request):
+    if entry is None and claim is not None and _checks_session_in_transaction(request):
         # Its transaction checks the session live (renewal or claim, guarded like `alive`),
         # and it reads only what never changes of it (user, identity, programme, token type):
         # what this process remembers serves however old, and a refusal is still decided on
@@ -275,16 +272,7 @@ async def _live_session(
             renewed = await renew_session(db, session_id, programme_id, now_ms, limits, due)
         else:
             renewal = renewal_params(session_id, programme_id, now_ms, limits)
-            claimed: Claim | None = None
-            if _renews_at_commit(request):
-                forget = partial(cache.forget_session, session_id)
-                claimed = await hold_renew_and_claim(
-                    db, renewal, values, Unauthorized(), forget, due
-                )
-            if claimed is not None:
-                renewed = True  # learnt at the commit: a refusal then is raised there (routing)
-            else:
-                renewed, claimed = await renew_and_claim(db, renewal, values, due)
+            renewed, claimed = await renew_and_claim(db, renewal, values, due)
             if renewed:
                 request.state.claim_outcome = (values, claimed)
         if not renewed:
@@ -297,23 +285,23 @@ async def _live_session(
     return entry.row
 
 
-_RENEWS_AT_COMMIT = "_multibank_renews_at_commit"
+_CHECKS_SESSION_IN_TRANSACTION = "_multibank_checks_session_in_transaction"
 E = TypeVar("E", bound=Callable[..., Any])
 
 
-def renews_at_commit(endpoint: E) -> E:
-    """An operation whose session renewal and idempotency claim may go with its commit
-    (PostgreSQL, decision 0024): one round trip for its BEGIN, renewal, claim, writes and
-    COMMIT, its reads before them, outside its transaction. For an operation that reads nothing
-    of sessions or refs, needs no lock on its session, and whose reads decide nothing that
-    the transaction's isolation would have: what they read was committed before it began."""
-    setattr(endpoint, _RENEWS_AT_COMMIT, True)
+def checks_session_in_transaction(endpoint: E) -> E:
+    """An operation that reads only what never changes of its session (user, identity,
+    programme, token type) and whose transaction checks the session live anyway (its guarded
+    renewal, or the claim of its ref, `_live_session`): what this process remembers of the
+    session serves however old, and a refusal is still decided on the database's row, in that
+    check (decision 0034)."""
+    setattr(endpoint, _CHECKS_SESSION_IN_TRANSACTION, True)
     return endpoint
 
 
-def _renews_at_commit(request: Request) -> bool:
+def _checks_session_in_transaction(request: Request) -> bool:
     endpoint = getattr(request.scope.get("route"), "endpoint", None)
-    return getattr(endpoint, _RENEWS_AT_COMMIT, False) is True
+    return getattr(endpoint, _CHECKS_SESSION_IN_TRANSACTION, False) is True
 
 
 async def _load_session(db: AsyncSession, cache: AuthCache, session_id: int) -> SessionEntry | None:
@@ -327,9 +315,9 @@ async def _load_session_apart(
     """The session read on a read connection of its own, as the key's programme is: the load
     is shared (`AuthCache.load_once`), so it must not be one request's transaction. A write
     that then renews it still does so in its own transaction, with the guarded statement."""
-    own = LazySession(container.db.read_sessionmaker)
+    own = container.db.read_sessionmaker()
     try:
-        return await _load_session(cast(AsyncSession, own), cache, session_id)
+        return await _load_session(own, cache, session_id)
     finally:
         await own.close()
 

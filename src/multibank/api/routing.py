@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
-from typing import Any, cast
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -21,19 +21,12 @@ from starlette.routing import BaseRoute
 from multibank.api.routebase import WrappedRoute
 from multibank.kernel import conflicts
 from multibank.kernel.context import Container
-from multibank.kernel.db import Database, LazySession, Unit
-from multibank.kernel.direct import FRESH_READS, StaleRead
-from multibank.kernel.errors import DomainError, NotFound, Unauthorized
-from multibank.kernel.idempotency import (
-    Claim,
-    ClaimTaken,
-    IdempotencyStore,
-    Replay,
-    complete_on,
-)
+from multibank.kernel.db import Database
+from multibank.kernel.errors import DomainError, NotFound
+from multibank.kernel.idempotency import Claim, IdempotencyStore
 
 log = logging.getLogger("multibank.requests")
-# In a write's `Unit.info`: what it does once its transaction is committed (`after_commit`).
+# In a write's `session.info`: what it does once its transaction is committed (`after_commit`).
 AFTER_COMMIT = "multibank.after_commit"
 
 
@@ -45,8 +38,8 @@ def after_commit(db: AsyncSession, work: Callable[[], Awaitable[object]]) -> Non
     db.info.setdefault(AFTER_COMMIT, []).append(work)
 
 
-async def _after_commit(unit: Unit) -> None:
-    for work in unit.info.pop(AFTER_COMMIT, None) or ():
+async def _after_commit(session: AsyncSession) -> None:
+    for work in session.info.pop(AFTER_COMMIT, None) or ():
         try:
             await work()
         except Exception:
@@ -70,33 +63,18 @@ class UnitOfWorkRoute(WrappedRoute):
         self, handler: Callable[[Request], Coroutine[Any, Any, Response]]
     ) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         async def run(request: Request) -> Response:
-            container = container_of(request)
-            db = container.db
-            # A read (GET, HEAD) runs its statements in autocommit: no BEGIN/COMMIT round trips
-            # and, on SQLite, no queueing behind the writer. What a read writes (a session
-            # renewal, a due IBAN allocation) is one guarded statement at a time.
-            reads = request.method in ("GET", "HEAD")
-            if reads:
-                lazy = LazySession(db.read_sessionmaker)  # made if the request uses it
+            db = container_of(request).db
+            if request.method in ("GET", "HEAD"):
+                # A read runs its statements in autocommit (the read engine): no BEGIN/COMMIT
+                # round trips and, on SQLite, no queueing behind the writer. What a read writes
+                # (a session renewal, a due IBAN allocation) is one guarded statement at a time.
+                session = db.read_sessionmaker()
                 try:
-                    request.state.db = lazy
+                    request.state.db = session
                     return await handler(request)  # autocommit: nothing to commit or undo
                 finally:
-                    # No transaction is open, so closing does no I/O and cannot be interrupted
-                    # half-way: it needs no task of its own to shield it, which is what
-                    # `async with` pays for on every request (decision 0019).
-                    await lazy.close()
-            try:
-                return await attempts(request, db)
-            except StaleRead:
-                # What it read from this process's memory was no longer so (decision 0024):
-                # nothing of it was kept, and it runs once more reading afresh.
-                _forget(request)
-                fresh = FRESH_READS.set(True)
-                try:
-                    return await attempts(request, db)
-                finally:
-                    FRESH_READS.reset(fresh)
+                    await session.close()
+            return await attempts(request, db)
 
         async def attempts(request: Request, db: Database) -> Response:
             """`write`, run again while its transaction loses a race in the database (a deadlock
@@ -123,60 +101,40 @@ class UnitOfWorkRoute(WrappedRoute):
                 attempt += 1
 
         async def write(request: Request, db: Database) -> Response:
-            # A write: one transaction, begun at its first statement; the ORM session is made
-            # only if the request uses it (kernel/db.Unit, decision 0021).
-            unit = db.unit()
-            session = cast(AsyncSession, unit)
+            # A write: one session transaction on one connection, begun at its first
+            # statement, committed below an answer of 400 and rolled back otherwise.
+            session = db.sessionmaker()
             request.state.db = session
             try:
                 try:
                     response = await handler(request)
-                except ClaimTaken as taken:  # sent before one of the request's statements
-                    raise await _replay(unit, taken) from None
                 except DomainError as exc:
-                    await _settle_held(unit)
                     if exc.keep_changes:
                         await _commit_refusal(request, session, exc)
                     else:
-                        await unit.rollback()
-                    raise
-                except Exception:
-                    await _settle_held(unit)
-                    await unit.rollback()
+                        await session.rollback()
                     raise
                 except BaseException:
-                    await unit.rollback()
+                    await session.rollback()
                     raise
                 if response.status_code >= 400:
-                    await _settle_held(unit)
-                    await unit.rollback()
+                    await session.rollback()
                     return response
                 record: Claim | None = remembered(request, "idempotency_record")
-                try:
-                    if record is None:
-                        await unit.commit()
-                    else:  # the answer is stored in the same hand-over as the commit
-                        await unit.commit(
-                            complete_on,
-                            record,
-                            response.status_code,
-                            response.headers.get("content-type"),
-                            bytes(response.body),
-                        )
-                except ClaimTaken as taken:
-                    # The ref, held back with the commit (`renews_at_commit`), was taken.
-                    raise await _replay(unit, taken) from None
-                except DomainError:
-                    # A statement held back until the commit was refused (kernel/direct.py,
-                    # `Direct.defer`): nothing is kept, the refusal is the answer.
-                    await unit.rollback()
-                    raise
-                await _after_commit(unit)
+                if record is not None:  # the answer is stored in the same transaction
+                    await IdempotencyStore(session).complete(
+                        record,
+                        response.status_code,
+                        response.headers.get("content-type"),
+                        bytes(response.body),
+                    )
+                await session.commit()
+                await _after_commit(session)
                 return response
             finally:
                 # Committed or rolled back above (a rollback that was itself interrupted leaves
                 # the connection to the pool's reset on return).
-                await unit.close()
+                await session.close()
 
         return run
 
@@ -189,28 +147,6 @@ def _forget(request: Request) -> None:
     state: dict[str, Any] = request.scope.get("state") or {}
     for name in _PER_ATTEMPT:
         state.pop(name, None)
-
-
-async def _replay(unit: Unit, taken: ClaimTaken) -> Replay:
-    """The request's transaction rolled back, the stored answer of the request that took its
-    ref (or the 400 of another payload, raised)."""
-    await unit.rollback()
-    return Replay(await IdempotencyStore(cast(AsyncSession, unit)).taken(taken.values))
-
-
-async def _settle_held(unit: Unit) -> None:
-    """Before a request's own error or refusal is its answer: its renewal and claim, if they
-    were held back for its commit (`renews_at_commit`), are sent, so that an expired session
-    is still a 401 and a ref taken still replays its stored answer, as when they went first.
-    A refusal of something else held back leaves the request's own answer standing."""
-    try:
-        await unit.send_held()
-    except ClaimTaken as taken:
-        raise await _replay(unit, taken) from None
-    except Unauthorized:
-        raise
-    except Exception:  # the request's own error is the answer
-        pass
 
 
 async def _commit_refusal(request: Request, session: AsyncSession, exc: DomainError) -> None:

@@ -10,8 +10,6 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.identities.models import Identity
-from multibank.kernel import direct
-from multibank.kernel.direct import Prepared
 from multibank.users.models import ROOT, User
 
 
@@ -136,15 +134,11 @@ _VIEW_WITH_ROOT = (
 )
 
 
-# On the driver's cursor, its row a named tuple (decision 0022).
-_VIEW_WITH_ROOT_PREPARED = Prepared(_VIEW_WITH_ROOT)
-
-
 async def view_with_root(
     db: AsyncSession, programme_id: int, identity_id: int, kind: str
 ) -> tuple[IdentityView, RootView] | None:
     params = {"programme_id": programme_id, "identity_id": identity_id, "kind": kind}
-    row = await direct.first(db, _VIEW_WITH_ROOT_PREPARED, params)
+    row = (await db.execute(_VIEW_WITH_ROOT, params)).first()
     if row is None:
         return None
     split = len(_IDENTITY_KEYS)

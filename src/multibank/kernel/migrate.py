@@ -75,7 +75,9 @@ def _foreign_keys(connection: Connection, on: bool) -> None:
     cursor = dbapi.cursor()
     try:
         cursor.execute(f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")
-        if bool(cursor.execute("PRAGMA foreign_keys").fetchone()[0]) != on:
+        cursor.execute("PRAGMA foreign_keys")
+        row = cursor.fetchone()
+        if row is None or bool(row[0]) != on:
             raise RuntimeError(f"SQLite did not turn foreign keys {'on' if on else 'off'}")
     finally:
         cursor.close()

@@ -18,9 +18,7 @@ from sqlalchemy import Boolean, ForeignKey, String, Table, and_, bindparam, inse
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
-from multibank.kernel import direct
-from multibank.kernel.db import ID, Base
-from multibank.kernel.direct import Direct, Prepared
+from multibank.kernel.db import ID, Base, changed, dialect_name
 from multibank.kernel.ids import new_id
 
 ISSUER = "multibank"
@@ -205,10 +203,10 @@ def alive(
 # Built once with bound parameters: these run on the request path (decision 0014).
 SESSIONS = cast(Table, AuthSession.__table__)
 _OPEN = insert(SESSIONS)
-_READ = Prepared(select(*SESSIONS.c).where(SESSIONS.c.id == bindparam("session_id")))
-# A session's renewal (its parameters: `renewal_params`). On the driver's connection
-# (kernel/direct.py): every write request sends it. The auth cache records a renewal itself
-# (api/deps.py), so it needs none of the ORM's events.
+_READ = select(*SESSIONS.c).where(SESSIONS.c.id == bindparam("session_id"))
+# A session's renewal (its parameters: `renewal_params`), sent by every write request. A Core
+# statement on the table: the auth cache records a renewal itself (api/deps.py), so no ORM
+# event drops what it remembers.
 # The renewal's guard: the session is live (D7).
 LIVE = and_(
     SESSIONS.c.id == bindparam("b_session_id"),
@@ -218,16 +216,15 @@ LIVE = and_(
     SESSIONS.c.created_at >= bindparam("started_since"),
 )
 RENEWAL = update(SESSIONS).where(LIVE).values(last_seen_at=bindparam("b_now_ms"))
-RENEW = Prepared(RENEWAL, renewal=True)
-# The same guard, read without writing (`confirm_or_renew`).
-_CONFIRM = Prepared(select(SESSIONS.c.id).where(LIVE))
+# The same guard, read without writing (`renew_session` not due, SQLite).
+_CONFIRM = select(SESSIONS.c.id).where(LIVE)
 
 
 async def read_session(db: AsyncSession, session_id: int) -> AuthSession | None:
     """The session row as the database holds it now (never a stale copy of this session), as a
     detached snapshot: it is shared read-only (api/authcache.py), and changed only by
     statements by id."""
-    row = await direct.first(db, _READ, {"session_id": session_id})
+    row = (await db.execute(_READ, {"session_id": session_id})).first()
     return None if row is None else AuthSession(**row._asdict())
 
 
@@ -243,20 +240,15 @@ async def renew_session(
     ended or ran out (two processes racing cannot revive a session the other found expired).
 
     `due`: whether this process's last renewal is old enough to write another (a write's
-    `_live_session`). On SQLite one not due is only confirmed (`confirm_or_renew`)."""
+    `_live_session`). On SQLite one not due is only confirmed: the same guard read without
+    writing (decision 0030). On PostgreSQL a write always renews: the row lock it takes is what
+    serialises a session's concurrent writes (factors/service.py); on SQLite every write holds
+    the one write lock from its first statement to its commit already, and a renewal written at
+    most once a second keeps the idle limit as exact as a read's (decision 0013)."""
     params = renewal_params(session_id, programme_id, now_ms, limits)
-    return await direct.run(db, confirm_or_renew, params, due)
-
-
-def confirm_or_renew(d: Direct, params: dict[str, Any], due: bool) -> bool:
-    """The renewal (`renewal_params`), or on SQLite, if it is not `due`, the same guard read
-    without writing (decision 0030). On PostgreSQL a write always renews: the row lock it takes
-    is what serialises a session's concurrent writes (factors/service.py); on SQLite every write
-    holds the one write lock from its first statement to its commit already, and a renewal
-    written at most once a second keeps the idle limit as exact as a read's (decision 0013)."""
-    if due or d.dialect.name == "postgresql":
-        return d.execute(RENEW, params) == 1
-    return d.first(_CONFIRM, params) is not None
+    if due or dialect_name(db) == "postgresql":
+        return changed(await db.execute(RENEWAL, params)) == 1
+    return (await db.execute(_CONFIRM, params)).first() is not None
 
 
 def renewal_params(

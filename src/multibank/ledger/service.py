@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import zlib
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
-from typing import Any, NoReturn, cast
+from typing import Any, cast
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import (
@@ -18,11 +17,9 @@ from sqlalchemy import (
     Table,
     Update,
     bindparam,
-    case,
     exists,
     func,
     insert,
-    literal,
     select,
     union_all,
     update,
@@ -31,8 +28,7 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from multibank.kernel import direct
-from multibank.kernel.direct import Direct, Fold, Prepared, Refusal
+from multibank.kernel.db import changed, dialect_name
 from multibank.kernel.ids import new_id
 from multibank.ledger.models import (
     MANAGED_ACCOUNT,
@@ -89,22 +85,6 @@ class Leg:
 REVENUE_SHARDS = 8
 
 
-@dataclass(frozen=True)
-class Condition:
-    """What a movement requires of what its caller read in an earlier request (decision
-    0024): `clause`, a SQL condition on its own parameters (`params`, named `c_...`), is
-    checked in the movement's statement (PostgreSQL, held back) or in its first, the
-    transaction's INSERT (SQLite, decision 0033), as of that statement. When it does not hold
-    nothing changes and `stale` is raised (after `then`): the caller's request runs again,
-    reading afresh. `name` tells statements apart (one per kind of condition)."""
-
-    name: str
-    clause: Any
-    params: dict[str, Any]
-    stale: Exception
-    then: Callable[[], None] | None = None
-
-
 def revenue_shard(source_account_id: int) -> int:
     # Not the id's low bits: those are the sequence within a millisecond, nearly always 0.
     return zlib.crc32(str(source_account_id).encode()) % REVENUE_SHARDS
@@ -158,10 +138,8 @@ def _apply_statement(guard_available: bool, guard_actual: bool) -> Update:
     ).returning(a.available, a.actual, a.posting_count)
 
 
-# A movement's statements run on the driver's connection of the caller's transaction, all of
-# one movement in one hand-over (kernel/direct.py, decision 0021): every fee charge, payment and
-# deposit sends them.
-_APPLY = {(a, b): Prepared(_apply_statement(a, b)) for a in (False, True) for b in (False, True)}
+# Every fee charge, payment and deposit sends these: built once (decision 0014).
+_APPLY = {(a, b): _apply_statement(a, b) for a in (False, True) for b in (False, True)}
 _POSTING_KEYS = (
     "id",
     "programme_id",
@@ -176,53 +154,24 @@ _POSTING_KEYS = (
     "seq",  # the account's posting_count that the posting's own update left
 )
 _TRANSACTION_KEYS = ("id", "programme_id", "type", "state", "details", "external_id", "created_at")
-_INSERT_POSTINGS = Prepared(insert(_POSTINGS), keys=_POSTING_KEYS)
-_INSERT_TRANSACTION = Prepared(insert(_TRANSACTIONS), keys=_TRANSACTION_KEYS)
-# SQLite: the transaction's INSERT that writes it only where a condition holds (`Condition`),
-# one per kind of condition.
-_INSERT_TRANSACTION_IF: dict[str, Prepared] = {}
-
-
-def _insert_transaction_if(condition: Condition) -> Prepared:
-    found = _INSERT_TRANSACTION_IF.get(condition.name)
-    if found is None:
-        row = select(
-            *(bindparam(key, type_=_TRANSACTIONS.c[key].type) for key in _TRANSACTION_KEYS)
-        ).where(condition.clause)
-        statement = insert(_TRANSACTIONS).from_select(list(_TRANSACTION_KEYS), row)
-        found = _INSERT_TRANSACTION_IF[condition.name] = Prepared({"sqlite": statement})
-    return found
+_INSERT_POSTINGS = insert(_POSTINGS)
+_INSERT_TRANSACTION = insert(_TRANSACTIONS)
 
 
 def _unsized(kind: Any) -> Any:
     return String() if isinstance(kind, String) else kind
 
 
-def _movement_statement(
-    guards: tuple[tuple[bool, bool], ...], failing: bool = False, condition: Any = None
-) -> Prepared:
-    """PostgreSQL: a whole movement in one statement, one round trip (decisions 0021, 0024):
-    each leg's guarded balance update, the transaction and all its postings. The legs come in
+def _movement_statement(guards: tuple[tuple[bool, bool], ...]) -> Any:
+    """PostgreSQL: a whole movement in one statement, one round trip (decision 0021): each
+    leg's guarded balance update, the transaction and all its postings. The legs come in
     account id order and each update after the first runs only once the one before it has
     returned its row (`EXISTS` on it), so the row locks are still taken in id order and two
     movements cannot deadlock. A guard that fails updates nothing and stops the legs after it:
     the statement inserts fewer postings than legs, the caller raises InsufficientFunds and the
-    transaction rolls back. Each posting's balances are what its own update returns.
-
-    `failing`: a refused leg makes the statement fail instead, with a NOT NULL violation on
-    `postings.available_after` (its posting's balance is that of an update that did not
-    happen): how a movement whose outcome is learnt later says it (`Direct.defer`).
-
-    `condition` (with `failing`): the transaction is written first, its details NULL where the
-    condition does not hold (a NOT NULL violation before any balance changes: `STALE`)."""
+    transaction rolls back. Each posting's balances are what its own update returns."""
     values: dict[str, Any] = {key: bindparam(f"t_{key}") for key in _TRANSACTION_KEYS}
-    if condition is not None:
-        details = _TRANSACTIONS.c.details
-        values["details"] = case((condition, bindparam("t_details", type_=details.type)))
-    written_: Any = insert(_TRANSACTIONS).values(values)
-    if condition is not None:
-        written_ = written_.returning(_TRANSACTIONS.c.id)
-    written = written_.cte("written")
+    written = insert(_TRANSACTIONS).values(values).cte("written")
     moved: list[Any] = []
     for i, (guard_available, guard_actual) in enumerate(guards):
         a = _ACCOUNTS.c
@@ -237,8 +186,6 @@ def _movement_statement(
             update_ = update_.where(a.actual >= bindparam(f"b{i}_need_actual"))
         if moved:
             update_ = update_.where(exists(select(moved[-1].c.available)))
-        elif condition is not None:  # the condition's check comes first
-            update_ = update_.where(exists(select(written.c.id)))
         moved.append(
             update_.values(
                 available=a.available + bindparam(f"b{i}_available"),
@@ -257,11 +204,6 @@ def _movement_statement(
             sql_cast(bindparam(f"p{i}_{key}"), _unsized(_POSTINGS.c[key].type))
             for key in _POSTING_KEYS
         ]
-        if failing:  # NULL, not no row, where the update did not happen
-            values[7] = select(moved[i].c.available).scalar_subquery()
-            values[8] = select(moved[i].c.actual).scalar_subquery()
-            values[10] = select(moved[i].c.posting_count).scalar_subquery()
-            return select(*values)
         # the `..._after` columns and the posting's place in the account's chain
         values[7], values[8] = moved[i].c.available, moved[i].c.actual
         values[10] = moved[i].c.posting_count
@@ -271,13 +213,11 @@ def _movement_statement(
     statement = insert(_POSTINGS).from_select(list(_POSTING_KEYS), rows).add_cte(written)
     for cte in moved:
         statement = statement.add_cte(cte)
-    return Prepared({"postgresql": statement})
+    return statement
 
 
-_MOVEMENT: dict[tuple[tuple[tuple[bool, bool], ...], bool, str], Prepared] = {}
-# What a refused leg of a held-back movement looks like (`_movement_statement(failing=True)`).
-REFUSED_LEG = ("postings", "available_after")
-STALE = ("ledger_transactions", "details")
+# One movement statement per shape of its legs' guards, built on first use.
+_MOVEMENT: dict[tuple[tuple[bool, bool], ...], Any] = {}
 
 
 # The ids of system accounts, per engine (per database). A system account is never removed or
@@ -352,25 +292,13 @@ async def post(
     details: dict[str, Any] | None = None,
     external_id: int | None = None,
     transaction_id: int | None = None,
-    refused: Exception | None = None,
-    condition: Condition | None = None,
-    last_refusal: bool = False,
 ) -> Movement:
     """Writes one transaction. Raises Unbalanced when the legs do not sum to zero per currency,
     InsufficientFunds when a guarded debit would take a balance below zero.
 
     `transaction_id` names the transaction after the resource it moves money for (a payment's
     statement entry has the payment's id); `details` may hold `byAccount`, each account's own
-    statement `additionalFields` and fee (`account_details`).
-
-    `refused`: what the caller raises when a guarded debit lacks the funds, given when nothing
-    it does next depends on the movement. On PostgreSQL the movement may then go with the
-    transaction's next round trip (its next statement, or its COMMIT: `Direct.defer`, decision
-    0024), and `refused` is raised there; otherwise InsufficientFunds is raised here.
-    `condition` (with `refused`): see `Condition`; where the movement cannot be held back, its
-    `stale` is raised at once. `last_refusal`: nothing the request does after the movement can
-    refuse it (nor fail, but for a fault): on SQLite the movement's first write may then carry
-    every check of the request and write without a savepoint (`_post_checked_first`)."""
+    statement `additionalFields` and fee (`account_details`)."""
     sums: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for leg in legs:
         sums[leg.currency][0] += leg.available
@@ -386,40 +314,15 @@ async def post(
         "external_id": external_id,
         "created_at": now_ms,
     }
-    # A prepared INSERT, not the unit of work's flush (decision 0019): the transaction is
-    # returned as a detached snapshot of what was written; later changes are statements by id.
-    await direct.run(db, _post, values, legs, refused, condition, last_refusal)
-    return Movement(**values)
-
-
-def _post(
-    d: Direct,
-    values: dict[str, Any],
-    legs: Sequence[Leg],
-    refused: Exception | None = None,
-    condition: Condition | None = None,
-    last_refusal: bool = False,
-) -> None:
-    sqlite = d.dialect.name != "postgresql"
-    if condition is not None and not legs:
-        _stale(condition)  # a movement checks a condition; nothing moves here
-    if sqlite or not legs:
-        unsaved = last_refusal and legs and d.lazy_savepoint is not None
-        if unsaved and _post_checked_first(d, values, legs, condition):
-            return
-        if condition is None:
-            d.execute(_INSERT_TRANSACTION, values)
-        elif d.execute(_insert_transaction_if(condition), {**values, **condition.params}) != 1:
-            # SQLite holds its one write lock: what the condition read cannot change before the
-            # commit. Nothing was written yet.
-            _stale(condition)
-        _write(d, values["programme_id"], values["id"], legs, values["created_at"])
-        return
-    if condition is not None and (refused is None or not d.defers):
-        _stale(condition)  # only a held-back movement checks a condition on PostgreSQL
-    # PostgreSQL: every round trip costs the event loop and the database; the whole movement
-    # goes in one.
-    programme_id, now_ms = values["programme_id"], values["created_at"]
+    # Core INSERTs, not the unit of work's flush (decision 0019): the transaction is returned
+    # as a detached snapshot of what was written; later changes are statements by id.
+    await db.flush()  # what the unit of work holds is written first, as an autoflush would
+    if not legs or dialect_name(db) != "postgresql":
+        await db.execute(_INSERT_TRANSACTION, values)
+        await _write(db, values["programme_id"], values["id"], legs, values["created_at"])
+        return Movement(**values)
+    # PostgreSQL: the whole movement in one statement.
+    programme_id = values["programme_id"]
     ordered = sorted(legs, key=_by_id)
     params: dict[str, Any] = {f"t_{key}": value for key, value in values.items()}
     guards = []
@@ -431,98 +334,14 @@ def _post(
         for key, value in leg_params.items():
             params[f"b{i}_{key[2:]}"] = value
     shape = tuple(guards)
-    if refused is not None and d.defers:
-        refusals = [Refusal(refused, null=REFUSED_LEG)]
-        name = ""
-        if condition is not None:
-            name = condition.name
-            params.update(condition.params)
-            refusals.insert(0, Refusal(condition.stale, null=STALE, then=condition.then))
-        held_back = _MOVEMENT.get((shape, True, name))
-        if held_back is None:
-            clause = None if condition is None else condition.clause
-            held_back = _movement_statement(shape, failing=True, condition=clause)
-            _MOVEMENT[shape, True, name] = held_back
-        if d.defer(held_back, params, refusals, partial(_counted, ordered)):
-            return
-        if condition is not None:
-            _stale(condition)
-    statement = _MOVEMENT.get((shape, False, ""))
+    statement = _MOVEMENT.get(shape)
     if statement is None:
-        statement = _MOVEMENT[shape, False, ""] = _movement_statement(shape)
-    written = d.execute(statement, params)
+        statement = _MOVEMENT[shape] = _movement_statement(shape)
+    written = changed(await db.execute(statement, params))
     if written != len(ordered):  # the legs before the refused one were applied, then stopped
         raise InsufficientFunds(ordered[written].account_id)
     _counted(ordered)
-
-
-# SQLite: a movement's one guarded leg carrying every check that could refuse its request (its
-# condition, and what `Direct.hold_check` holds: `Fold`), by (guards, names of what it carries).
-_CHECKED_APPLY: dict[tuple[tuple[bool, bool], tuple[str, ...]], Prepared] = {}
-# Whether a condition holds, alone: by its name.
-_CONDITION_HOLDS: dict[str, Prepared] = {}
-
-
-def _post_checked_first(
-    d: Direct, values: dict[str, Any], legs: Sequence[Leg], condition: Condition | None
-) -> bool:
-    """SQLite, a request in a group that has not written yet (decision 0034): its first write
-    is the movement's one guarded leg, whose WHERE also carries the movement's condition and the
-    request's held checks (its session live, its ref free). If it changes nothing, nothing was
-    written, so the request needs no savepoint: what refused it is found by reads (401 or the
-    ref's answer first, then a stale condition, else the funds). If it writes, nothing after
-    can refuse the request. False (nothing sent) where that cannot be: a movement with more than
-    one guarded leg, a held check that cannot be carried, or parameters that disagree."""
-    folds = d.folds()
-    if folds is None:
-        return False
-    programme_id = values["programme_id"]
-    guarded = [(leg, p) for leg in legs if any(_guards(p := _leg_params(programme_id, leg)))]
-    if len(guarded) != 1:
-        return False
-    first, params = guarded[0]
-    guards = _guards(params)  # the leg's own: what is carried below guards no balance
-    carried: list[Fold | Condition] = [*folds]
-    if condition is not None:
-        carried.insert(0, condition)
-    for each in carried:
-        extra = each.params
-        shared = params.keys() & extra.keys()
-        if shared and any(params[name] != extra[name] for name in shared):
-            return False
-        params.update(extra)
-    key = (guards, tuple(each.name for each in carried))
-    statement = _CHECKED_APPLY.get(key)
-    if statement is None:
-        built = _apply_statement(*guards).where(*(each.clause for each in carried))
-        statement = _CHECKED_APPLY[key] = Prepared({"sqlite": built})
-    row = d.first_checked(statement, params)
-    if row is None:
-        d.send_held()  # a session no longer live or a ref taken is the answer first
-        if condition is not None and d.first(_condition_holds(condition), condition.params) is None:
-            _stale(condition)
-        raise InsufficientFunds(first.account_id)
-    d.folded()
-    d.execute(_INSERT_TRANSACTION, values)
-    applied = first, (int(row.available), int(row.actual), int(row.posting_count))
-    _write(d, programme_id, values["id"], legs, values["created_at"], applied)
-    return True
-
-
-def _condition_holds(condition: Condition) -> Prepared:
-    found = _CONDITION_HOLDS.get(condition.name)
-    if found is None:
-        found = _CONDITION_HOLDS[condition.name] = Prepared(
-            select(literal(1).label("holds")).where(condition.clause)
-        )
-    return found
-
-
-def _stale(condition: Condition) -> NoReturn:
-    """A condition that could not be checked: the caller reads afresh."""
-    if condition.then is not None:
-        condition.then()
-    raise condition.stale
+    return Movement(**values)
 
 
 def _counted(legs: Sequence[Leg]) -> None:
@@ -534,28 +353,23 @@ def _by_id(leg: Leg) -> int:
     return leg.account_id
 
 
-def _write(
-    d: Direct,
+async def _write(
+    db: AsyncSession,
     programme_id: int,
     transaction_id: int,
     legs: Sequence[Leg],
     now_ms: int,
-    applied: tuple[Leg, tuple[int, int, int]] | None = None,
 ) -> None:
-    """Applies each leg to its balance (in account id order) and records its posting.
-    `applied`: a leg whose update ran already, and the balances it left."""
+    """Applies each leg to its balance (in account id order) and records its posting."""
     if not legs:
         return
     postings = []
     for leg in sorted(legs, key=_by_id):
-        if applied is not None and leg is applied[0]:
-            after = applied[1]
-        else:
-            after = _apply(d, programme_id, leg)
+        after = await _apply(db, programme_id, leg)
         postings.append(_posting(programme_id, transaction_id, leg, after, now_ms))
         posting_counted(leg.currency)
     # The postings in one statement, without the unit of work: nothing reads them as objects.
-    d.execute_many(_INSERT_POSTINGS, postings)
+    await db.execute(_INSERT_POSTINGS, postings)
 
 
 def _posting(
@@ -577,11 +391,11 @@ def _posting(
     }
 
 
-def _apply(d: Direct, programme_id: int, leg: Leg) -> tuple[int, int, int]:
+async def _apply(db: AsyncSession, programme_id: int, leg: Leg) -> tuple[int, int, int]:
     """One guarded UPDATE: the balance changes only if it stays non-negative where guarded."""
     params = _leg_params(programme_id, leg)
     statement = _APPLY[_guards(params)]
-    row = d.first(statement, params)
+    row = (await db.execute(statement, params)).first()
     if row is None:
         raise InsufficientFunds(leg.account_id)
     return int(row.available), int(row.actual), int(row.posting_count)

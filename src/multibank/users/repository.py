@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from sqlalchemy import Select, bindparam, case, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from multibank.kernel import direct
-from multibank.kernel.direct import Prepared
 from multibank.users.models import ROOT, USER, User
 
 
@@ -28,12 +26,10 @@ _BY_EMAIL = select(User).where(
     User.programme_id == bindparam("programme_id"), User.email_key == bindparam("email_key")
 )
 _USERS = User.__table__
-# On the driver's cursor (kernel/direct.py): a login's read, before its hash.
-_CREDENTIAL_BY_EMAIL = Prepared(
-    select(_USERS.c.id, _USERS.c.password_hash).where(
-        _USERS.c.programme_id == bindparam("programme_id"),
-        _USERS.c.email_key == bindparam("email_key"),
-    )
+# A login's read, before its hash: columns, not an ORM object.
+_CREDENTIAL_BY_EMAIL = select(_USERS.c.id, _USERS.c.password_hash).where(
+    _USERS.c.programme_id == bindparam("programme_id"),
+    _USERS.c.email_key == bindparam("email_key"),
 )
 
 
@@ -52,7 +48,7 @@ async def credential_by_email(
 ) -> tuple[int, str | None] | None:
     """The user's id and password hash, as a plain row: what checking a password reads."""
     params = {"programme_id": programme_id, "email_key": email_key(email)}
-    row = await direct.first(db, _CREDENTIAL_BY_EMAIL, params)
+    row = (await db.execute(_CREDENTIAL_BY_EMAIL, params)).first()
     return None if row is None else (int(row.id), row.password_hash)
 
 

@@ -8,7 +8,7 @@ from multibank.api.deps import (
     CallerIdempotent,
     ConsumerSession,
     CorporateSession,
-    renews_at_commit,
+    checks_session_in_transaction,
 )
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.v3_29.fees import CONFLICTS, ChargeFeeRequest, charge
@@ -25,7 +25,7 @@ router = APIRouter(route_class=UnitOfWorkRoute)
     dependencies=[CallerIdempotent],
     responses=CONFLICTS,
 )
-@renews_at_commit
+@checks_session_in_transaction
 async def corporate_charge_fee(body: ChargeFeeRequest, session: CorporateSession) -> Response:
     await charge(body, session)
     return Response(status_code=204)
@@ -40,7 +40,7 @@ async def corporate_charge_fee(body: ChargeFeeRequest, session: CorporateSession
     dependencies=[CallerIdempotent],
     responses=CONFLICTS,
 )
-@renews_at_commit
+@checks_session_in_transaction
 async def consumer_charge_fee(body: ChargeFeeRequest, session: ConsumerSession) -> Response:
     await charge(body, session)
     return Response(status_code=204)

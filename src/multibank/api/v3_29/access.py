@@ -6,7 +6,6 @@ from typing import Any, cast
 
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.access import service
 from multibank.api.deps import (
@@ -23,7 +22,6 @@ from multibank.api.deps import (
 from multibank.api.limits import LoginLimited
 from multibank.api.openapi import LOCKED
 from multibank.api.routing import UnitOfWorkRoute, remembered
-from multibank.kernel.db import LazySession
 from multibank.kernel.tokens import end_session
 from multibank.kernel.vocabulary import Email, IdentityId, SensitivePassword, TypeId, Wire
 
@@ -83,16 +81,19 @@ async def check_password(
     """Checks the password before the request's transaction begins (issue 11): the hash then
     holds no connection, and on SQLite not the write lock, so logins use every core."""
     # Its one statement (if the hash is not remembered) takes a connection and gives it back
-    # at once (`LazySession`).
-    db = cast(AsyncSession, LazySession(container.db.read_sessionmaker))
-    request.state.password_check = await service.check_password(
-        db,
-        container.hasher,
-        known_credentials(container),
-        programme.id,
-        str(body.email),
-        body.password.value,
-    )
+    # at once (a read session: autocommit).
+    db = container.db.read_sessionmaker()
+    try:
+        request.state.password_check = await service.check_password(
+            db,
+            container.hasher,
+            known_credentials(container),
+            programme.id,
+            str(body.email),
+            body.password.value,
+        )
+    finally:
+        await db.close()
 
 
 # Before `Idempotent`, whose record opens the transaction.

@@ -13,8 +13,8 @@ from multibank.api.deps import (
     ConsumerSession,
     CorporateSession,
     Session,
+    checks_session_in_transaction,
     conflicts,
-    renews_at_commit,
 )
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.fees import service
@@ -89,7 +89,7 @@ def charge_body(fee: service.FeeCharge) -> dict[str, Any]:
     dependencies=[CallerIdempotent],
     responses=CONFLICTS,
 )
-@renews_at_commit
+@checks_session_in_transaction
 async def corporate_charge_fee(body: ChargeFeeRequest, session: CorporateSession) -> dict[str, Any]:
     """Charges a fee type defined in the portal to the logged-in corporate, from one of its
     accounts to the programme's revenue account."""
@@ -104,7 +104,7 @@ async def corporate_charge_fee(body: ChargeFeeRequest, session: CorporateSession
     dependencies=[CallerIdempotent],
     responses=CONFLICTS,
 )
-@renews_at_commit
+@checks_session_in_transaction
 async def consumer_charge_fee(body: ChargeFeeRequest, session: ConsumerSession) -> dict[str, Any]:
     """Charges a fee type defined in the portal to the logged-in consumer."""
     return charge_body(await charge(body, session))
