@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import sys
 import tempfile
 import time
@@ -168,13 +169,21 @@ def _run(
     settings = settings or _settings()
     url = make_url(settings.database_url)
     where = url.render_as_string(hide_password=True)
-    if not creates and url.get_backend_name() == "sqlite":
+    if url.get_backend_name() == "sqlite":
         path = url.database or ""
-        if path and path != ":memory:" and not Path(path).exists():
+        if not creates and path and path != ":memory:" and not Path(path).exists():
             _fail(
                 f"no database at {path}: run `multibank db upgrade` (or `multibank serve`)",
                 CANNOT_START,
             )
+        if creates and path and path != ":memory:":
+            # Opened here first, on this thread: a file that cannot be opened is said at once,
+            # before aiosqlite's connection thread would report it to an event loop that the
+            # failure is closing.
+            try:
+                sqlite3.connect(path).close()
+            except sqlite3.Error as exc:
+                _fail(f"cannot use the database at {where}: {exc}", CANNOT_START)
 
     async def main() -> T:
         db = Database(settings.database_url, settings.database_echo)
