@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.accounts import service as accounts
@@ -40,29 +38,6 @@ from multibank.programmes.context import Ctx
 from multibank.programmes.models import Profile
 from multibank.programmes.schemas import ProgrammeCreate
 from multibank.users.models import User
-from tests.conftest import DB_KIND
-
-# A savepoint (`db.begin_nested()`) around a movement that is refused must undo the legs the
-# movement applied before the refused one: the wire transfer's create relies on it. Today's
-# execution layer (kernel/direct.py) sends a movement on the connection it found when the
-# session's transaction began, before the savepoint is emitted (SQLAlchemy emits it at the next
-# `session.connection()`), so rolling back to the savepoint leaves those legs applied. The issue
-# 33 rewrite removes that module; from then on these tests must pass (strict).
-SAVEPOINT_UNDOES_A_REFUSED_MOVEMENT = pytest.mark.xfail(
-    importlib.util.find_spec("multibank.kernel.direct") is not None,
-    reason="kernel/direct.py bypasses a savepoint begun after the transaction's first movement",
-    strict=True,
-)
-# A fee charge remembers what its lookup read and, the next time, asks the movement to check
-# it still holds (`ledger.Condition`); on PostgreSQL only a movement held back by a request's own
-# transaction can (kernel/direct.py), so a second charge of the same kind in a plain session
-# raises the execution layer's StaleRead instead of charging. The rewrite takes the strategy
-# out of `fees.charge`; from then on these tests must pass (strict).
-FEE_CHARGED_TWICE_IN_ONE_SESSION = pytest.mark.xfail(
-    DB_KIND == "postgres" and importlib.util.find_spec("multibank.kernel.direct") is not None,
-    reason="fees.charge's remembered lookup raises StaleRead outside a request on PostgreSQL",
-    strict=True,
-)
 
 
 @contextlib.asynccontextmanager

@@ -180,7 +180,6 @@ async def test_a_charge_that_cannot_be_resolved_is_refused(
         assert await make.revenue(ctx) == (0, 0)
 
 
-@make.FEE_CHARGED_TWICE_IN_ONE_SESSION
 async def test_two_charges_take_the_fee_twice(container: Container) -> None:
     """A charge is not idempotent by itself (the route's ref is): each call is a new one."""
     async with rolled_back(container) as db:

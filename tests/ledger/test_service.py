@@ -106,7 +106,6 @@ async def test_legs_that_do_not_balance_per_currency_are_refused_and_write_nothi
         assert await make.balances(ctx, gbp.id) == (500, 500)
 
 
-@make.SAVEPOINT_UNDOES_A_REFUSED_MOVEMENT
 async def test_a_guarded_debit_beyond_the_balance_is_refused_naming_the_account(
     container: Container,
 ) -> None:

@@ -132,14 +132,28 @@ def create_engine(
     # transaction mode the URL's `?prepared_statement_cache_size=0` turns the cache off, and each
     # statement's name is unique (SQLAlchemy's asyncpg dialect, "Prepared Statement Name with
     # PGBouncer"), so two processes sharing a server connection never clash on one.
+    connect_args: dict[str, Any] = {"prepared_statement_name_func": _statement_name}
+    if behind_pooler(url):
+        # asyncpg's own statement cache (its `executemany` names and keeps statements) would
+        # outlive the transaction, and so the server connection, they were prepared on.
+        connect_args["statement_cache_size"] = 0
     return create_async_engine(
         url,
         echo=echo,
-        connect_args={"prepared_statement_name_func": _statement_name},
+        connect_args=connect_args,
         pool_size=pool_size,
         max_overflow=0,
         pool_timeout=pool_timeout,
         skip_autocommit_rollback=True,  # the read requests' connections (autocommit)
+    )
+
+
+def behind_pooler(url: str) -> bool:
+    """PostgreSQL through a transaction pooler (PgBouncer): the URL turns the dialect's
+    statement cache off (`?prepared_statement_cache_size=0`), as SQLAlchemy documents for one."""
+    parsed = make_url(normalise_url(url))
+    return parsed.get_backend_name() == "postgresql" and (
+        parsed.query.get("prepared_statement_cache_size") == "0"
     )
 
 
@@ -181,7 +195,12 @@ class Database:
         self.url = normalise_url(url)
         self.engine = create_engine(self.url, echo, pool_size, pool_timeout)
         self.sessionmaker = async_sessionmaker(self.engine, expire_on_commit=False)
-        if not self.is_sqlite:
+        if self.behind_pooler:
+            # asyncpg prepares a statement and runs it in two exchanges; outside a transaction a
+            # transaction-pooling PgBouncer may give them two server connections, and the second
+            # does not know the statement. So reads run in transactions there, like writes.
+            self.read_engine = self.engine
+        elif not self.is_sqlite:
             # The same pool: a connection lent for a read runs in autocommit until returned.
             self.read_engine = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         elif self.in_memory:
@@ -195,6 +214,10 @@ class Database:
         return self.url.startswith("sqlite")
 
     @property
+    def behind_pooler(self) -> bool:
+        return behind_pooler(self.url)
+
+    @property
     def in_memory(self) -> bool:
         """A private in-memory SQLite database (the URL may spell `:memory:` percent-encoded)."""
         url = make_url(self.url)
@@ -205,8 +228,9 @@ class Database:
     async def at_once(self, statement: Executable, params: Mapping[str, Any]) -> Sequence[Row[Any]]:
         """One statement that is a whole write on its own (a login's new session), committed
         with the rows it returns, without a session. On PostgreSQL in autocommit: the statement
-        alone, no BEGIN or COMMIT. On SQLite in a transaction of the writer's."""
-        if self.is_sqlite:
+        alone, no BEGIN or COMMIT (in a transaction behind a pooler). On SQLite in a transaction
+        of the writer's."""
+        if self.is_sqlite or self.behind_pooler:
             async with self.engine.begin() as conn:
                 return (await conn.execute(statement, params)).all()
         async with self.read_engine.connect() as conn:
