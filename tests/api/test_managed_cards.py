@@ -718,3 +718,19 @@ async def test_the_card_number_is_in_clear_nowhere(client, programme, container,
         ).scalar_one()
     with pytest.raises(CardDataError):
         keys.decrypt(stored, int(debit["id"]))
+
+
+async def test_an_account_with_a_debit_card_is_not_removed_on_3_1_0(client, programme):
+    """D18: the one card rule of 3.1.0, whichever base URL made the card."""
+    p = await programme()
+    ident = await verified(client, p)
+    account = await open_account(client, ident, "GBP", "/3.1.0/multi")
+    card = await create(client, ident, mode="DEBIT_MODE", parentManagedAccountId=account["id"])
+    url = f"/3.1.0/multi/managed_accounts/{account['id']}/remove"
+    r = await client.post(url, headers=ident.headers)
+    assert r.status_code == 409 and r.json()["errorCode"] == "INSTRUMENT_HAS_LINKED_CARDS"
+    assert (await act(client, ident, card["id"], "block")).status_code == 204
+    r = await client.post(url, headers=ident.headers)
+    assert r.status_code == 409 and r.json()["errorCode"] == "INSTRUMENT_HAS_LINKED_CARDS"
+    assert (await act(client, ident, card["id"], "remove")).status_code == 204
+    assert (await client.post(url, headers=ident.headers)).status_code == 204
