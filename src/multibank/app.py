@@ -73,7 +73,7 @@ async def startup(container: Container) -> bool:
     container.keyring = TokenKeyring.parse(spec)
     data_keys, verification_key = await server_secrets.card_keys(
         container.db,
-        container.settings.card_data_keys,
+        container.settings.card_data_key,
         container.settings.card_verification_key,
         now,
     )

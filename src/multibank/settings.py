@@ -37,7 +37,7 @@ class Settings(BaseSettings):
     # Card data (D20, D21): "kid1:secret1,kid2:secret2", the first encrypts card numbers, all
     # decrypt (rotation); and the key CVVs, number lookups and card tokens are derived from.
     # Generated once and kept in the database in sandbox when unset.
-    card_data_keys: str | None = None
+    card_data_key: str | None = None
     card_verification_key: str | None = None
     redis_url: str | None = None
     node_id: int | None = Field(default=None, ge=0, le=1023)
@@ -121,7 +121,7 @@ class Settings(BaseSettings):
             TokenKeyring.parse(spec)
         return spec
 
-    @field_validator("card_data_keys")
+    @field_validator("card_data_key")
     @classmethod
     def _card_data_keys_parse(cls, spec: str | None) -> str | None:
         if spec:
