@@ -17,11 +17,11 @@ NUMBER = "5555551234567892"
 def test_a_rotated_keyring_reads_old_values_and_writes_new_ones():
     old = CardKeyring(OLD, VERIFY)
     stored = old.encrypt(NUMBER, 7)
-    assert NUMBER not in stored and stored.startswith("h1:k1:")
+    assert NUMBER not in stored and stored.startswith("a1:k1:")
     rotated = CardKeyring(f"{NEW},{OLD}", VERIFY)
     assert rotated.decrypt(stored, 7) == NUMBER
     again = rotated.reencrypt(stored, 7)
-    assert again.startswith("h1:k2:") and CardKeyring(NEW, VERIFY).decrypt(again, 7) == NUMBER
+    assert again.startswith("a1:k2:") and CardKeyring(NEW, VERIFY).decrypt(again, 7) == NUMBER
     # Hashes, CVVs and tokens come from the verification key: the rotation keeps them.
     assert rotated.lookup_hash(NUMBER) == old.lookup_hash(NUMBER)
     assert rotated.cvv(NUMBER, "1229", 1) == old.cvv(NUMBER, "1229", 1)

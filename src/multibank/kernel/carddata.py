@@ -1,11 +1,10 @@
 """Card data at rest and on the wire (D20, D21): card numbers encrypted under a rotatable key,
 a keyed hash to find a card by its number, CVVs derived rather than stored, and tokens.
 
-Encryption is authenticated (encrypt-then-MAC): an HMAC-SHA-256 keystream in counter mode and
-an HMAC-SHA-256 tag over the key id, nonce, ciphertext and the card's id, each key derived from
-the card-data secret by HMAC under its own label. It needs only the standard library: no
-declared dependency offers AES-GCM (decision 0044). The stored form names its scheme (`h1`)
-and key id, so a later scheme or key reads beside the earlier ones.
+Encryption is AES-256-GCM (`cryptography`'s `AESGCM`, D20) under a key derived from the
+card-data secret by HMAC, with a random 96-bit nonce and the scheme, key id and the card's id as
+associated data: a value copied onto another card does not decrypt. The stored form names its
+scheme (`a1`) and key id, so a later scheme or key reads beside the earlier ones.
 
 The card-data keys rotate: "kid1:secret1,kid2:secret2", the first encrypts, every one decrypts.
 The verification key (CVVs, lookup hashes, tokens) does not rotate with them: a number's hash
@@ -20,9 +19,11 @@ import secrets
 import string
 from dataclasses import dataclass
 
-SCHEME = "h1"
-TAG_BYTES = 32
-NONCE_BYTES = 16
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+SCHEME = "a1"
+NONCE_BYTES = 12
 TOKEN_LENGTH = 24
 _TOKEN_ALPHABET = string.ascii_letters + string.digits
 _LETTERS = string.ascii_letters
@@ -36,11 +37,8 @@ def _derive(secret: bytes, label: str) -> bytes:
     return hmac.new(secret, label.encode(), hashlib.sha256).digest()
 
 
-def _keystream(key: bytes, nonce: bytes, length: int) -> bytes:
-    blocks = (length + 31) // 32
-    return b"".join(
-        hmac.new(key, nonce + i.to_bytes(4, "big"), hashlib.sha256).digest() for i in range(blocks)
-    )[:length]
+def _associated(kid: str, card_id: int) -> bytes:
+    return f"{SCHEME}|{kid}|{card_id}".encode()
 
 
 def _b64(data: bytes) -> str:
@@ -54,8 +52,7 @@ def _unb64(text: str) -> bytes:
 @dataclass(frozen=True)
 class DataKey:
     kid: str
-    encryption: bytes
-    authentication: bytes
+    aead: AESGCM
 
 
 def parse_data_keys(spec: str) -> list[DataKey]:
@@ -69,9 +66,7 @@ def parse_data_keys(spec: str) -> list[DataKey]:
                 "least 32 characters"
             )
         raw = secret.encode()
-        keys.append(
-            DataKey(kid, _derive(raw, "card data encryption"), _derive(raw, "card data tag"))
-        )
+        keys.append(DataKey(kid, AESGCM(_derive(raw, "card data encryption"))))
     if len({k.kid for k in keys}) != len(keys):
         raise ValueError("card-data key ids must be distinct")
     return keys
@@ -103,12 +98,8 @@ class CardKeyring:
     def encrypt(self, plaintext: str, card_id: int) -> str:
         key = self.keys[0]
         nonce = secrets.token_bytes(NONCE_BYTES)
-        data = plaintext.encode()
-        body = bytes(
-            a ^ b for a, b in zip(data, _keystream(key.encryption, nonce, len(data)), strict=True)
-        )
-        tag = self._tag(key, nonce, body, card_id)
-        return f"{SCHEME}:{key.kid}:{_b64(nonce + body + tag)}"
+        sealed = key.aead.encrypt(nonce, plaintext.encode(), _associated(key.kid, card_id))
+        return f"{SCHEME}:{key.kid}:{_b64(nonce + sealed)}"
 
     def decrypt(self, stored: str, card_id: int) -> str:
         scheme, _, rest = stored.partition(":")
@@ -117,21 +108,18 @@ class CardKeyring:
         if scheme != SCHEME or key is None:
             raise CardDataError(f"no card-data key {kid!r} in this keyring")
         raw = _unb64(payload)
-        nonce, body, tag = raw[:NONCE_BYTES], raw[NONCE_BYTES:-TAG_BYTES], raw[-TAG_BYTES:]
-        if not hmac.compare_digest(tag, self._tag(key, nonce, body, card_id)):
-            raise CardDataError("card data altered or of another card")
-        stream = _keystream(key.encryption, nonce, len(body))
-        return bytes(a ^ b for a, b in zip(body, stream, strict=True)).decode()
+        try:
+            plain = key.aead.decrypt(
+                raw[:NONCE_BYTES], raw[NONCE_BYTES:], _associated(kid, card_id)
+            )
+        except InvalidTag:
+            raise CardDataError("card data altered or of another card") from None
+        return plain.decode()
 
     def reencrypt(self, stored: str, card_id: int) -> str:
         """The same value under the current key (rotation: run over every card, then drop the
         old key)."""
         return self.encrypt(self.decrypt(stored, card_id), card_id)
-
-    @staticmethod
-    def _tag(key: DataKey, nonce: bytes, body: bytes, card_id: int) -> bytes:
-        message = b"|".join([SCHEME.encode(), key.kid.encode(), str(card_id).encode(), nonce, body])
-        return hmac.new(key.authentication, message, hashlib.sha256).digest()
 
     def lookup_hash(self, number: str) -> str:
         return hmac.new(self.lookup_key, number.encode(), hashlib.sha256).hexdigest()
