@@ -22,6 +22,10 @@ PROFILE_KINDS = (
     "transfers",
     "sends",
     "outgoingWireTransfers",
+    "corporatePrepaidManagedCard",
+    "corporateDebitManagedCard",
+    "consumerPrepaidManagedCard",
+    "consumerDebitManagedCard",
 )
 MOVEMENT_KINDS = ("transfers", "sends", "outgoingWireTransfers")
 DEFAULT_MOVEMENT_FEES = {

@@ -98,7 +98,7 @@ def assert_d4_shape(data: dict[str, Any]) -> None:
     assert list(data["profiles"]) == list(PROFILE_KINDS)
     ids = list(data["profiles"].values())
     assert all(isinstance(i, str) and DIGITS.match(i) for i in ids)
-    assert len({data["programmeId"], *ids}) == 8
+    assert len({data["programmeId"], *ids}) == 1 + len(PROFILE_KINDS)
     assert data["currencies"] == ["EUR", "GBP", "USD"]
     assert data["feeTypes"] == D4_FEE_TYPES
     assert data["movementFees"] == DEFAULT_MOVEMENT_FEES

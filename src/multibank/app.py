@@ -19,6 +19,7 @@ from multibank.api.middleware import EdgeMiddleware, VersionShortcut
 from multibank.api.openapi import DOCS_ASSETS, DOCS_ASSETS_URL, ServerApp
 from multibank.api.versions import build_v3_1, build_v3_29
 from multibank.kernel import secrets as server_secrets
+from multibank.kernel.carddata import CardKeyring
 from multibank.kernel.context import Container
 from multibank.kernel.db import Database
 from multibank.kernel.hashing import PasswordHasher
@@ -70,6 +71,13 @@ async def startup(container: Container) -> bool:
         container.db, container.settings.jwt_keys, now, TokenKeyring.generate_spec()
     )
     container.keyring = TokenKeyring.parse(spec)
+    data_keys, verification_key = await server_secrets.card_keys(
+        container.db,
+        container.settings.card_data_key,
+        container.settings.card_verification_key,
+        now,
+    )
+    container.card_keyring = CardKeyring(data_keys, verification_key)
     container.admin_token, created = await server_secrets.admin_token(
         container.db, container.settings.admin_token, now
     )

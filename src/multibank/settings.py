@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from multibank.kernel.carddata import parse_data_keys
 from multibank.kernel.db import check_url
 from multibank.kernel.tokens import TokenKeyring
 
@@ -33,6 +34,11 @@ class Settings(BaseSettings):
     admin_token: str | None = None
     # "kid1:secret1,kid2:secret2": the first signs, all verify (rotation).
     jwt_keys: str | None = None
+    # Card data (D20, D21): "kid1:secret1,kid2:secret2", the first encrypts card numbers, all
+    # decrypt (rotation); and the key CVVs, number lookups and card tokens are derived from.
+    # Generated once and kept in the database in sandbox when unset.
+    card_data_key: str | None = None
+    card_verification_key: str | None = None
     redis_url: str | None = None
     node_id: int | None = Field(default=None, ge=0, le=1023)
 
@@ -114,6 +120,20 @@ class Settings(BaseSettings):
         if spec:
             TokenKeyring.parse(spec)
         return spec
+
+    @field_validator("card_data_key")
+    @classmethod
+    def _card_data_keys_parse(cls, spec: str | None) -> str | None:
+        if spec:
+            parse_data_keys(spec)
+        return spec
+
+    @field_validator("card_verification_key")
+    @classmethod
+    def _card_verification_key_length(cls, key: str | None) -> str | None:
+        if key is not None and len(key) < 32:
+            raise ValueError("MULTIBANK_CARD_VERIFICATION_KEY needs at least 32 characters")
+        return key
 
     @model_validator(mode="after")
     def _live_needs_secrets(self) -> Settings:

@@ -121,7 +121,7 @@ async def test_create_programme_answers_exactly_the_d4_shape(client, admin_heade
     assert set(body["profiles"]) == set(PROFILE_KINDS)
     ids = list(body["profiles"].values())
     assert all(isinstance(i, str) and DIGITS.match(i) for i in ids)
-    assert len(set(ids)) == 7
+    assert len(set(ids)) == len(PROFILE_KINDS)
     assert body["programmeId"] not in ids
     assert body["currencies"] == ["EUR", "GBP", "USD"]
     assert body["feeTypes"] == DEFAULT_FEE_TYPES
@@ -155,7 +155,7 @@ async def test_create_programme_with_settings_and_currencies(client, admin_heade
         **PAYMENT_SETTINGS,
     }
     profiles = await get_json(client, admin_headers, f"/{body['programmeId']}/profiles")
-    assert [p["currencies"] for p in profiles] == [["GBP", "USD"]] * 7
+    assert [p["currencies"] for p in profiles] == [["GBP", "USD"]] * len(PROFILE_KINDS)
 
 
 async def test_get_programme(client, admin_headers):
@@ -589,7 +589,7 @@ async def test_create_profile(client, admin_headers):
         "active": False,
     }
     profiles = await get_json(client, admin_headers, f"/{pid}/profiles")
-    assert len(profiles) == 8
+    assert len(profiles) == len(PROFILE_KINDS) + 1  # and the one created here
     assert profile in profiles
     # The summary still names the first profile of each kind.
     assert (await get_json(client, admin_headers, f"/{pid}/summary"))["profiles"] == created[
@@ -664,7 +664,7 @@ async def test_create_profile_refuses_invalid_bodies(client, admin_headers, body
     pid = (await create_programme(client, admin_headers))["programmeId"]
     r = await client.post(f"{PORTAL}/{pid}/profiles", headers=admin_headers, json=body)
     assert_syntax_error(r, field, error)
-    assert len(await get_json(client, admin_headers, f"/{pid}/profiles")) == 7
+    assert len(await get_json(client, admin_headers, f"/{pid}/profiles")) == len(PROFILE_KINDS)
 
 
 @pytest.mark.parametrize(

@@ -65,7 +65,14 @@ async def test_programmes_of_an_older_database_get_their_payment_profiles(fresh_
             "transfers",
             "sends",
             "outgoingWireTransfers",
+            # Migration 0018 (D19): and the four card profiles, over the same currencies.
+            "corporatePrepaidManagedCard",
+            "corporateDebitManagedCard",
+            "consumerPrepaidManagedCard",
+            "consumerDebitManagedCard",
         }
+        assert profiles["corporatePrepaidManagedCard"].currencies == ["EUR", "GBP"]
+        assert profiles["consumerDebitManagedCard"].fees is None
         assert profiles["corporate"].fees is None and profiles["corporate"].id == 11
         assert profiles["transfers"].currencies == ["EUR", "GBP"]
         assert profiles["transfers"].fees == {"EUR": 0, "GBP": 0}

@@ -12,6 +12,7 @@ from multibank.accounts import iban as ibans
 from multibank.accounts import repository as repo
 from multibank.accounts.models import ManagedAccount
 from multibank.accounts.schemas import ManagedAccountCreate
+from multibank.cards import repository as cards
 from multibank.identities import repository as identities
 from multibank.identities.service import is_verified
 from multibank.kernel.errors import Conflict, NotFound
@@ -192,6 +193,9 @@ async def remove(ctx: Ctx, owner: Owner, account_id: str) -> None:
         raise Conflict("INSTRUMENT_ALREADY_REMOVED")
     if balance.available != 0 or balance.actual != 0:
         raise Conflict("BALANCE_NOT_ZERO")
+    if await cards.has_linked_cards(ctx.db, ctx.programme.id, account.id):
+        # A debit card that is active or blocked spends this account (D18).
+        raise Conflict("INSTRUMENT_HAS_LINKED_CARDS")
     account.state = DESTROYED
     account.blocked_reason = None
     account.destroyed_reason = "USER"

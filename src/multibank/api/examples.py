@@ -94,6 +94,20 @@ def bodies() -> dict[str, dict[str, Any]]:
             "friendlyName": "Main",
             "currency": "EUR",
         },
+        "managedCardCreate": {
+            "profileId": _profile("corporatePrepaidManagedCard"),
+            "friendlyName": "Travel",
+            "nameOnCard": "Ada Lovelace",
+            "cardholderMobileNumber": "+35699123456",
+            "billingAddress": {
+                "addressLine1": "1 Analytical Street",
+                "city": "Valletta",
+                "postCode": "VLT 1000",
+                "country": "MT",
+            },
+            "mode": "PREPAID_MODE",
+            "currency": "EUR",
+        },
         "transferCreate": {
             "profileId": _profile("transfers"),
             "source": account,

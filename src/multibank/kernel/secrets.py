@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
+from multibank.kernel import carddata
 from multibank.kernel.db import Base, Database
 
 
@@ -52,6 +53,22 @@ async def jwt_keys(db: Database, configured: str | None, now_ms: int, generate: 
         return configured
     value, _ = await _get_or_create(db, "jwt_keys", generate, now_ms)
     return value
+
+
+async def card_keys(
+    db: Database, data_keys: str | None, verification_key: str | None, now_ms: int
+) -> tuple[str, str]:
+    """The card-data keys and the card verification key (D20, D21): configured, or in sandbox
+    generated once and shared through the database."""
+    if not data_keys:
+        data_keys, _ = await _get_or_create(
+            db, "card_data_keys", carddata.generate_data_keys(), now_ms
+        )
+    if not verification_key:
+        verification_key, _ = await _get_or_create(
+            db, "card_verification_key", carddata.generate_verification_key(), now_ms
+        )
+    return data_keys, verification_key
 
 
 async def read_secret(session: AsyncSession, name: str) -> str | None:

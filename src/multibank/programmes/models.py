@@ -63,7 +63,15 @@ IDENTITY_AND_ACCOUNT_KINDS = (
 # Money movement (D12): one profile of each per programme, carrying the fee of a payment per
 # currency in minor units, which the source pays on top of the amount.
 MOVEMENT_KINDS = ("transfers", "sends", "outgoingWireTransfers")
-PROFILE_KINDS = IDENTITY_AND_ACCOUNT_KINDS + MOVEMENT_KINDS
+# Managed cards (D19): one profile per identity type and mode; the mode and identity type are
+# in the kind (`cards.service.CARD_PROFILES`).
+CARD_KINDS = (
+    "corporatePrepaidManagedCard",
+    "corporateDebitManagedCard",
+    "consumerPrepaidManagedCard",
+    "consumerDebitManagedCard",
+)
+PROFILE_KINDS = IDENTITY_AND_ACCOUNT_KINDS + MOVEMENT_KINDS + CARD_KINDS
 DEFAULT_MOVEMENT_FEES = {"transfers": 0, "sends": 0, "outgoingWireTransfers": 100}
 
 

@@ -137,6 +137,10 @@ class ProgrammeProfiles(BaseModel):
     transfers: str
     sends: str
     outgoingWireTransfers: str
+    corporatePrepaidManagedCard: str
+    corporateDebitManagedCard: str
+    consumerPrepaidManagedCard: str
+    consumerDebitManagedCard: str
 
 
 class MovementFeesRead(BaseModel):

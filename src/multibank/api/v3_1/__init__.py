@@ -48,6 +48,14 @@ REMOVED: set[str] = {
     "outgoingWireTransferSCAChallenge",
     "outgoingWireTransferSCAVerify",
     "outgoingWireTransferSCAChallengePush",
+    # Managed cards (D18) are built on the 3.29.1 base URLs only.
+    "managedCardsGet",
+    "managedCardCreate",
+    "managedCardGet",
+    "managedCardUpdate",
+    "managedCardBlock",
+    "managedCardUnblock",
+    "managedCardRemove",
 }
 # Routers whose routes replace the 3.29.1 route of the same method and path, or add 3.1.0-only ones.
 OVERRIDES: list[APIRouter] = [

@@ -18,7 +18,9 @@ router = APIRouter(tags=["Managed Accounts"], route_class=UnitOfWorkRoute)
     status_code=204,
     response_class=Response,
     dependencies=[CallerIdempotent],
-    responses=conflicts("BALANCE_NOT_ZERO", "INSTRUMENT_ALREADY_REMOVED"),
+    responses=conflicts(
+        "BALANCE_NOT_ZERO", "INSTRUMENT_ALREADY_REMOVED", "INSTRUMENT_HAS_LINKED_CARDS"
+    ),
 )
 async def managed_account_remove(id: AccountId, session: LoggedIn) -> Response:
     """Destroys an empty account (state DESTROYED, reason USER); it cannot be undone."""

@@ -1,0 +1,60 @@
+"""The managed-card instrument. A prepaid card's money lives in the ledger account with the
+card's id (D23); a debit card has none and spends its parent managed account's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, ForeignKey, Index, Integer, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from multibank.kernel.db import ID, Base
+
+
+class ManagedCard(Base):
+    __tablename__ = "managed_cards"
+    __table_args__ = (
+        Index("ix_managed_cards_owner", "programme_id", "identity_id", "id"),
+        # A card is found by its number through this keyed hash (simulator), never by the number.
+        UniqueConstraint("programme_id", "number_hash"),
+        UniqueConstraint("external_handle"),
+        Index("ix_managed_cards_parent", "parent_account_id"),
+    )
+
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
+    programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
+    identity_id: Mapped[int] = mapped_column(ForeignKey("identities.id"))
+    identity_type: Mapped[str] = mapped_column(String(10))
+    profile_id: Mapped[int] = mapped_column(ForeignKey("profiles.id"))
+    mode: Mapped[str] = mapped_column(String(12))  # PREPAID_MODE | DEBIT_MODE
+    # Debit cards: the account they spend.
+    parent_account_id: Mapped[int | None] = mapped_column(
+        ForeignKey("managed_accounts.id"), nullable=True
+    )
+    external_handle: Mapped[str] = mapped_column(String(24))
+    friendly_name: Mapped[str] = mapped_column(String(50))
+    tag: Mapped[str | None] = mapped_column(String(50), nullable=True)
+    currency: Mapped[str] = mapped_column(String(3))
+    state: Mapped[str] = mapped_column(String(10))  # ACTIVE | BLOCKED | DESTROYED
+    blocked_reason: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    destroyed_reason: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    type: Mapped[str] = mapped_column(String(10))  # VIRTUAL | PHYSICAL
+    card_brand: Mapped[str] = mapped_column(String(12))
+    level: Mapped[str] = mapped_column(String(10))  # CONSUMER | CORPORATE
+    # The number is never stored in clear (D20): its first six and last four digits, a keyed
+    # hash, and the number encrypted under the card-data key named in the stored value.
+    number_first_six: Mapped[str] = mapped_column(String(6))
+    number_last_four: Mapped[str] = mapped_column(String(4))
+    number_hash: Mapped[str] = mapped_column(String(64))
+    number_encrypted: Mapped[str] = mapped_column(String(200))
+    # Raised by a renewal: the CVV (derived, never stored, D21) and its token change with it.
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    name_on_card: Mapped[str] = mapped_column(String(27))
+    name_on_card_line2: Mapped[str | None] = mapped_column(String(27), nullable=True)
+    cardholder_mobile: Mapped[str] = mapped_column(String(20))
+    billing_address: Mapped[dict[str, Any]] = mapped_column(JSON)
+    start_mmyy: Mapped[str] = mapped_column(String(4))
+    expiry_mmyy: Mapped[str] = mapped_column(String(4))
+    expiry_period_months: Mapped[int] = mapped_column(Integer)
+    renewal_type: Mapped[str] = mapped_column(String(10))  # NO_RENEW | RENEW
+    created_at: Mapped[int]

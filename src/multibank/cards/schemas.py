@@ -1,0 +1,178 @@
+"""Managed-card wire shapes of 3.32.1 (cards.md §2, §3.3, §3.5), the same on /multi and
+/3.29.1/multi."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, StringConstraints, model_validator
+
+from multibank.kernel.vocabulary import Country, Currency, DigitsId, PostCode, Tag, Wire
+
+FriendlyName = Annotated[str, StringConstraints(min_length=1, max_length=50)]
+# Printed on the card: Latin letters (accented ones too), digits, space and . ' - ^.
+NAME_ON_CARD = r"^[A-Za-z0-9\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u017f .'\-^]*$"
+NameOnCard = Annotated[str, StringConstraints(pattern=NAME_ON_CARD, min_length=1, max_length=27)]
+NameOnCardLine2 = Annotated[str, StringConstraints(pattern=NAME_ON_CARD, max_length=27)]
+CardholderMobile = Annotated[
+    str, StringConstraints(pattern=r"^\+[0-9]+$", min_length=5, max_length=20)
+]
+Mode = Literal["PREPAID_MODE", "DEBIT_MODE"]
+# `RENEW` and `AUTO_RENEW` mean the same (D24); answers write `AUTO_RENEW`, the 3.32.1 value.
+RenewalType = Literal["RENEW", "AUTO_RENEW", "NO_RENEW"]
+TimeoutDecision = Literal["APPROVE", "DECLINE"]
+DeliveryMethod = Literal["STANDARD_DELIVERY", "REGISTERED_MAIL", "COURIER", "FIRST_CLASS_MAIL"]
+
+
+class BillingAddress(Wire):
+    addressLine1: Annotated[str, StringConstraints(min_length=1, max_length=150)]
+    addressLine2: Annotated[str, StringConstraints(max_length=150)] | None = None
+    city: Annotated[str, StringConstraints(min_length=1, max_length=50)]
+    postCode: PostCode
+    state: Annotated[str, StringConstraints(max_length=50)] | None = None
+    country: Country
+
+
+class DeliveryAddress(Wire):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    surname: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    addressLine1: Annotated[str, StringConstraints(min_length=1, max_length=50)]
+    addressLine2: Annotated[str, StringConstraints(min_length=1, max_length=50)] | None = None
+    city: Annotated[str, StringConstraints(min_length=1, max_length=20)]
+    postCode: PostCode
+    state: Annotated[str, StringConstraints(max_length=50)] | None = None
+    country: Country
+
+
+class DigitalWallets(Wire):
+    """Accepted in shape; wallets are switched off in every programme (D18)."""
+
+    walletsEnabled: bool | None = None
+    pushProvisioningEnabled: bool | None = None
+    artworkReference: Annotated[str, StringConstraints(max_length=100)] | None = None
+
+
+class ManagedCardCreate(Wire):
+    """Prepaid cards name `currency`, debit cards `parentManagedAccountId`; the other mode's
+    field is ignored (D28)."""
+
+    profileId: DigitsId
+    tag: Tag | None = None
+    friendlyName: FriendlyName
+    nameOnCard: NameOnCard
+    nameOnCardLine2: NameOnCardLine2 | None = None
+    cardholderMobileNumber: CardholderMobile
+    billingAddress: BillingAddress
+    digitalWallets: DigitalWallets | None = None
+    authForwardingDefaultTimeoutDecision: TimeoutDecision | None = None
+    mode: Mode
+    currency: Currency | None = None
+    parentManagedAccountId: DigitsId | None = None
+    renewalType: RenewalType | None = None
+
+    @model_validator(mode="after")
+    def _the_mode_names_its_field(self) -> ManagedCardCreate:
+        if self.mode == "PREPAID_MODE" and self.currency is None:
+            raise ValueError("currency is required for a PREPAID_MODE card")
+        if self.mode == "DEBIT_MODE" and self.parentManagedAccountId is None:
+            raise ValueError("parentManagedAccountId is required for a DEBIT_MODE card")
+        return self
+
+
+class ManagedCardUpdate(Wire):
+    """Every field optional; only those sent change. `nameOnCard` null or empty changes
+    nothing (observed)."""
+
+    tag: Tag | None = None
+    friendlyName: FriendlyName | None = None
+    nameOnCard: Annotated[str, StringConstraints(pattern=NAME_ON_CARD, max_length=27)] | None = None
+    nameOnCardLine2: NameOnCardLine2 | None = None
+    cardholderMobileNumber: CardholderMobile | None = None
+    billingAddress: BillingAddress | None = None
+    deliveryAddress: DeliveryAddress | None = None
+    deliveryMethod: DeliveryMethod | None = None
+    digitalWallets: DigitalWallets | None = None
+    authForwardingDefaultTimeoutDecision: TimeoutDecision | None = None
+    renewalType: RenewalType | None = None
+
+
+class Value(BaseModel):
+    value: str
+
+
+class CardState(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    state: str
+    blockedReason: str | None = None
+    destroyedReason: str | None = None
+
+
+class CardBalances(BaseModel):
+    availableBalance: int
+    actualBalance: int
+
+
+class BillingAddressRead(BaseModel):
+    addressLine1: str
+    addressLine2: str | None = None
+    city: str
+    postCode: str
+    state: str | None = None
+    country: str
+
+
+class DigitalWalletsRead(BaseModel):
+    walletsEnabled: bool
+    pushProvisioningEnabled: bool
+    artworkReference: str | None = None
+
+
+class Amount(BaseModel):
+    currency: str
+    amount: int
+
+
+class AvailableToSpend(BaseModel):
+    value: Amount
+    interval: str
+
+
+class ManagedCardRead(BaseModel):
+    """Prepaid cards carry `balances`; debit cards `parentManagedAccountId` and
+    `availableToSpend`. `cardNumber` and `cvv` are tokens (D20)."""
+
+    id: DigitsId
+    profileId: DigitsId
+    externalHandle: str
+    tag: str | None = None
+    friendlyName: str
+    currency: str
+    state: CardState
+    type: Literal["VIRTUAL", "PHYSICAL"]
+    cardBrand: Literal["MASTERCARD", "VISA"]
+    cardNumber: Value
+    cvv: Value
+    cardNumberFirstSix: Annotated[str, StringConstraints(pattern=r"^[0-9]{6}$")]
+    cardNumberLastFour: Annotated[str, StringConstraints(pattern=r"^[0-9]{4}$")]
+    nameOnCard: str
+    nameOnCardLine2: str | None = None
+    startMmyy: str
+    expiryMmyy: str
+    cardLevelClassification: Literal["CONSUMER", "CORPORATE"]
+    expiryPeriodMonths: int
+    renewalType: Literal["AUTO_RENEW", "NO_RENEW"]
+    creationTimestamp: int
+    cardholderMobileNumber: str
+    billingAddress: BillingAddressRead
+    digitalWallets: DigitalWalletsRead
+    mode: Mode
+    balances: CardBalances | None = None
+    parentManagedAccountId: DigitsId | None = None
+    availableToSpend: list[AvailableToSpend] | None = None
+
+
+class ManagedCardsPage(BaseModel):
+    cards: list[ManagedCardRead]
+    count: int
+    responseCount: int

@@ -1,0 +1,146 @@
+"""Card data at rest and on the wire (D20, D21): card numbers encrypted under a rotatable key,
+a keyed hash to find a card by its number, CVVs derived rather than stored, and tokens.
+
+Encryption is AES-256-GCM (`cryptography`'s `AESGCM`, D20) under a key derived from the
+card-data secret by HMAC, with a random 96-bit nonce and the scheme, key id and the card's id as
+associated data: a value copied onto another card does not decrypt. The stored form names its
+scheme (`a1`) and key id, so a later scheme or key reads beside the earlier ones.
+
+The card-data keys rotate: "kid1:secret1,kid2:secret2", the first encrypts, every one decrypts.
+The verification key (CVVs, lookup hashes, tokens) does not rotate with them: a number's hash
+and CVV must stay the same while it is re-encrypted under a new key."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import string
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+SCHEME = "a1"
+NONCE_BYTES = 12
+TOKEN_LENGTH = 24
+_TOKEN_ALPHABET = string.ascii_letters + string.digits
+_LETTERS = string.ascii_letters
+
+
+class CardDataError(ValueError):
+    """A stored value that this keyring cannot read (unknown key id, altered bytes)."""
+
+
+def _derive(secret: bytes, label: str) -> bytes:
+    return hmac.new(secret, label.encode(), hashlib.sha256).digest()
+
+
+def _associated(kid: str, card_id: int) -> bytes:
+    return f"{SCHEME}|{kid}|{card_id}".encode()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+@dataclass(frozen=True)
+class DataKey:
+    kid: str
+    aead: AESGCM
+
+
+def parse_data_keys(spec: str) -> list[DataKey]:
+    """ "kid:secret,…" (each secret at least 32 characters); ValueError names what is wrong."""
+    keys: list[DataKey] = []
+    for part in spec.split(","):
+        kid, sep, secret = part.strip().partition(":")
+        if not sep or not kid or not kid.isalnum() or len(secret) < 32:
+            raise ValueError(
+                "card-data keys are 'kid:secret,…' with alphanumeric key ids and secrets of at "
+                "least 32 characters"
+            )
+        raw = secret.encode()
+        keys.append(DataKey(kid, AESGCM(_derive(raw, "card data encryption"))))
+    if len({k.kid for k in keys}) != len(keys):
+        raise ValueError("card-data key ids must be distinct")
+    return keys
+
+
+def generate_data_keys() -> str:
+    return f"k{secrets.token_hex(4)}:{secrets.token_urlsafe(32)}"
+
+
+def generate_verification_key() -> str:
+    return secrets.token_urlsafe(32)
+
+
+class CardKeyring:
+    def __init__(self, data_keys: str, verification_key: str) -> None:
+        if len(verification_key) < 32:
+            raise ValueError("the card verification key needs at least 32 characters")
+        self.keys = parse_data_keys(data_keys)
+        self.by_kid = {k.kid: k for k in self.keys}
+        raw = verification_key.encode()
+        self.lookup_key = _derive(raw, "card number lookup")
+        self.cvv_key = _derive(raw, "card verification value")
+        self.token_key = _derive(raw, "card data token")
+
+    @property
+    def current_kid(self) -> str:
+        return self.keys[0].kid
+
+    def encrypt(self, plaintext: str, card_id: int) -> str:
+        key = self.keys[0]
+        nonce = secrets.token_bytes(NONCE_BYTES)
+        sealed = key.aead.encrypt(nonce, plaintext.encode(), _associated(key.kid, card_id))
+        return f"{SCHEME}:{key.kid}:{_b64(nonce + sealed)}"
+
+    def decrypt(self, stored: str, card_id: int) -> str:
+        scheme, _, rest = stored.partition(":")
+        kid, _, payload = rest.partition(":")
+        key = self.by_kid.get(kid)
+        if scheme != SCHEME or key is None:
+            raise CardDataError(f"no card-data key {kid!r} in this keyring")
+        raw = _unb64(payload)
+        try:
+            plain = key.aead.decrypt(
+                raw[:NONCE_BYTES], raw[NONCE_BYTES:], _associated(kid, card_id)
+            )
+        except InvalidTag:
+            raise CardDataError("card data altered or of another card") from None
+        return plain.decode()
+
+    def reencrypt(self, stored: str, card_id: int) -> str:
+        """The same value under the current key (rotation: run over every card, then drop the
+        old key)."""
+        return self.encrypt(self.decrypt(stored, card_id), card_id)
+
+    def lookup_hash(self, number: str) -> str:
+        return hmac.new(self.lookup_key, number.encode(), hashlib.sha256).hexdigest()
+
+    def cvv(self, number: str, expiry_mmyy: str, version: int) -> str:
+        digest = hmac.new(
+            self.cvv_key, f"{number}|{expiry_mmyy}|{version}".encode(), hashlib.sha256
+        ).digest()
+        return f"{int.from_bytes(digest[:8], 'big') % 1000:03d}"
+
+    def token(self, card_id: int, field: str, version: int) -> str:
+        """24 characters of [A-Za-z0-9] with at least one letter, the same for the same card,
+        field and version (D20), so no token reads as a number."""
+        digest = hmac.new(
+            self.token_key, f"{field}|{card_id}|{version}".encode(), hashlib.sha256
+        ).digest()
+        value = int.from_bytes(digest, "big")
+        chars = []
+        for _ in range(TOKEN_LENGTH):
+            value, index = divmod(value, len(_TOKEN_ALPHABET))
+            chars.append(_TOKEN_ALPHABET[index])
+        if not any(c in _LETTERS for c in chars):
+            chars[0] = _LETTERS[digest[-1] % len(_LETTERS)]
+        return "".join(chars)
