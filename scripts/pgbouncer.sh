@@ -53,6 +53,12 @@ fi
 BIN=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
 
 if listening; then
+  # Another checkout's PgBouncer (its pid file elsewhere) serves as well: every database name is
+  # forwarded the same way. Anything else on the port is an error.
+  if other=$(pgrep -x pgbouncer | head -1) && [ -n "$other" ]; then
+    echo "pgbouncer: already running on 127.0.0.1:$PORT (pid $other, started elsewhere): using it"
+    exit 0
+  fi
   echo "pgbouncer: port $PORT is taken by another process; stop it or set MULTIBANK_PGBOUNCER_PORT" >&2
   exit 1
 fi
