@@ -58,3 +58,8 @@ class ManagedCard(Base):
     expiry_period_months: Mapped[int] = mapped_column(Integer)
     renewal_type: Mapped[str] = mapped_column(String(10))  # NO_RENEW | RENEW
     created_at: Mapped[int]
+    # The card-level spend rules in their wire form (D22); NULL while none are set, and again
+    # once the card is destroyed (its rules are gone).
+    spend_rules: Mapped[dict[str, Any] | None] = mapped_column(
+        JSON(none_as_null=True), nullable=True
+    )

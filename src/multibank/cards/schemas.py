@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from multibank.kernel.vocabulary import Country, Currency, DigitsId, PostCode, Tag, Wire
 
@@ -176,3 +176,75 @@ class ManagedCardsPage(BaseModel):
     cards: list[ManagedCardRead]
     count: int
     responseCount: int
+
+
+# Spend rules (cards.md §4.1, D22). Lists hold at most 50 items; null items are ignored.
+SpendInterval = Literal["DAILY", "WEEKLY", "MONTHLY", "QUARTERLY", "YEARLY", "ALWAYS"]
+MerchantValue = Annotated[str, StringConstraints(min_length=1, max_length=100)]
+MerchantList = Annotated[list[MerchantValue | None], Field(max_length=50)]
+CountryList = Annotated[list[Country | None], Field(max_length=50)]
+TransactionBound = Annotated[int, Field(ge=0, le=2**63 - 1)]
+
+
+class SpendLimitValue(Wire):
+    currency: Currency
+    # A negative amount is a 409 SPEND_LIMIT_AMOUNT_INVALID, not a 400 (observed, D22).
+    amount: Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+
+
+class SpendLimit(Wire):
+    value: SpendLimitValue
+    interval: SpendInterval
+
+
+class CardLevelSpendRules(Wire):
+    """Every field optional. On PATCH only the fields sent change, an empty list (or one of only
+    nulls) clears that list, and a null changes nothing."""
+
+    allowedMerchantCategories: MerchantList | None = None
+    blockedMerchantCategories: MerchantList | None = None
+    allowedMerchantIds: MerchantList | None = None
+    blockedMerchantIds: MerchantList | None = None
+    allowedMerchantCountries: CountryList | None = None
+    blockedMerchantCountries: CountryList | None = None
+    allowContactless: bool | None = None
+    allowAtm: bool | None = None
+    allowECommerce: bool | None = None
+    allowCashback: bool | None = None
+    allowCreditAuthorisations: bool | None = None
+    spendLimit: Annotated[list[SpendLimit | None], Field(max_length=50)] | None = None
+    minTransactionAmount: TransactionBound | None = None
+    maxTransactionAmount: TransactionBound | None = None
+
+
+class SpendLimitRead(BaseModel):
+    value: Amount
+    interval: SpendInterval
+
+
+class CardLevelSpendRulesRead(BaseModel):
+    """`ManagedCardsSpendRules`: a card's own rules, as stored."""
+
+    allowedMerchantCategories: list[str] | None = None
+    blockedMerchantCategories: list[str] | None = None
+    allowedMerchantIds: list[str] | None = None
+    blockedMerchantIds: list[str] | None = None
+    allowedMerchantCountries: list[str] | None = None
+    blockedMerchantCountries: list[str] | None = None
+    allowContactless: bool | None = None
+    allowAtm: bool | None = None
+    allowECommerce: bool | None = None
+    allowCashback: bool | None = None
+    allowCreditAuthorisations: bool | None = None
+    spendLimit: list[SpendLimitRead] | None = None
+    minTransactionAmount: int | None = None
+    maxTransactionAmount: int | None = None
+
+
+class AllLevelSpendRules(CardLevelSpendRulesRead):
+    """The card level twice (at top level, the deprecated copy, and in `cardLevelSpendRules`),
+    the card profile's level and the identity level (never set in this build, D22)."""
+
+    cardLevelSpendRules: CardLevelSpendRulesRead
+    profileLevelSpendRules: dict[str, Any]
+    identityLevelSpendRules: dict[str, Any]

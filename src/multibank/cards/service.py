@@ -255,6 +255,7 @@ async def remove(ctx: Ctx, owner: Owner, card_id: str) -> None:
     if balance is not None and (balance.available != 0 or balance.actual != 0):
         raise Conflict("BALANCE_NOT_ZERO")
     card.state, card.blocked_reason, card.destroyed_reason = DESTROYED, None, "USER"
+    card.spend_rules = None  # a destroyed card's rules are gone (D22)
     await ctx.db.flush()
 
 

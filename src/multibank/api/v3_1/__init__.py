@@ -56,6 +56,11 @@ REMOVED: set[str] = {
     "managedCardBlock",
     "managedCardUnblock",
     "managedCardRemove",
+    "managedCardSpendRulesGet",
+    "managedCardSpendRulesCreate",
+    "managedCardSpendRulesUpdate",
+    "managedCardSpendRulesSet",
+    "managedCardSpendRulesDelete",
 }
 # Routers whose routes replace the 3.29.1 route of the same method and path, or add 3.1.0-only ones.
 OVERRIDES: list[APIRouter] = [

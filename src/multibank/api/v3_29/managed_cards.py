@@ -1,4 +1,5 @@
-"""Managed cards tag (3.29.1 only, D18): create, list, get, update, block, unblock, remove."""
+"""Managed cards tag (3.29.1 only, D18): create, list, get, update, block, unblock, remove,
+spend rules."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ from multibank.api.deps import (
     conflicts,
 )
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.cards import repository, service
+from multibank.cards import repository, service, spend_rules
 from multibank.cards.models import ManagedCard
 from multibank.cards.schemas import (
+    AllLevelSpendRules,
+    CardLevelSpendRules,
+    CardLevelSpendRulesRead,
     ManagedCardCreate,
     ManagedCardRead,
     ManagedCardsPage,
@@ -50,6 +54,13 @@ CREATE_CONFLICTS = (
     "PARENT_MANAGED_ACCOUNT_NOT_ACTIVE",
     "WALLETS_NOT_ENABLED",
     "AUTH_FORWARDING_NOT_ENABLED",
+)
+# The 409s of every spend-rule write (cards.md §3.1 #11 to #13); create adds ALREADY_SET.
+SPEND_RULE_CONFLICTS = (
+    "SPEND_LIMIT_CURRENCY_DIFFERENT_FROM_CARD_CURRENCY",
+    "SPEND_LIMIT_NOT_SUPPORTED_FOR_PREPAID_MODE_CARD",
+    "SPEND_LIMIT_DUPLICATE_INTERVAL",
+    "SPEND_LIMIT_AMOUNT_INVALID",
 )
 UPDATE_CONFLICTS = (
     "INSTRUMENT_DESTROYED",
@@ -103,10 +114,12 @@ def card_body(
         body["balances"] = service.balances_of(balance)
     if card.mode == service.DEBIT:
         body["parentManagedAccountId"] = str(card.parent_account_id)
-        # Without spend rules a debit card has the implicit ALWAYS limit of 0 (D22).
-        body["availableToSpend"] = [
+        # Each spend limit less what was spent in its window (nothing before authorisations
+        # exist); without limits a debit card has the implicit ALWAYS limit of 0 (D22).
+        limits = (card.spend_rules or {}).get("spendLimit") or [
             {"value": {"currency": card.currency, "amount": 0}, "interval": "ALWAYS"}
         ]
+        body["availableToSpend"] = limits
     return body
 
 
@@ -277,4 +290,77 @@ async def managed_card_unblock(id: CardId, session: LoggedIn) -> Response:
 async def managed_card_remove(id: CardId, session: LoggedIn) -> Response:
     """Irreversible (state DESTROYED, reason USER); a prepaid card must hold nothing."""
     await service.remove(session.ctx, owner(session), id)
+    return Response(status_code=204)
+
+
+@router.get(
+    "/managed_cards/{id}/spend_rules",
+    operation_id="managedCardSpendRulesGet",
+    response_model=AllLevelSpendRules,
+    response_model_exclude_none=True,
+)
+async def managed_card_spend_rules_get(id: CardId, session: LoggedIn) -> dict[str, Any]:
+    """The card's rules at every level; a card without rules (or destroyed) has empty levels."""
+    return await spend_rules.read(session.ctx, owner(session), id)
+
+
+@router.post(
+    "/managed_cards/{id}/spend_rules",
+    operation_id="managedCardSpendRulesCreate",
+    status_code=204,
+    response_class=Response,
+    dependencies=[CallerIdempotent],
+    responses=conflicts(*SPEND_RULE_CONFLICTS, "SPEND_RULE_ALREADY_SET"),
+)
+async def managed_card_spend_rules_create(
+    id: CardId, body: CardLevelSpendRules, session: LoggedIn
+) -> Response:
+    """Sets the card's rules once (SPEND_RULE_ALREADY_SET after); spend limits are for debit
+    cards, in the card's currency, one per interval, at least 0. A blocked card takes rules."""
+    await spend_rules.create(session.ctx, owner(session), id, body)
+    return Response(status_code=204)
+
+
+@router.patch(
+    "/managed_cards/{id}/spend_rules",
+    operation_id="managedCardSpendRulesUpdate",
+    status_code=204,
+    response_class=Response,
+    dependencies=[CallerIdempotent],
+    responses=conflicts(*SPEND_RULE_CONFLICTS),
+)
+async def managed_card_spend_rules_update(
+    id: CardId, body: CardLevelSpendRules, session: LoggedIn
+) -> Response:
+    """Changes only the rules sent (an empty list clears that list); 404 without rules."""
+    await spend_rules.update(session.ctx, owner(session), id, body)
+    return Response(status_code=204)
+
+
+@router.put(
+    "/managed_cards/{id}/spend_rules",
+    operation_id="managedCardSpendRulesSet",
+    response_model=CardLevelSpendRulesRead,
+    response_model_exclude_none=True,
+    dependencies=[CallerIdempotent],
+    responses=conflicts(*SPEND_RULE_CONFLICTS),
+    deprecated=True,
+)
+async def managed_card_spend_rules_set(
+    id: CardId, body: CardLevelSpendRules, session: LoggedIn
+) -> dict[str, Any]:
+    """Replaces every rule of the card (deprecated in 3.32.1) and answers what is stored."""
+    return await spend_rules.replace(session.ctx, owner(session), id, body)
+
+
+@router.delete(
+    "/managed_cards/{id}/spend_rules",
+    operation_id="managedCardSpendRulesDelete",
+    status_code=204,
+    response_class=Response,
+    dependencies=[CallerIdempotent],
+)
+async def managed_card_spend_rules_delete(id: CardId, session: LoggedIn) -> Response:
+    """Removes the card's rules; 404 when it has none."""
+    await spend_rules.delete(session.ctx, owner(session), id)
     return Response(status_code=204)

@@ -1,0 +1,119 @@
+"""A card's own spend rules: read, create, change, replace, delete (cards.md §4, D22). Stored in
+their wire form on the card; evaluated at authorisation (D22's order), which is not here.
+Flushes, never commits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from multibank.accounts.service import Owner
+from multibank.cards import service
+from multibank.cards.models import ManagedCard
+from multibank.cards.schemas import CardLevelSpendRules
+from multibank.kernel.errors import Conflict, NotFound
+from multibank.programmes.context import Ctx
+
+LISTS = (
+    "allowedMerchantCategories",
+    "blockedMerchantCategories",
+    "allowedMerchantIds",
+    "blockedMerchantIds",
+    "allowedMerchantCountries",
+    "blockedMerchantCountries",
+    "spendLimit",
+)
+NO_RULES = "Spend rules not found"
+
+
+def stored_form(data: CardLevelSpendRules, fields: set[str]) -> dict[str, Any]:
+    """The `fields` of `data` as stored: null values and null list items dropped, a list left
+    empty by that maps to None (cleared)."""
+    out: dict[str, Any] = {}
+    dumped = data.model_dump(include=fields)
+    for name in fields:
+        value = dumped[name]
+        if name in LISTS and value is not None:
+            value = [item for item in value if item is not None] or None
+        out[name] = value
+    return out
+
+
+def check(card: ManagedCard, rules: dict[str, Any]) -> None:
+    """The 409s of a write, in the order D22 lists them."""
+    limits: list[dict[str, Any]] = rules.get("spendLimit") or []
+    if not limits:
+        return
+    if card.mode == service.PREPAID:
+        raise Conflict("SPEND_LIMIT_NOT_SUPPORTED_FOR_PREPAID_MODE_CARD")
+    if any(limit["value"]["currency"] != card.currency for limit in limits):
+        raise Conflict("SPEND_LIMIT_CURRENCY_DIFFERENT_FROM_CARD_CURRENCY")
+    if len({limit["interval"] for limit in limits}) != len(limits):
+        raise Conflict("SPEND_LIMIT_DUPLICATE_INTERVAL")
+    if any(limit["value"]["amount"] < 0 for limit in limits):
+        raise Conflict("SPEND_LIMIT_AMOUNT_INVALID")
+
+
+def without_nones(rules: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in rules.items() if v is not None}
+
+
+async def writable(ctx: Ctx, owner: Owner, card_id: str) -> ManagedCard:
+    """The owner's card, locked; a destroyed card's rules are gone and it takes no new ones."""
+    card, _ = await service.load(ctx, owner, card_id, for_update=True)
+    if card.state == service.DESTROYED:
+        raise NotFound(NO_RULES)
+    return card
+
+
+async def read(ctx: Ctx, owner: Owner, card_id: str) -> dict[str, Any]:
+    """`AllLevelSpendRules`: the card level at top level and in `cardLevelSpendRules`."""
+    card, _ = await service.load(ctx, owner, card_id)
+    rules = dict(card.spend_rules or {})
+    return {
+        **rules,
+        "cardLevelSpendRules": rules,
+        "profileLevelSpendRules": {},
+        "identityLevelSpendRules": {},
+    }
+
+
+async def create(ctx: Ctx, owner: Owner, card_id: str, data: CardLevelSpendRules) -> None:
+    card = await writable(ctx, owner, card_id)
+    if card.spend_rules is not None:
+        raise Conflict("SPEND_RULE_ALREADY_SET")
+    rules = without_nones(stored_form(data, set(CardLevelSpendRules.model_fields)))
+    check(card, rules)
+    card.spend_rules = rules
+    await ctx.db.flush()
+
+
+async def update(ctx: Ctx, owner: Owner, card_id: str, data: CardLevelSpendRules) -> None:
+    """Only the fields sent change; a null changes nothing, an emptied list clears (D22)."""
+    card = await writable(ctx, owner, card_id)
+    if card.spend_rules is None:
+        raise NotFound(NO_RULES)
+    sent = {name for name in data.model_fields_set if getattr(data, name) is not None}
+    rules = without_nones({**card.spend_rules, **stored_form(data, sent)})
+    check(card, rules)
+    card.spend_rules = rules
+    await ctx.db.flush()
+
+
+async def replace(
+    ctx: Ctx, owner: Owner, card_id: str, data: CardLevelSpendRules
+) -> dict[str, Any]:
+    """Replaces every rule (deprecated PUT); the answer is what is stored."""
+    card = await writable(ctx, owner, card_id)
+    rules = without_nones(stored_form(data, set(CardLevelSpendRules.model_fields)))
+    check(card, rules)
+    card.spend_rules = rules
+    await ctx.db.flush()
+    return rules
+
+
+async def delete(ctx: Ctx, owner: Owner, card_id: str) -> None:
+    card = await writable(ctx, owner, card_id)
+    if card.spend_rules is None:
+        raise NotFound(NO_RULES)
+    card.spend_rules = None
+    await ctx.db.flush()
