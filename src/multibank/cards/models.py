@@ -63,3 +63,22 @@ class ManagedCard(Base):
     spend_rules: Mapped[dict[str, Any] | None] = mapped_column(
         JSON(none_as_null=True), nullable=True
     )
+
+
+class CardMovement(Base):
+    """A ledger transaction a card caused (authorisation, settlement, reversal, expiry,
+    refund): the card's link to postings that may be on its parent account (a debit card has no
+    ledger account of its own), so its statement can find them (D23, D30)."""
+
+    __tablename__ = "card_movements"
+    __table_args__ = (Index("ix_card_movements_card", "card_id", "created_at", "transaction_id"),)
+
+    transaction_id: Mapped[int] = mapped_column(
+        ForeignKey("ledger_transactions.id"), primary_key=True, autoincrement=False
+    )
+    programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
+    card_id: Mapped[int] = mapped_column(ForeignKey("managed_cards.id"))
+    # The ledger account whose money moved: the prepaid card's own, or the debit card's parent.
+    account_id: Mapped[int] = mapped_column(ForeignKey("ledger_accounts.id"))
+    kind: Mapped[str] = mapped_column(String(30))
+    created_at: Mapped[int]

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from multibank.accounts import repository as accounts
 from multibank.accounts.service import Owner
+from multibank.cards import events
 from multibank.cards import repository as repo
 from multibank.cards.models import ManagedCard
 from multibank.cards.schemas import DigitalWallets, ManagedCardCreate, ManagedCardUpdate
@@ -209,9 +210,14 @@ async def update(ctx: Ctx, owner: Owner, card_id: str, data: ManagedCardUpdate) 
         card.cardholder_mobile = data.cardholderMobileNumber
     if data.billingAddress is not None:
         card.billing_address = data.billingAddress.model_dump(exclude_none=True)
+    renewal_changed = False
     if data.renewalType is not None:
+        renewal_changed = card.renewal_type != renewal_of(data.renewalType)
         card.renewal_type = renewal_of(data.renewalType)
     await ctx.db.flush()
+    if renewal_changed:
+        # A renewal-type change is a state_change event; the state itself is unchanged (D27).
+        await events.state_change(ctx, card, events.ENABLED if card.state == ACTIVE else card.state)
     return await load(ctx, owner, card_id)
 
 
@@ -230,6 +236,7 @@ async def block(ctx: Ctx, owner: Owner, card_id: str) -> None:
         raise Conflict("INSTRUMENT_ALREADY_BLOCKED")
     card.state, card.blocked_reason = BLOCKED, "USER"
     await ctx.db.flush()
+    await events.state_change(ctx, card, events.BLOCKED)
 
 
 async def unblock(ctx: Ctx, owner: Owner, card_id: str) -> None:
@@ -245,6 +252,7 @@ async def unblock(ctx: Ctx, owner: Owner, card_id: str) -> None:
         raise Conflict("INSTRUMENT_INACTIVE")
     card.state, card.blocked_reason = ACTIVE, None
     await ctx.db.flush()
+    await events.state_change(ctx, card, events.UNBLOCKED)
 
 
 async def remove(ctx: Ctx, owner: Owner, card_id: str) -> None:
@@ -257,6 +265,7 @@ async def remove(ctx: Ctx, owner: Owner, card_id: str) -> None:
     card.state, card.blocked_reason, card.destroyed_reason = DESTROYED, None, "USER"
     card.spend_rules = None  # a destroyed card's rules are gone (D22)
     await ctx.db.flush()
+    await events.state_change(ctx, card, events.DESTROYED)
 
 
 def balances_of(ledger_account: LedgerAccount) -> dict[str, int]:

@@ -37,6 +37,11 @@ class Programme(Base):
     webhook_secret: Mapped[str | None] = mapped_column(String(100), nullable=True)
     # Sandbox only: how far this programme's clock runs ahead of the server's (D8 clock/advance).
     clock_offset_ms: Mapped[int] = mapped_column(default=0)
+    # The operator's card fees (D19), `{"purchase": {"EUR": 10}, ...}`; a missing entry is the
+    # default of `cards.fees`.
+    card_fees: Mapped[dict[str, dict[str, int]] | None] = mapped_column(
+        JSON(none_as_null=True), nullable=True
+    )
     created_at: Mapped[int]
 
 
