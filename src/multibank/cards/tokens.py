@@ -81,7 +81,4 @@ async def detokenize(ctx: Ctx, keys: CardKeyring, identity_id: int, token: str, 
     ).scalar_one_or_none()
     if row is not None and row.identity_id in (None, identity_id):
         return keys.decrypt(row.value_encrypted, row.id, TOKEN_LABEL)
-    raise BadRequest(
-        "The value is not a token of this identity",
-        [{"fieldName": "token", "error": "INVALID", "params": []}],
-    )
+    raise BadRequest("The value is not a token of this identity")

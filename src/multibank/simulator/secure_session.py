@@ -5,7 +5,7 @@ tokens are then that identity's). Live programmes: 404, like the whole simulator
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field, StringConstraints
@@ -23,6 +23,10 @@ from multibank.simulator.deps import (
 
 router = APIRouter(tags=["Simulator"], route_class=UnitOfWorkRoute)
 TokenField = Literal["CARD_NUMBER", "CVV", "PIN", "PASSWORD"]
+BEARER_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "The Bearer token is missing, unknown or of a session that ended"},
+    403: {"description": "The Bearer token is of another programme"},
+}
 ProgrammeKey = Annotated[str | None, Depends(programme_key_scheme)]
 
 
@@ -52,6 +56,7 @@ class Detokenized(BaseModel):
     "/secure_session/tokenize",
     operation_id="simulateSecureSessionTokenize",
     dependencies=[SimulatorIdempotent],
+    responses=BEARER_RESPONSES,
 )
 async def tokenize(
     request: Request,
@@ -76,7 +81,11 @@ async def tokenize(
     return Tokens(tokens=made)
 
 
-@router.post("/secure_session/detokenize", operation_id="simulateSecureSessionDetokenize")
+@router.post(
+    "/secure_session/detokenize",
+    operation_id="simulateSecureSessionDetokenize",
+    responses=BEARER_RESPONSES,
+)
 async def detokenize(
     request: Request,
     body: Detokenize,
