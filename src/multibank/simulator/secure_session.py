@@ -31,12 +31,16 @@ ProgrammeKey = Annotated[str | None, Depends(programme_key_scheme)]
 
 
 class TokenizeValue(SimRequest):
-    value: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    # Printable ASCII: a PIN, a number, a CVV or a password.
+    value: Annotated[str, StringConstraints(pattern=r"^[ -~]+$", min_length=1, max_length=100)]
     field: TokenField
 
 
 class Tokenize(SimRequest):
-    values: Annotated[dict[str, TokenizeValue], Field(min_length=1, max_length=10)]
+    values: Annotated[
+        dict[Annotated[str, StringConstraints(min_length=1, max_length=50)], TokenizeValue],
+        Field(min_length=1, max_length=10),
+    ]
 
 
 class Tokens(BaseModel):
