@@ -10,6 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from multibank.cards import manufacturing
+from multibank.cards.models import ManagedCard
 from multibank.ledger import service as ledger
 from multibank.ledger.models import SETTLEMENT
 from multibank.programmes import service as programmes
@@ -707,26 +709,37 @@ async def test_manufacturing_steps_follow_the_programme_clock(client, container,
     assert [(s["eventType"], s["cardType"]) for s in states] == [("ACTIVATED", "PHYSICAL")]
 
 
-async def test_a_read_takes_a_due_step(client, programme, container):
-    """The clock moved without the simulator's catch-up (as when no background step ran): the
-    card's next read takes the step."""
+async def test_a_read_or_the_worker_takes_a_due_step(client, programme, container):
+    """The clock moved without the simulator's catch-up (as when no background step ran yet):
+    the card's next read takes the step, and so does a server process's background round."""
     p = await programme()
     ident = await verified(client, p)
     card = await upgraded(client, ident)
+    other = await upgraded(client, ident)
     async with container.db.transaction() as session:
         row = await session.get(Programme, int(p.id))
         assert row is not None
         await programmes.advance_clock(session, row, 3600)
+
+    async def stored_state(card_id: str) -> str | None:
+        async with container.db.transaction() as session:
+            stored = await session.get(ManagedCard, int(card_id))
+            assert stored is not None
+            return stored.manufacturing_state
+
     r = await login(client, p, ident.email)
     ident.token = r.json()["token"]
     got = await get(client, ident, card["id"])
     assert got["physicalCardDetails"]["manufacturingState"] == "SENT_FOR_FULFILLMENT"
+    assert await stored_state(other["id"]) == "REQUESTED"  # nobody read it yet
+    await manufacturing.run_due(container.db, container.clock)
+    assert await stored_state(other["id"]) == "SENT_FOR_FULFILLMENT"
     r = await client.get(
         f"{LATEST}/managed_cards",
         headers=ident.headers,
         params={"manufacturingState": "SENT_FOR_FULFILLMENT"},
     )
-    assert [c["id"] for c in r.json()["cards"]] == [card["id"]]
+    assert sorted(c["id"] for c in r.json()["cards"]) == sorted([card["id"], other["id"]])
 
 
 async def test_lost_stolen_and_replacement_webhooks(client, container, hooked):  # noqa: F811
