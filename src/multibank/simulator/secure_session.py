@@ -97,11 +97,11 @@ async def detokenize(
     key: ProgrammeKey,
     bearer: BearerHeader,
     db: Db,
+    container: AppContainer,
 ) -> Detokenized:
     """The value behind a token of one of the caller's identity's cards (`CARD_NUMBER`,
     `CVV`, `PIN`) or of `tokenize`; anything else, another identity's token included, is 400."""
     caller = await authenticate(request, (key or "").strip(), bearer)
-    container = request.scope["multibank"]
     value = await tokens.detokenize(
         Ctx(db, programme, caller.now_ms),
         container.card_keys(),
