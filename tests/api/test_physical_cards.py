@@ -437,6 +437,8 @@ async def test_replace_a_stolen_prepaid_card_moves_its_balance(client, programme
         "INSTRUMENT_NOT_MARKED_LOST_OR_STOLEN",
     )
     assert (await phys(client, ident, cid, "report_stolen")).status_code == 204
+    r = await client.get(f"{LATEST}/managed_cards/{cid}/spend_rules", headers=ident.headers)
+    assert r.json()["cardLevelSpendRules"] == {}  # destroyed: it has none (D22)
     r = await phys(client, ident, cid, "replace_lost_stolen", {"activationCode": "777"})
     assert r.status_code == 200, r.text
     old = r.json()
