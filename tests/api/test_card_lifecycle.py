@@ -8,6 +8,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+from sqlalchemy import update
+
+from multibank.programmes.models import Programme
 
 from tests.api.test_managed_cards import LATEST, V3291, create, get
 from tests.api.test_webhooks import deliver, hooked  # noqa: F401 (the fixture)
@@ -264,3 +267,27 @@ async def test_the_simulator_refuses_callers_and_cards_it_does_not_know(client, 
     assert await get(client, ident, card["id"]) == card
     live = await programme(mode="live")
     assert (await sim(client, live, card["id"], "expire")).status_code == 404
+
+
+async def test_a_read_answers_the_card_as_the_clock_has_it(client, container, programme):
+    """A clock moved on without its steps taken (another process moved it and stopped before
+    its catch-up; no background worker runs here): the next read takes them."""
+    p = await programme()
+    ident = await verified(client, p, "corporates")
+    card = await create(client, ident)
+    renewing = await create(client, ident, renewalType="RENEW")
+    ends = month_start(card["expiryMmyy"], 1)
+    async with container.db.transaction() as session:
+        await session.execute(
+            update(Programme)
+            .where(Programme.id == int(p.id))
+            .values(clock_offset_ms=ends - container.clock.system_ms() + DAY * 1000)
+        )
+    await relogin(client, ident)
+    read = await get(client, ident, card["id"])
+    assert read["state"] == {"state": "DESTROYED", "destroyedReason": "EXPIRED"}
+    r = await client.get(f"{LATEST}/managed_cards", headers=ident.headers)
+    listed = {c["id"]: c for c in r.json()["cards"]}
+    assert listed[card["id"]] == read
+    assert listed[renewing["id"]]["expiryMmyy"] == mmyy_plus(renewing["expiryMmyy"], 36)
+    assert listed[renewing["id"]]["cvv"] != renewing["cvv"]

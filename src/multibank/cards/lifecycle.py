@@ -291,6 +291,8 @@ async def refresh(db: Database, clock: Clock, ctx: Ctx, cards: Iterable[ManagedC
     due = [card.id for card in cards if is_due(ctx, card)]
     for card_id in due:
         await _alone(db, clock, card_id)
+    if due:
+        ctx.db.expire_all()  # the read's loaded rows are stale: its next query reloads them
     return bool(due)
 
 
