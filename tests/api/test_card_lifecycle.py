@@ -11,7 +11,6 @@ import httpx
 from sqlalchemy import update
 
 from multibank.programmes.models import Programme
-
 from tests.api.test_managed_cards import LATEST, V3291, create, get
 from tests.api.test_webhooks import deliver, hooked  # noqa: F401 (the fixture)
 from tests.api.webhook_support import Receiver, signed_by
