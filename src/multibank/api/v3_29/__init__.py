@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from multibank.api.v3_29 import (
     access,
+    card_assign,
     consumers,
     corporates,
     factors,
@@ -30,6 +31,7 @@ ROUTERS: list[APIRouter] = [
     consumers.router,
     users.router,
     managed_accounts.router,
+    card_assign.router,  # before managed_cards: /managed_cards/assign is not a card id
     managed_cards.router,
     statements.router,
     fees.router,
