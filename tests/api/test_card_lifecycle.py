@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 from sqlalchemy import update
 
+from multibank.cards import lifecycle
 from multibank.programmes.models import Programme
 from tests.api.test_managed_cards import LATEST, V3291, create, get
 from tests.api.test_webhooks import deliver, hooked  # noqa: F401 (the fixture)
@@ -290,3 +291,34 @@ async def test_a_read_answers_the_card_as_the_clock_has_it(client, container, pr
     assert listed[card["id"]] == read
     assert listed[renewing["id"]]["expiryMmyy"] == mmyy_plus(renewing["expiryMmyy"], 36)
     assert listed[renewing["id"]]["cvv"] != renewing["cvv"]
+
+
+async def test_the_background_round_takes_due_cards_without_a_read(
+    client,
+    container,
+    hooked,  # noqa: F811
+):
+    """The worker every server process runs (its round, called here: the test server runs no
+    background loop): a clock moved on without its steps taken is caught up, events included."""
+    p, receiver = hooked
+    ident = await verified(client, p, "corporates")
+    card = await create(client, ident)
+    async with container.db.transaction() as session:
+        await session.execute(
+            update(Programme)
+            .where(Programme.id == int(p.id))
+            .values(
+                clock_offset_ms=month_start(card["expiryMmyy"], 1)
+                - container.clock.system_ms()
+                + DAY * 1000
+            )
+        )
+    while await lifecycle.run_due(container.db, container.clock):
+        pass  # a full batch: maybe more is due
+    await deliver(container)
+    assert [e["eventType"] for e in events_of(receiver, EXPIRIES, card["id"])] == ["CARD_EXPIRED"]
+    assert [e["eventType"] for e in events_of(receiver, STATE_CHANGE, card["id"])] == ["DESTROYED"]
+    # Nothing is left due for it: another round sends nothing more.
+    await lifecycle.run_due(container.db, container.clock)
+    await deliver(container)
+    assert len(events_of(receiver, EXPIRIES, card["id"])) == 1
