@@ -145,7 +145,7 @@ async def step(ctx: Ctx, card: ManagedCard) -> bool:
             await ctx.db.flush()
             break
         if ctx.now >= card.expires_at:
-            # A card reported lost waits for its replacement: it is not renewed (D24, D25).
+            # A card reported lost is replaced by a new card, not renewed (decision 0048).
             if card.renewal_type == "NO_RENEW" or marked_lost_or_stolen(card):
                 await expire(ctx, card)
             else:
