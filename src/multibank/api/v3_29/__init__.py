@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from multibank.api.v3_29 import (
     access,
+    card_assign,
     consumers,
     corporates,
     factors,
@@ -31,6 +32,7 @@ ROUTERS: list[APIRouter] = [
     consumers.router,
     users.router,
     managed_accounts.router,
+    card_assign.router,  # before managed_cards: /managed_cards/assign is not a card id
     managed_cards.router,
     physical_cards.router,
     statements.router,
