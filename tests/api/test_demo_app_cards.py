@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.test_demo_app import App, digits, register, verify_identity
+from tests.api.test_demo_app import SIM, App, digits, register, verify_identity
 
 MMYY = re.compile(r"^(0[1-9]|1[0-2])[0-9]{2}$")
 E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
@@ -125,6 +125,26 @@ async def has_destroyed_cards(app: App) -> bool:
     return bool(page["cards"])
 
 
+async def secure_display(app: App, card: dict[str, Any]) -> tuple[str, str]:
+    """The card page's number and CVV: the app hands the user's token to the secure display
+    components (`$weavrSetUserToken`) with each field's token; the sandbox's secure session is
+    what shows the values."""
+    shown = []
+    for field, kind in (("cardNumber", "CARD_NUMBER"), ("cvv", "CVV")):
+        r = await app.client.post(
+            f"{SIM}/secure_session/detokenize",
+            headers={"programme-key": app.p.api_key, "Authorization": f"Bearer {app.token}"},
+            json={"token": card[field]["value"], "field": kind},
+        )
+        assert r.status_code == 200, r.text
+        shown.append(r.json()["value"])
+    number, cvv = shown
+    assert number.isdigit() and len(number) == 16 and cvv.isdigit() and len(cvv) == 3
+    assert number.startswith(card["cardNumberFirstSix"])
+    assert number.endswith(card["cardNumberLastFour"])
+    return number, cvv
+
+
 # The cards page asks for `state=ACTIVE,BLOCKED` in one value; the server takes an array filter
 # as repeated keys (cards.md §3.2), so the journey asks that way (see the xfail test below).
 LIVE = [("state", "ACTIVE"), ("state", "BLOCKED")]
@@ -170,6 +190,8 @@ async def test_add_list_edit_freeze_and_delete_cards(client, programme, kind):
     # The card page: the same card as the list shows, tokens included.
     shown = (await app.call("GET", f"/managed_cards/{first['id']}")).json()
     assert shown == next(c for c in listed if c["id"] == first["id"])
+    number, _ = await secure_display(app, shown)
+    assert number != (await secure_display(app, second))[0]
 
     renamed = await edit_page(app, kind, first["id"], "Food")
     assert tile(renamed)["name"] == "Food"
