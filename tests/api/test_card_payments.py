@@ -6,6 +6,7 @@ ledger that verifies clean afterwards."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -15,6 +16,7 @@ from sqlalchemy import select
 from multibank.cards.authorisations import CardAuthorisation
 from multibank.cards.fees import with_fee
 from multibank.cards.models import ManagedCard
+from multibank.cards.money import window_start
 from multibank.kernel.carddata import CardKeyring
 from multibank.ledger import service as ledger
 from multibank.ledger.models import SETTLEMENT
@@ -692,3 +694,65 @@ async def test_a_journey_leaves_the_ledger_clean_and_the_card_removable(
             )
         ).scalars()
         assert sorted(states) == ["COMPLETED", "COMPLETED", "EXPIRED"]
+
+
+async def test_an_atm_withdrawal_is_a_cash_withdrawal_with_its_own_fee(
+    client,
+    container,
+    hooked,  # noqa: F811
+):
+    p, receiver = hooked
+    await set_card_fee(container, p, "atmWithdrawal", 7)
+    ident = await verified(client, p)
+    card = await prepaid(client, container, p, ident, 1000)
+    answer = await purchase(
+        client, p, card["id"], 200, atmWithdrawal=True, merchantCategoryCode="5411"
+    )
+    assert answer["code"] == "APPROVED"
+    assert await balances(client, ident, f"managed_cards/{card['id']}") == (793, 793)
+    await deliver(container)
+    (auth,) = [e.json for e in receiver.received if e.path == AUTHORISATIONS]
+    (settled,) = [e.json for e in receiver.received if e.path == SETTLEMENTS]
+    assert auth["merchantCategoryCode"] == "6011" and auth["transactionType"] == "CASH_WITHDRAWAL"
+    assert settled["settlementType"] == "CASH_WITHDRAWAL"
+    assert settled["feeAmount"]["amount"] == "7"
+
+
+async def test_a_blocked_parent_account_does_not_stop_its_debit_card(client, programme):
+    p = await programme()
+    ident = await verified(client, p)
+    card, account_id = await debit(client, p, ident, 1000)
+    r = await client.post(f"{LATEST}/managed_accounts/{account_id}/block", headers=ident.headers)
+    assert r.status_code == 204, r.text
+    assert (await purchase(client, p, card["id"], 100))["code"] == "APPROVED"
+    assert await balances(client, ident, f"managed_accounts/{account_id}") == (890, 890)
+
+
+async def test_a_retried_purchase_with_one_idempotency_ref_buys_once(client, container, programme):
+    p = await programme()
+    ident = await verified(client, p)
+    card = await prepaid(client, container, p, ident, 1000)
+    headers = {**sim(p), "idempotency-ref": "buy-1"}
+    url = f"{SIM}/cards/{card['id']}/purchase"
+    first = await client.post(url, headers=headers, json=buy(100))
+    again = await client.post(url, headers=headers, json=buy(100))
+    assert first.status_code == again.status_code == 200
+    assert first.json() == again.json() and first.json()["code"] == "APPROVED"
+    assert await balances(client, ident, f"managed_cards/{card['id']}") == (890, 890)
+
+
+@pytest.mark.parametrize(
+    ("interval", "start"),
+    [
+        ("DAILY", "2026-11-27T00:00:00"),
+        ("WEEKLY", "2026-11-23T00:00:00"),  # the Monday
+        ("MONTHLY", "2026-11-01T00:00:00"),
+        ("QUARTERLY", "2026-10-01T00:00:00"),
+        ("YEARLY", "2026-01-01T00:00:00"),
+    ],
+)
+def test_spend_windows_are_calendar_windows_in_utc(interval, start):
+    now = datetime(2026, 11, 27, 22, 30, tzinfo=UTC)  # a Friday
+    expected = datetime.fromisoformat(start).replace(tzinfo=UTC)
+    assert window_start(interval, int(now.timestamp() * 1000)) == int(expected.timestamp() * 1000)
+    assert window_start("ALWAYS", int(now.timestamp() * 1000)) == 0
