@@ -330,6 +330,7 @@ async def test_state_amount_currency_and_presence_declines(client, container, ho
         "CARD_STATUS_NOT_ALLOWED",
     ]
     assert all(e["authRuleFailedReason"] == "NONE" for e in events)
+    assert events[2]["transactionAmount"] == {"currency": "GBP", "amount": "-50"}
 
 
 async def test_an_unknown_or_another_programmes_card_is_not_found(client, container, programme):

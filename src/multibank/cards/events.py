@@ -202,16 +202,18 @@ def _payment_common(
     auth_code: str,
     available_balance: int | None,
     available_to_spend: list[dict[str, Any]] | None,
+    currency: str | None = None,
 ) -> dict[str, Any]:
     """The fields an authorisation and a settlement event share (cards.md §7, D27): the
     prepaid card's available balance after the step, or for a debit card "0" and its
-    availableToSpend in `details.debitModeDetails`."""
+    availableToSpend in `details.debitModeDetails`. `currency`: the transaction's, when it is
+    not the card's (a declined attempt in another currency)."""
     body: dict[str, Any] = {
         "id": card_ref(card),
         "transactionId": str(transaction_id),
-        "transactionAmount": money(card.currency, amount),
+        "transactionAmount": money(currency or card.currency, amount),
         "transactionTimestamp": str(ctx.now),
-        "sourceAmount": money(card.currency, amount),
+        "sourceAmount": money(currency or card.currency, amount),
         "merchantData": _merchant_data(merchant),
         "merchantName": merchant["merchantName"],
         "merchantCategoryCode": merchant["merchantCategoryCode"],
@@ -258,6 +260,7 @@ async def authorisation(
     available_balance: int | None,
     available_to_spend: list[dict[str, Any]] | None,
     related_authorisation_id: int | None,
+    currency: str | None = None,
 ) -> None:
     """Every authorisation attempt, approved (AUTHORISED) or not (DECLINED), and each reversal
     (ONLINE_REVERSE) or expiry (EXPIRED) of a hold; `amount` is signed from the cardholder's
@@ -271,6 +274,7 @@ async def authorisation(
         auth_code,
         available_balance,
         available_to_spend,
+        currency,
     )
     related = "0" if related_authorisation_id is None else str(related_authorisation_id)
     body.update(

@@ -428,6 +428,7 @@ async def decline(ctx: Ctx, card: ManagedCard, attempt: Attempt, refused: Declin
         available_balance=balance,
         available_to_spend=to_spend,
         related_authorisation_id=None,
+        currency=attempt.currency,
     )
     return Outcome(refused.code)
 
