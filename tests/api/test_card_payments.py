@@ -13,6 +13,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from multibank.cards import money_steps
 from multibank.cards.authorisations import CardAuthorisation
 from multibank.cards.fees import with_fee
 from multibank.cards.models import ManagedCard
@@ -757,3 +758,30 @@ def test_spend_windows_are_calendar_windows_in_utc(interval, start):
     expected = datetime.fromisoformat(start).replace(tzinfo=UTC)
     assert window_start(interval, int(now.timestamp() * 1000)) == int(expected.timestamp() * 1000)
     assert window_start("ALWAYS", int(now.timestamp() * 1000)) == 0
+
+
+async def test_the_background_step_expires_holds_that_fall_due(
+    client, container, programme, admin_headers
+):
+    """Without a clock advance: the worker every server process runs finds the due hold."""
+    p = await programme()
+    ident = await verified(client, p)
+    card = await prepaid(client, container, p, ident, 1000)
+    await simulate(client, p, f"{card['id']}/authorise", buy(300))
+    await money_steps.run_due(container.db, container.clock)
+    assert await balances(client, ident, f"managed_cards/{card['id']}") == (700, 1000)
+    async with container.db.transaction() as s:  # the programme's clock, 7 days on
+        programme_row = await s.get(Programme, int(p.id))
+        assert programme_row is not None
+        programme_row.clock_offset_ms += 7 * 86400 * 1000
+    await money_steps.run_due(container.db, container.clock)
+    ident.token = (await login(client, p, ident.email)).json()["token"]
+    assert await balances(client, ident, f"managed_cards/{card['id']}") == (1000, 1000)
+    await ledger_ok(client, admin_headers, p)
+    async with container.db.transaction() as s:
+        states = (
+            await s.execute(
+                select(CardAuthorisation.state).where(CardAuthorisation.card_id == int(card["id"]))
+            )
+        ).scalars()
+        assert list(states) == ["EXPIRED"]
