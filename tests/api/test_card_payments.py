@@ -316,6 +316,7 @@ async def test_state_amount_currency_and_presence_declines(client, container, ho
         (buy(-5), "DENIED_AMOUNT_NOT_POSITIVE", "TRANSACTION_NOT_PERMITTED"),
         (buy(50, "GBP"), "DENIED_OTHER", "TRANSACTION_NOT_PERMITTED"),
         (buy(50, cardPresent=True), "DENIED_OTHER", "TRANSACTION_NOT_PERMITTED"),
+        (buy(2**63 - 1), "DENIED_OTHER", "TRANSACTION_NOT_PERMITTED"),
         (buy(5000), "DENIED_NOT_ENOUGH_FUNDS", "INSUFFICIENT_BALANCE"),
     ]
     for body, code, _ in cases:
@@ -332,6 +333,7 @@ async def test_state_amount_currency_and_presence_declines(client, container, ho
     ]
     assert all(e["authRuleFailedReason"] == "NONE" for e in events)
     assert events[2]["transactionAmount"] == {"currency": "GBP", "amount": "-50"}
+    assert events[4]["transactionAmount"]["amount"] == str(-(2**63 - 1))
 
 
 async def test_an_unknown_or_another_programmes_card_is_not_found(client, container, programme):
@@ -565,6 +567,8 @@ async def test_a_refund_is_capped_by_its_settlement_and_pays_its_fee(
     assert await balances(client, ident, path) == (984, 984)
     unknown = await simulate(client, p, refund, {**buy(40), "relatedSettlementId": "12345"})
     assert unknown["code"] == "DENIED_AUTHORISATION_NOT_FOUND"
+    huge = await simulate(client, p, refund, buy(2**63 - 1))
+    assert huge["code"] == "DENIED_OTHER"
     # Without a related settlement: a merchant credit, no cap.
     credit = await simulate(client, p, refund, buy(5000))
     assert credit["code"] == "COMPLETED"

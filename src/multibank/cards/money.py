@@ -79,6 +79,10 @@ DENIED_NOT_ENOUGH_FUNDS = "DENIED_NOT_ENOUGH_FUNDS"
 DENIED_AUTHORISATION_NOT_FOUND = "DENIED_AUTHORISATION_NOT_FOUND"
 DENIED_AUTHORISATION_NOT_PENDING = "DENIED_AUTHORISATION_NOT_PENDING"
 
+# The largest amount one card step moves (minor units): a bound no card scheme reaches, well
+# inside the 64-bit balances; a larger one is refused as not permitted, never an overflow.
+MAX_AMOUNT = 10**12
+
 INTERVALS = ("DAILY", "WEEKLY", "MONTHLY", "QUARTERLY", "YEARLY", "ALWAYS")
 
 
@@ -255,7 +259,7 @@ def rule_decline(card: ManagedCard, attempt: Attempt, merchant: dict[str, Any]) 
         return INACTIVE
     if attempt.amount <= 0:
         return NOT_PERMITTED_AMOUNT
-    if attempt.currency != card.currency:
+    if attempt.currency != card.currency or attempt.amount > MAX_AMOUNT:
         return NOT_PERMITTED  # no forex in this build
     if attempt.card_present and card.type != "PHYSICAL":
         return NOT_PERMITTED  # a virtual card cannot be present
@@ -726,7 +730,7 @@ async def refund(
     from it, never below a zero balance (D23)."""
     if attempt.amount <= 0:
         return Outcome(DENIED_AMOUNT_NOT_POSITIVE)
-    if attempt.currency != card.currency:
+    if attempt.currency != card.currency or attempt.amount > MAX_AMOUNT:
         return Outcome(DENIED_OTHER)
     if related is not None and attempt.amount > related.settled_amount - related.refunded_amount:
         return Outcome(DENIED_NOT_ENOUGH_FUNDS, authorisation_id=related.id)

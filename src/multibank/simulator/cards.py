@@ -5,7 +5,7 @@ card payment on its own (authorise, settle, reverse, expire, refund). Every answ
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Body, Depends, Path
 from pydantic import BaseModel, Field, StringConstraints
@@ -40,8 +40,13 @@ class Request(StrictBody):
 
 class CurrencyAmount(Request):
     currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
-    # Minor units; zero or less is the business answer DENIED_AMOUNT_NOT_POSITIVE.
-    amount: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
+    amount: int | None = Field(
+        default=None,
+        ge=-(2**63),
+        le=2**63 - 1,
+        description="Minor units. Zero or less answers `DENIED_AMOUNT_NOT_POSITIVE`; more than "
+        f"{money.MAX_AMOUNT} answers `DENIED_OTHER`; nothing moves.",
+    )
 
 
 class AdditionalMerchantData(Request):
@@ -105,10 +110,26 @@ class ThreeDSecureChallenge(BaseModel):
     hasValue: bool = False
 
 
+CardAnswerCode = Literal[
+    "APPROVED",
+    "COMPLETED",
+    "DENIED_NOT_ENOUGH_FUNDS",
+    "DENIED_CARD_NOT_FOUND",
+    "DENIED_INCORRECT_CVV",
+    "DENIED_CARD_EXPIRY",
+    "DENIED_AMOUNT_NOT_POSITIVE",
+    "DENIED_CARD_INACTIVE",
+    "DENIED_OTHER",
+    "DENIED_SPEND_CONTROL",
+    "DENIED_AUTHORISATION_NOT_FOUND",
+    "DENIED_AUTHORISATION_NOT_PENDING",
+]
+
+
 class CardCode(BaseModel):
     """`code` and, beyond the reference, the ids of what was recorded (D26)."""
 
-    code: str
+    code: CardAnswerCode
     authorisationId: str | None = None
     settlementId: str | None = None
     reversalId: str | None = None
@@ -121,7 +142,7 @@ def _answer(outcome: money.Outcome, challenge: bool = False) -> CardCode:
         return None if value is None else str(value)
 
     return CardCode(
-        code=outcome.code,
+        code=cast(CardAnswerCode, outcome.code),
         authorisationId=text(outcome.authorisation_id),
         settlementId=text(outcome.settlement_id),
         reversalId=text(outcome.reversal_id),
