@@ -789,3 +789,35 @@ async def test_the_background_step_expires_holds_that_fall_due(
             )
         ).scalars()
         assert list(states) == ["EXPIRED"]
+
+
+async def test_a_refund_gives_a_debit_card_its_limit_back(client, programme, admin_headers):
+    p = await programme()
+    ident = await verified(client, p)
+    card, account_id = await debit(client, p, ident, 1000, [limit(1000, "MONTHLY")])
+    bought = await purchase(client, p, card["id"], 100)
+    assert await to_spend(client, ident, card["id"]) == [("MONTHLY", 1000 - 100 - FEE)]
+    body = {**buy(60), "relatedSettlementId": bought["settlementId"]}
+    assert (await simulate(client, p, f"{card['id']}/refund", body))["code"] == "COMPLETED"
+    assert await to_spend(client, ident, card["id"]) == [("MONTHLY", 1000 - 40 - FEE)]
+    assert await balances(client, ident, f"managed_accounts/{account_id}") == (950, 950)
+    await ledger_ok(client, admin_headers, p)
+
+
+async def test_a_merchant_refund_by_card_details(client, container, programme):
+    p = await programme()
+    ident = await verified(client, p)
+    card = await prepaid(client, container, p, ident, 1000)
+    number = await reveal(container, card["id"])
+    cvv = container.card_keys().cvv(number, card["expiryMmyy"], 1)
+    details = {"cardNumber": number, "cvv": cvv, "expiryDate": card["expiryMmyy"]}
+    answer = await simulate(client, p, "merchant_refund", {**buy(300), **details})
+    assert answer["code"] == "APPROVED" and answer["refundId"].isdigit()
+    assert await balances(client, ident, f"managed_cards/{card['id']}") == (990, 990)
+    r = await client.post(f"{LATEST}/managed_cards/{card['id']}/block", headers=ident.headers)
+    assert r.status_code == 204
+    answer = await simulate(client, p, "merchant_refund", {**buy(300), **details})
+    assert answer["code"] == "DENIED_CARD_INACTIVE"
+    answer = await simulate(client, p, "purchase", {**buy(300), **details})
+    assert answer["code"] == "DENIED_CARD_INACTIVE"
+    assert await balances(client, ident, f"managed_cards/{card['id']}") == (990, 990)
