@@ -60,9 +60,9 @@ async def clock_advance(
     """Moves this programme's clock forward, so token, code and invite expiry can be tested.
     Before it answers, what the new time makes due has happened: payment challenges expired,
     wire transfers processed, IBAN allocations finished, card authorisations held for 7 days
-    expired, each in a transaction of its own. A
-    payment or account that a concurrent request was changing at that moment is left to that
-    request, and if still due afterwards is taken by the server's background step (every
+    expired, each in a transaction of its own. A payment, account or authorisation that a
+    concurrent request was changing at that moment is left to that request, and if still due
+    afterwards is taken by the server's background step (every
     second by default; it also takes whatever falls due later, without an advance). At most 10
     years a call, and 100 years ahead of real time in all (`CLOCK_LIMIT_REACHED`)."""
     offset_ms = await advance_clock(db, programme, body.seconds)
