@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from multibank.api.v3_29 import (
     access,
+    card_statements,
     consumers,
     corporates,
     factors,
@@ -31,6 +32,7 @@ ROUTERS: list[APIRouter] = [
     users.router,
     managed_accounts.router,
     managed_cards.router,
+    card_statements.router,
     statements.router,
     fees.router,
     transfers.router,
