@@ -15,7 +15,7 @@ from fpdf import FPDF
 from fpdf.enums import XPos, YPos
 
 from multibank.kernel.money import Money
-from multibank.ledger.statements import Entry
+from multibank.ledger.statements import CARD_STEPS, Entry
 
 _TYPES = {
     "INSTRUMENT_CREATE": "Account opened",
@@ -170,7 +170,8 @@ class _Document(FPDF):
 def _after(h: StatementHeading, e: Entry) -> str:
     if not e.has_balances:
         return ""
-    after = e.available_after if h.instrument == "card" else e.actual_after
+    # A card's balance after an entry is its available one, as is a card step's (D23).
+    after = e.available_after if h.instrument == "card" or e.type in CARD_STEPS else e.actual_after
     return Money(after, e.currency).format()
 
 

@@ -95,6 +95,8 @@ async def charge(
     found = (await ctx.db.execute(_LOOKUP, params)).first()
     if found is None or found.amounts is None:  # no such identity, or no such fee type
         raise Conflict("UNRESOLVED_FEE_TYPE")
+    if source_type not in ("managed_accounts", "managed_cards"):
+        raise Conflict("UNRESOLVED_INSTRUMENT")
     # The source's columns (None when there is no such instrument).
     account = _Source(found.id, found.identity_id, found.currency, found.state, found.profile_id)
     if on_card:
