@@ -13,8 +13,9 @@ import pytest
 
 from tests.api.fees_support import PORTAL, ledger_ok, revenue
 from tests.api.fees_support import charge as charge_fee
-from tests.api.payments_support import profile, settings
+from tests.api.payments_support import enrol_sms, profile, settings
 from tests.api.test_managed_cards import act, create
+from tests.api.test_sends import start_and_verify
 from tests.api.webhook_support import receiving
 from tests.conftest import Prog
 from tests.factories import Identity, deposit, login, open_account, verified
@@ -281,6 +282,38 @@ async def test_sends_to_and_from_prepaid_cards(client, programme, admin_headers)
     assert entry["transactionAmount"] == {"currency": "EUR", "amount": 100}
     assert entry["additionalFields"]["sourceInstrumentType"] == ACCOUNTS
     assert entry["additionalFields"]["sourceInstrumentId"] == acc["id"]
+
+
+async def test_a_send_from_a_card_waits_for_its_challenge_held_on_the_card(
+    client, programme, admin_headers
+):
+    p = await programme()  # sends need SCA by default; 5000 is above the low-value exemption
+    await profile(client, admin_headers, p, "sends", fees={"EUR": 7})
+    ident, acc, one, _ = await customer(client, p, funds=10_000)
+    await enrol_sms(client, ident.headers)
+    payee, _, payee_card, _ = await customer(client, p, funds=0, kind="consumers")
+    assert (await move(client, ident, body(p, acc, one, 6_000))).status_code == 200
+
+    r = await move(client, ident, body(p, one, payee_card, 5_000, "sends"), path="sends")
+    assert r.status_code == 200, r.text
+    send_id = r.json()["id"]
+    assert r.json()["state"] == "PENDING"
+    assert await held(client, ident, one) == (993, 6_000)  # amount + fee held
+    r = await client.get(f"/multi/managed_cards/{one['id']}/statement", headers=ident.headers)
+    pending = r.json()["entry"][0]
+    assert (pending["transactionId"]["id"], pending["entryState"]) == (send_id, "PENDING")
+    assert pending["balanceAfter"] == {"currency": "EUR", "amount": 993}  # available (D23)
+
+    await start_and_verify(client, ident, send_id)
+    assert await held(client, ident, one) == (993, 993)
+    assert await held(client, payee, payee_card) == (5_000, 5_000)
+    r = await client.get(f"/multi/managed_cards/{one['id']}/statement", headers=ident.headers)
+    done = r.json()["entry"][0]
+    assert (done["entryState"], done["cardholderFee"]["amount"]) == ("COMPLETED", 7)
+    assert done["actualBalanceAdjustment"] == {"currency": "EUR", "amount": -5_007}
+    assert done["additionalFields"]["destinationInstrumentType"] == CARDS
+    assert done["additionalFields"]["destinationInstrumentId"] == payee_card["id"]
+    await ledger_ok(client, admin_headers, p)
 
 
 async def test_sends_refuse_debit_own_and_foreign_cards(client, programme, admin_headers):
