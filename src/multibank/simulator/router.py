@@ -14,6 +14,7 @@ from multibank.api.deps import AppContainer, Db, conflicts
 from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp
 from multibank.api.routing import UnitOfWorkRoute, after_commit
+from multibank.cards import manufacturing
 from multibank.factors import service as factors
 from multibank.identities import service as identities
 from multibank.identities.models import CONSUMER, CORPORATE
@@ -28,6 +29,7 @@ from multibank.payments import steps as payment_steps
 from multibank.payments.models import OWT, SEND, Payment
 from multibank.programmes.context import Ctx
 from multibank.programmes.service import advance_clock
+from multibank.simulator import card_pin, secure_session
 from multibank.simulator.deps import SimulatorIdempotent, SimulatorProgramme
 
 router = APIRouter(tags=["Simulator"], route_class=UnitOfWorkRoute)
@@ -65,6 +67,7 @@ async def clock_advance(
     offset_ms = await advance_clock(db, programme, body.seconds)
     # The new time is committed alone, first; then each due step in a transaction of its own.
     after_commit(db, partial(payment_steps.catch_up, container.db, container.clock, programme.id))
+    after_commit(db, partial(manufacturing.catch_up, container.db, container.clock, programme.id))
     return ClockState(offsetSeconds=offset_ms // 1000, now=container.clock.now_ms(offset_ms))
 
 
@@ -479,7 +482,7 @@ async def challenge_expire(payment_id: PaymentPath, ctx: SimCtx) -> PaymentCode:
     return PaymentCode(code=await payment_sca.expire_now(ctx, payment))
 
 
-ROUTERS: list[APIRouter] = [router]
+ROUTERS: list[APIRouter] = [router, secure_session.router, card_pin.router]
 
 
 def build_simulator() -> FastAPI:

@@ -62,6 +62,15 @@ REMOVED: set[str] = {
     "managedCardSpendRulesSet",
     "managedCardSpendRulesDelete",
     "managedCardStatement",
+    "managedCardPhysicalUpgrade",
+    "managedCardPhysicalActivate",
+    "managedCardPhysicalPinGet",
+    "managedCardPhysicalPinUnBlock",
+    "managedCardPhysicalReplaceDamaged",
+    "managedCardPhysicalReportLost",
+    "managedCardPhysicalReportStolen",
+    "managedCardPhysicalReplaceLostOrStolen",
+    "managedCardPhysicalContactlessLimitReset",
 }
 # Routers whose routes replace the 3.29.1 route of the same method and path, or add 3.1.0-only ones.
 OVERRIDES: list[APIRouter] = [

@@ -18,7 +18,7 @@ from multibank.api.deps import (
     conflicts,
 )
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.cards import repository, service, spend_rules
+from multibank.cards import manufacturing, repository, service, spend_rules
 from multibank.cards.models import ManagedCard
 from multibank.cards.schemas import (
     AllLevelSpendRules,
@@ -120,6 +120,9 @@ def card_body(
             {"value": {"currency": card.currency, "amount": 0}, "interval": "ALWAYS"}
         ]
         body["availableToSpend"] = limits
+    physical = manufacturing.details(card)
+    if physical is not None:
+        body["physicalCardDetails"] = physical
     return body
 
 
