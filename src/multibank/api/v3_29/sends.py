@@ -97,7 +97,8 @@ add_payment_operations(
         create_model=TransferCreate,
         create=service.create_send,
         create_doc="""Sends `destinationAmount` from the caller's `source` to another identity's
-        `destination` in the same currency; the source also pays the send profile's fee.
+        `destination` in the same currency (accounts or prepaid cards; a debit card holds no
+        money and is refused); the source also pays the send profile's fee.
         `COMPLETED` when SCA does not apply; otherwise `PENDING`, amount + fee held, until a
         challenge on it is verified (5 minutes).""",
         create_responses=conflicts(*CREATE_CONFLICTS),
