@@ -14,6 +14,7 @@ import pytest
 from tests.api.fees_support import PORTAL, ledger_ok, revenue
 from tests.api.fees_support import charge as charge_fee
 from tests.api.payments_support import enrol_sms, profile, settings
+from tests.api.test_card_assign import make_pool, pool_state
 from tests.api.test_managed_cards import act, create
 from tests.api.test_sends import start_and_verify
 from tests.api.webhook_support import receiving
@@ -471,3 +472,22 @@ async def test_a_logged_out_session_moves_nothing(client, programme):
     r = await move(client, ident, body(p, acc, one, 5), headers=headers)
     assert r.status_code == 401
     assert await held(client, ident, one) == (0, 0)
+
+
+async def test_a_pool_card_is_no_ones_destination(client, programme, admin_headers):
+    p = await programme()
+    await settings(client, admin_headers, p, sendsScaRequired=False)
+    ident, acc, _, _ = await customer(client, p)
+    await make_pool(client, admin_headers, p, "corporate", 1)
+    [pooled] = (await pool_state(client, admin_headers, p))["cards"]
+    unassigned = ref(CARDS, pooled["id"])
+    await refused(client, ident, body(p, acc, unassigned), "DESTINATION_NOT_FOUND", [acc])
+    await refused(
+        client,
+        ident,
+        body(p, acc, unassigned, kind="sends"),
+        "DESTINATION_NOT_FOUND",
+        [acc],
+        "sends",
+    )
+    await refused(client, ident, body(p, unassigned, acc), "SOURCE_NOT_FOUND", [acc])

@@ -3,28 +3,18 @@
 the available balance after each, transfers naming the other side, the filters, ordering and
 paging, CSV and PDF, step-up, and who gets a 404; card payment steps (authorisation, settlement,
 reversal, expiry, refund) with their merchant fields, on a prepaid card, on a debit card (no
-balances) and on the debit card's parent account (`relatedCardId`).
-
-The card payment steps are written by the money slice of issue 34, whose simulator is not on
-this branch: `CardSteps` writes them as that slice does (cards/CARD_CONTRACT: one ledger
-transaction per step plus its `card_movements` row), through the ledger service."""
+balances) and on the debit card's parent account (`relatedCardId`), driven through
+the card simulator."""
 
 from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import update
 
-from multibank.cards.models import CardMovement
-from multibank.kernel.db import Database
-from multibank.kernel.ids import new_id
-from multibank.ledger import service as ledger
-from multibank.ledger.models import REVENUE, LedgerTransaction
 from tests.api.payments_support import advance, profile
 from tests.api.test_card_funding import ACCOUNTS, CARDS, body, debit_card, held, move, ref
 from tests.api.test_factors import assert_step_up_required, enrol_sms
@@ -288,287 +278,147 @@ async def test_others_unknown_and_refused_callers(client, programme):
     assert (await held(client, ident, card)) == (40, 40)
 
 
-# Card payment steps (written as the money slice writes them)
+# Card payment steps, through the card simulator (cards.md §5.3, §6.1)
 
+SIM = "/simulate/api"
 MERCHANT = {
     "merchantName": "Amazon IT",
     "merchantCategoryCode": "5399",
-    "merchantId": "M-123",
-    "merchantTerminalCountry": "MT",
-    "authorisationCode": "123456",
+    "transactionCountry": "MLT",
 }
 
 
-@dataclass
-class CardSteps:
-    """Writes card payment steps as cards/money.py does (CARD_CONTRACT): one ledger transaction
-    per step, plus the `card_movements` row naming the card and the ledger account it moved.
-    The hold's counterpart is a test book of the programme's."""
-
-    db: Database
-    p: Prog
-    card_id: str
-    account_id: str  # the prepaid card's own, or the debit card's parent
-    now: int
-
-    async def _post(
-        self,
-        type_: str,
-        legs: list[tuple[int, int, int, bool]],
-        details: dict[str, Any],
-        state: str = "COMPLETED",
-        tx_id: int | None = None,
-    ) -> str:
-        self.now += 1
-        pid = int(self.p.id)
-        tx_id = tx_id or new_id()
-        async with self.db.transaction() as s:
-            await ledger.post(
-                s,
-                programme_id=pid,
-                type_=type_,
-                legs=[ledger.Leg(a, EUR, av, ac, guarded=g) for a, av, ac, g in legs],
-                now_ms=self.now,
-                state=state,
-                details={"cardId": self.card_id, **details},
-                transaction_id=tx_id,
-            )
-            s.add(
-                CardMovement(
-                    transaction_id=tx_id,
-                    programme_id=pid,
-                    card_id=int(self.card_id),
-                    account_id=int(self.account_id),
-                    kind=type_,
-                    created_at=self.now,
-                )
-            )
-        return str(tx_id)
-
-    async def _book(self, kind: str) -> int:
-        async with self.db.transaction() as s:
-            return await ledger.system_account(s, int(self.p.id), kind, EUR, self.now)
-
-    async def authorise(self, held_amount: int) -> str:
-        tx_id = new_id()
-        reserved = await self._book("TEST_RESERVED")
-        return await self._post(
-            "AUTHORISATION",
-            [
-                (int(self.account_id), -held_amount, 0, True),
-                (reserved, held_amount, 0, False),
-            ],
-            {
-                **MERCHANT,
-                "authorisationId": str(tx_id),
-                "merchantTransactionType": "SALE_PURCHASE",
-                "transactionAmount": {"currency": EUR, "amount": -held_amount},
-                "cardholderFee": 0,
-            },
-            state="PENDING",
-            tx_id=tx_id,
-        )
-
-    async def close(self, auth_id: str, state: str) -> None:
-        async with self.db.transaction() as s:
-            await s.execute(
-                update(LedgerTransaction)
-                .where(LedgerTransaction.id == int(auth_id))
-                .values(state=state)
-            )
-
-    async def settle(self, auth_id: str, held_amount: int, settled: int, fee: int) -> str:
-        reserved = await self._book("TEST_RESERVED")
-        scheme = await self._book("TEST_SCHEME")
-        revenue = await self._book(REVENUE)
-        tx = await self._post(
-            "SETTLEMENT",
-            [
-                (int(self.account_id), held_amount - settled - fee, -(settled + fee), True),
-                (reserved, -held_amount, 0, False),
-                (scheme, settled, settled, False),
-                (revenue, fee, fee, False),
-            ],
-            {
-                **MERCHANT,
-                "authorisationId": auth_id,
-                "authorisationRelatedId": auth_id,
-                "merchantTransactionType": "SALE_PURCHASE",
-                "transactionAmount": {"currency": EUR, "amount": -settled},
-                "cardholderFee": fee,
-            },
-        )
-        await self.close(auth_id, "COMPLETED")
-        return tx
-
-    async def expire(self, auth_id: str, held_amount: int) -> str:
-        reserved = await self._book("TEST_RESERVED")
-        tx = await self._post(
-            "AUTHORISATION_EXPIRY",
-            [(int(self.account_id), held_amount, 0, True), (reserved, -held_amount, 0, False)],
-            {
-                **MERCHANT,
-                "authorisationId": auth_id,
-                "merchantTransactionType": "SALE_PURCHASE",
-                "transactionAmount": {"currency": EUR, "amount": held_amount},
-                "cardholderFee": 0,
-            },
-        )
-        await self.close(auth_id, "EXPIRED")
-        return tx
-
-    async def refund(self, refunded: int, fee: int) -> str:
-        scheme = await self._book("TEST_SCHEME")
-        revenue = await self._book(REVENUE)
-        return await self._post(
-            "MERCHANT_REFUND",
-            [
-                (scheme, -refunded, -refunded, False),
-                (int(self.account_id), refunded - fee, refunded - fee, True),
-                (revenue, fee, fee, False),
-            ],
-            {
-                **MERCHANT,
-                "merchantName": "Refundable.com",
-                "merchantTransactionType": "PURCHASE_REFUND",
-                "transactionAmount": {"currency": EUR, "amount": refunded},
-                "cardholderFee": fee,
-            },
-        )
+async def simulated(
+    client: httpx.AsyncClient, p: Prog, path: str, body: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    r = await client.post(f"{SIM}/cards/{path}", headers={"programme-key": p.api_key}, json=body)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
 
 
-def merchant_fields(entry: dict[str, Any]) -> dict[str, str]:
-    return {k: v for k, v in entry["additionalFields"].items() if k in MERCHANT}
+def buy(value: int) -> dict[str, Any]:
+    return {**MERCHANT, "transactionAmount": {"currency": EUR, "amount": value}}
+
+
+def merchant_of(entry: dict[str, Any]) -> dict[str, str]:
+    fields = entry["additionalFields"]
+    return {k: fields[k] for k in ("merchantName", "merchantCategoryCode") if k in fields} | {
+        "country": fields.get("merchantTerminalCountry", "")
+    }
+
+
+EXPECTED_MERCHANT = {"merchantName": "Amazon IT", "merchantCategoryCode": "5399", "country": "MT"}
 
 
 @BOTH
-async def test_a_prepaid_purchase_shows_its_authorisation_and_settlement(
-    client, programme, container, base
-):
+async def test_a_prepaid_purchase_shows_its_authorisation_and_settlement(client, programme, base):
     p = await programme()
     ident, acc, card = await funded_card(client, p)
-    t = (await move(client, ident, body(p, acc, card, 1000))).json()
-    steps = CardSteps(container.db, p, card["id"], card["id"], t["creationTimestamp"])
-
-    auth = await steps.authorise(100)
-    [held_entry, _] = await entries(client, ident, card["id"], base)
-    assert held_entry["transactionId"] == {"type": "AUTHORISATION", "id": auth}
-    assert held_entry["entryState"] == "PENDING"
-    assert held_entry["additionalFields"]["authorisationState"] == "PENDING_SETTLEMENT"
-    assert held_entry["availableBalanceAdjustment"] == amount(-100)
-    assert held_entry["actualBalanceAdjustment"] == amount(0)
-    assert (held_entry["balanceAfter"], held_entry["actualBalanceAfter"]) == (
-        amount(900),
-        amount(1000),
-    )
-    assert await held(client, ident, card) == (900, 1000)
-
-    settlement = await steps.settle(auth, 100, 100, 10)
+    assert (await move(client, ident, body(p, acc, card, 1000))).status_code == 200
+    code = await simulated(client, p, f"{card['id']}/purchase", buy(100))
+    assert code["code"] == "APPROVED", code
+    fee = 10  # a new programme's purchase fee (D19)
     settled, authorised, funded = await entries(client, ident, card["id"], base)
-    assert settled == {
-        "transactionId": {"type": "SETTLEMENT", "id": settlement},
-        "entryState": "COMPLETED",
-        "transactionAmount": amount(-100),
-        "availableBalanceAdjustment": amount(-10),
-        "actualBalanceAdjustment": amount(-110),
-        "balanceAfter": amount(890),
-        "availableBalanceAfter": amount(890),
-        "actualBalanceAfter": amount(890),
-        "transactionFee": amount(10),
-        "cardholderFee": amount(10),
-        "processedTimestamp": settled["processedTimestamp"],
-        "additionalFields": {
-            **MERCHANT,
-            "merchantTransactionType": "SALE_PURCHASE",
-            "authorisationRelatedId": auth,
-        },
-    }
-    assert authorised["transactionId"] == {"type": "AUTHORISATION", "id": auth}
+    assert settled["transactionId"] == {"type": "SETTLEMENT", "id": code["settlementId"]}
+    assert settled["entryState"] == "COMPLETED"
+    assert settled["transactionAmount"] == amount(-100)
+    assert settled["availableBalanceAdjustment"] == amount(-fee)
+    assert settled["actualBalanceAdjustment"] == amount(-(100 + fee))
+    assert settled["cardholderFee"] == amount(fee)
+    for field in ("balanceAfter", "availableBalanceAfter", "actualBalanceAfter"):
+        assert settled[field] == amount(900 - fee), field
+    assert merchant_of(settled) == EXPECTED_MERCHANT
+    assert settled["additionalFields"]["merchantTransactionType"] == "SALE_PURCHASE"
+    assert settled["additionalFields"]["authorisationRelatedId"] == code["authorisationId"]
+    assert len(settled["additionalFields"]["authorisationCode"]) == 6
+
+    assert authorised["transactionId"] == {"type": "AUTHORISATION", "id": code["authorisationId"]}
     assert authorised["entryState"] == "COMPLETED"
     assert authorised["transactionAmount"] == amount(-100)
+    assert authorised["availableBalanceAdjustment"] == amount(-100)
+    assert authorised["actualBalanceAdjustment"] == amount(0)
     assert authorised["cardholderFee"] == amount(0)
-    assert (authorised["balanceAfter"], authorised["actualBalanceAfter"]) == (
+    assert (authorised["balanceAfter"], authorised["availableBalanceAfter"]) == (
         amount(900),
-        amount(1000),
+        amount(900),
     )
-    assert authorised["additionalFields"] == {
-        **MERCHANT,
-        "merchantTransactionType": "SALE_PURCHASE",
-        "authorisationState": "COMPLETED",
-        "forexPaddingCurrency": EUR,
-        "forexPaddingAmount": "0",
-    }
+    assert authorised["actualBalanceAfter"] == amount(1000)
+    assert authorised["additionalFields"]["authorisationState"] == "COMPLETED"
+    assert authorised["additionalFields"]["forexPaddingAmount"] == "0"
+    assert merchant_of(authorised) == EXPECTED_MERCHANT
     assert funded["transactionId"]["type"] == "TRANSFER"
-    assert await held(client, ident, card) == (890, 890)
+    assert await held(client, ident, card) == (900 - fee, 900 - fee)
 
     r = await statement(client, ident, card["id"], base, {**ident.headers, "accept": "text/csv"})
     rows = list(csv.DictReader(io.StringIO(r.text)))
-    assert [row["transactionId.type"] for row in rows] == [
-        "SETTLEMENT",
-        "AUTHORISATION",
-        "TRANSFER",
-    ]
+    types = [row["transactionId.type"] for row in rows]
+    assert types == ["SETTLEMENT", "AUTHORISATION", "TRANSFER"]
     assert rows[1]["additionalFields.authorisationState"] == "COMPLETED"
 
 
-async def test_expiry_and_refund_entries(client, programme, container):
+async def test_a_held_authorisation_then_its_expiry_and_a_merchant_refund(client, programme):
     p = await programme()
     ident, acc, card = await funded_card(client, p)
-    t = (await move(client, ident, body(p, acc, card, 500))).json()
-    steps = CardSteps(container.db, p, card["id"], card["id"], t["creationTimestamp"])
-    auth = await steps.authorise(80)
-    expiry = await steps.expire(auth, 80)
-    refund = await steps.refund(40, 5)
-    got = await entries(client, ident, card["id"])
-    assert [e["transactionId"]["type"] for e in got] == [
-        "MERCHANT_REFUND",
-        "AUTHORISATION_EXPIRY",
-        "AUTHORISATION",
-        "TRANSFER",
-    ]
-    refunded, expired, authorised, _ = got
-    assert refunded["transactionId"]["id"] == refund
-    assert refunded["transactionAmount"] == amount(40)
-    assert refunded["availableBalanceAdjustment"] == refunded["actualBalanceAdjustment"]
-    assert refunded["actualBalanceAdjustment"] == amount(35)
-    assert refunded["cardholderFee"] == amount(5)
-    assert refunded["additionalFields"]["merchantTransactionType"] == "PURCHASE_REFUND"
-    assert "authorisationRelatedId" not in refunded["additionalFields"]
-    assert refunded["balanceAfter"] == amount(535)
-    assert expired["transactionId"]["id"] == expiry
+    assert (await move(client, ident, body(p, acc, card, 500))).status_code == 200
+    code = await simulated(client, p, f"{card['id']}/authorise", buy(80))
+    assert code["code"] == "APPROVED", code
+    auth = code["authorisationId"]
+    [pending, _] = await entries(client, ident, card["id"])
+    assert pending["transactionId"] == {"type": "AUTHORISATION", "id": auth}
+    assert pending["entryState"] == "PENDING"
+    assert pending["additionalFields"]["authorisationState"] == "PENDING_SETTLEMENT"
+    assert (pending["balanceAfter"], pending["actualBalanceAfter"]) == (amount(420), amount(500))
+    assert await held(client, ident, card) == (420, 500)
+
+    code = await simulated(client, p, f"{card['id']}/authorisations/{auth}/expire")
+    [expired, authorised, _] = await entries(client, ident, card["id"])
+    assert expired["transactionId"]["type"] == "AUTHORISATION_EXPIRY"
     assert expired["availableBalanceAdjustment"] == amount(80)
     assert expired["actualBalanceAdjustment"] == amount(0)
     assert expired["balanceAfter"] == amount(500)
     assert authorised["entryState"] == "COMPLETED"
     assert authorised["additionalFields"]["authorisationState"] == "EXPIRED"
-    assert await held(client, ident, card) == (535, 535)
+
+    code = await simulated(client, p, f"{card['id']}/merchant_refund", buy(40))
+    got = await entries(client, ident, card["id"])
+    refunded = got[0]
+    assert refunded["transactionId"]["type"] == "MERCHANT_REFUND"
+    assert refunded["transactionAmount"] == amount(40)
+    assert refunded["additionalFields"]["merchantTransactionType"] == "PURCHASE_REFUND"
+    assert "authorisationRelatedId" not in refunded["additionalFields"]
+    assert [e["transactionId"]["type"] for e in got[1:4]] == [
+        "SETTLEMENT",
+        "AUTHORISATION",
+        "AUTHORISATION_EXPIRY",
+    ]
+    available, actual = await held(client, ident, card)
+    assert available == actual == refunded["balanceAfter"]["amount"]
 
 
-async def test_a_debit_cards_steps_on_its_statement_and_its_parents(client, programme, container):
+async def test_a_debit_cards_steps_on_its_statement_and_its_parents(client, programme):
     p = await programme()
     ident = await verified(client, p, "corporates")
     parent = ref(ACCOUNTS, (await open_account(client, ident, EUR, friendlyName="Main"))["id"])
     assert await deposit(client, p, parent["id"], 1000) == "COMPLETED"
     card = await debit_card(client, ident, parent)
     other = await debit_card(client, ident, parent)
+    for c in (card, other):
+        r = await client.put(
+            f"/multi/managed_cards/{c['id']}/spend_rules",
+            headers=ident.headers,
+            json={"spendLimit": [{"value": amount(10_000), "interval": "ALWAYS"}]},
+        )
+        assert r.status_code == 200, r.text
     r = await statement(client, ident, card["id"])
     assert r.json() == {"entry": [], "count": 0, "responseCount": 0}  # not the parent's deposit
 
-    [deposited] = [
-        e
-        for e in (
-            await client.get(
-                f"/multi/managed_accounts/{parent['id']}/statement", headers=ident.headers
-            )
-        ).json()["entry"]
-        if e["transactionId"]["type"] == "DEPOSIT"
-    ]
-    now = deposited["processedTimestamp"]
-    steps = CardSteps(container.db, p, card["id"], parent["id"], now)
-    auth = await steps.authorise(100)
-    settlement = await steps.settle(auth, 100, 100, 10)
-    theirs = CardSteps(container.db, p, other["id"], parent["id"], steps.now)
-    other_auth = await theirs.authorise(30)
+    code = await simulated(client, p, f"{card['id']}/purchase", buy(100))
+    assert code["code"] == "APPROVED", code
+    held_code = await simulated(client, p, f"{other['id']}/authorise", buy(30))
+    assert held_code["code"] == "APPROVED", held_code
+    settlement, auth = code["settlementId"], code["authorisationId"]
+    other_auth = held_code["authorisationId"]
 
     got = await entries(client, ident, card["id"])
     assert [e["transactionId"]["id"] for e in got] == [settlement, auth]  # not the other card's
@@ -594,13 +444,28 @@ async def test_a_debit_cards_steps_on_its_statement_and_its_parents(client, prog
     on_parent = {e["transactionId"]["id"]: e for e in r.json()["entry"]}
     for tx_id, card_id in ((settlement, card["id"]), (auth, card["id"]), (other_auth, other["id"])):
         assert on_parent[tx_id]["additionalFields"]["relatedCardId"] == card_id
-    assert merchant_fields(on_parent[settlement]) == MERCHANT
+    assert merchant_of(on_parent[settlement]) == EXPECTED_MERCHANT
     assert on_parent[other_auth]["entryState"] == "PENDING"
     # A card step's balanceAfter is the available balance (D23): 1000 - 110 - 30 held.
     assert on_parent[other_auth]["balanceAfter"] == amount(860)
     assert on_parent[other_auth]["actualBalanceAfter"] == amount(890)
     assert await held(client, ident, parent) == (860, 890)
-    # No hold is left open for the suite's closing `ledger verify` (this branch's verify knows
-    # only payment holds).
-    await theirs.expire(other_auth, 30)
-    assert await held(client, ident, parent) == (890, 890)
+
+
+async def test_a_reversed_authorisation(client, programme):
+    p = await programme()
+    ident, acc, card = await funded_card(client, p)
+    assert (await move(client, ident, body(p, acc, card, 300))).status_code == 200
+    code = await simulated(client, p, f"{card['id']}/authorise", buy(50))
+    assert code["code"] == "APPROVED", code
+    auth = code["authorisationId"]
+    code = await simulated(client, p, f"{card['id']}/authorisations/{auth}/reverse")
+    reversed_, authorised, _ = await entries(client, ident, card["id"])
+    assert reversed_["transactionId"]["type"] == "AUTHORISATION_REVERSAL"
+    assert reversed_["availableBalanceAdjustment"] == amount(50)
+    assert reversed_["actualBalanceAdjustment"] == amount(0)
+    assert reversed_["balanceAfter"] == amount(300)
+    assert authorised["transactionId"]["id"] == auth
+    assert authorised["entryState"] == "COMPLETED"
+    assert authorised["additionalFields"]["authorisationState"] == "REVERSED"
+    assert await held(client, ident, card) == (300, 300)

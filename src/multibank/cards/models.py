@@ -31,11 +31,18 @@ class ManagedCard(Base):
         Index("ix_managed_cards_parent", "parent_account_id"),
         # The background step finds the cards whose next manufacturing step is due (D25).
         Index("ix_managed_cards_manufacturing_due", "manufacturing_due_at"),
+        # The cards whose next lifecycle step (about-to-expire notice, expiry or renewal) is
+        # due: the programme clock's steps read this index, never every card (cards/lifecycle.py).
+        Index("ix_managed_cards_lifecycle_due", "lifecycle_due_at"),
+        # A pool card's reference is unique in its programme (D31); NULL for other cards.
+        UniqueConstraint("programme_id", "pool_reference"),
     )
 
     id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
-    identity_id: Mapped[int] = mapped_column(ForeignKey("identities.id"))
+    # NULL only while the card waits unassigned in the programme's card pool (D31): no owner's
+    # query returns it until `POST /managed_cards/assign` gives it an identity.
+    identity_id: Mapped[int | None] = mapped_column(ForeignKey("identities.id"), nullable=True)
     identity_type: Mapped[str] = mapped_column(String(10))
     profile_id: Mapped[int] = mapped_column(ForeignKey("profiles.id"))
     mode: Mapped[str] = mapped_column(String(12))  # PREPAID_MODE | DEBIT_MODE
@@ -70,6 +77,18 @@ class ManagedCard(Base):
     expiry_period_months: Mapped[int] = mapped_column(Integer)
     renewal_type: Mapped[str] = mapped_column(String(10))  # NO_RENEW | RENEW
     created_at: Mapped[int]
+    # Programme-clock ms at which the card's expiry month ends (D24): past it, a NO_RENEW card
+    # is destroyed and a renewing one renewed.
+    expires_at: Mapped[int] = mapped_column(BigInteger)
+    # When CARD_ABOUT_TO_EXPIRE was sent for the current expiry (once); NULL before, and again
+    # after a renewal.
+    expiry_notice_at: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # When the card's next lifecycle step falls due (programme clock): the start of its expiry
+    # month until the notice is sent, then `expires_at`; NULL once destroyed.
+    lifecycle_due_at: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # A pool card's externalReference (its activation code's keyed hash is
+    # `activation_code_hash`, shared with the physical activation code).
+    pool_reference: Mapped[str | None] = mapped_column(String(50), nullable=True)
     # The card-level spend rules in their wire form (D22); NULL while none are set, and again
     # once the card is destroyed (its rules are gone).
     spend_rules: Mapped[dict[str, Any] | None] = mapped_column(
@@ -91,7 +110,8 @@ class ManagedCard(Base):
     # or lost/stolen replacement), and when its next step falls due (NULL: none is due).
     manufacturing_requested_at: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     manufacturing_due_at: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-    # The activation code as a keyed hash (card verification key, never in clear); the PIN
+    # The activation code (of a physical card, or of a pool card at assign) as a keyed hash
+    # bound to the card (card verification key, never in clear); the PIN
     # encrypted as the number is, under an associated-data label of its own.
     activation_code_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     pin_encrypted: Mapped[str | None] = mapped_column(String(200), nullable=True)

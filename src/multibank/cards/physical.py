@@ -20,7 +20,7 @@ from sqlalchemy import select
 
 from multibank.accounts import repository as accounts
 from multibank.accounts.service import Owner
-from multibank.cards import events, manufacturing, service
+from multibank.cards import events, lifecycle, manufacturing, service
 from multibank.cards import repository as repo
 from multibank.cards.models import CardDataToken, ManagedCard
 from multibank.kernel.carddata import CardKeyring
@@ -374,6 +374,7 @@ async def replace_lost_stolen(
         pin_encrypted=keys.encrypt(pin, new_card_id, PIN_LABEL),
         pin_blocked=False,
     )
+    lifecycle.schedule(new)  # its own expiry, from its creation (D24)
     ctx.db.add(new)
     await ctx.db.flush()
     await manufacturing.request(ctx, new)

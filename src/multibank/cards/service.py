@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from multibank.accounts import repository as accounts
 from multibank.accounts.service import Owner
-from multibank.cards import events, manufacturing
+from multibank.cards import events, lifecycle, manufacturing
 from multibank.cards import repository as repo
 from multibank.cards.models import ManagedCard
 from multibank.cards.schemas import DigitalWallets, ManagedCardCreate, ManagedCardUpdate
@@ -161,6 +161,7 @@ async def create(ctx: Ctx, keys: CardKeyring, owner: Owner, data: ManagedCardCre
         renewal_type=renewal_of(data.renewalType),
         created_at=ctx.now,
     )
+    lifecycle.schedule(card)
     ctx.db.add(card)
     await ctx.db.flush()
     return card

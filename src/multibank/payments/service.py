@@ -265,8 +265,8 @@ async def create_send(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payment:
     if debit(source):
         raise Conflict("SOURCE_CANNOT_BE_DEBIT_MODE_CARD")
     destination = found_of(found, data.destination)
-    if destination is None:
-        if await _elsewhere(ctx, data.destination):
+    if destination is None or destination.identity_id is None:  # a pool card is no one's yet
+        if destination is None and await _elsewhere(ctx, data.destination):
             raise Conflict("SOURCE_AND_DESTINATION_MUST_BE_IN_SAME_PROGRAMME")
         raise Conflict("DESTINATION_NOT_FOUND")
     if debit(destination):
@@ -388,10 +388,10 @@ def details_of(
 
 
 def _identity_fields(
-    side: str, identity_id: int, holders: dict[int, tuple[str, str]] | None
+    side: str, identity_id: int | None, holders: dict[int, tuple[str, str]] | None
 ) -> dict[str, str]:
     """`{side}IdentityType`, `…Id` and `…Name` of the identity on that side of a send."""
-    found = (holders or {}).get(identity_id)
+    found = None if identity_id is None else (holders or {}).get(identity_id)
     if found is None:
         return {}
     kind, name = found

@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from multibank.api.v3_29 import (
     access,
+    card_assign,
     card_statements,
     consumers,
     corporates,
@@ -32,6 +33,7 @@ ROUTERS: list[APIRouter] = [
     consumers.router,
     users.router,
     managed_accounts.router,
+    card_assign.router,  # before managed_cards: /managed_cards/assign is not a card id
     managed_cards.router,
     card_statements.router,
     physical_cards.router,
