@@ -20,12 +20,23 @@ What the app does (its `ManagedCardsApi`, `store/cards.ts` and the `managed-card
 
 from __future__ import annotations
 
+import csv
+import io
 import re
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from tests.api.test_demo_app import SIM, App, digits, register, verify_identity
+from tests.api.test_demo_app import (
+    SIM,
+    App,
+    accounts_and_statement,
+    digits,
+    register,
+    verify_identity,
+)
 
 MMYY = re.compile(r"^(0[1-9]|1[0-2])[0-9]{2}$")
 E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
@@ -256,3 +267,184 @@ async def test_the_cards_page_state_filter_as_the_app_sends_it(client, programme
     assert [c["id"] for c in live] == [kept["id"]]
     every = await cards_page(app, [("state", "")])
     assert {c["id"] for c in every} == {kept["id"], removed["id"]}
+
+
+def month(ms: int) -> tuple[int, int]:
+    """Luxon's startOf('month') and endOf('month') of a timestamp, in milliseconds (UTC)."""
+    start = datetime.fromtimestamp(ms / 1000, UTC).replace(
+        day=1, hour=0, minute=0, second=0, microsecond=0
+    )
+    following = (start + timedelta(days=32)).replace(day=1)
+    return int(start.timestamp() * 1000), int(following.timestamp() * 1000) - 1
+
+
+def shown_rows(statement: dict[str, Any]) -> list[dict[str, Any]]:
+    """`setFilteredStatement`: the rows the card page shows. It hides reversals, expiries and
+    declines, and an authorisation once it has completed (its settlement shows instead)."""
+    rows = []
+    for entry in statement["entry"]:
+        kind = (entry.get("txId") or entry["transactionId"])["type"]
+        if kind in ("AUTHORISATION_REVERSAL", "AUTHORISATION_EXPIRY", "AUTHORISATION_DECLINE"):
+            continue
+        fields = entry.get("additionalFields") or {}
+        if kind == "AUTHORISATION" and fields.get("authorisationState") == "COMPLETED":
+            continue
+        rows.append(entry)
+    return rows
+
+
+def row(entry: dict[str, Any]) -> dict[str, Any]:
+    """What a shown row reads (`StatementItem` and its entry components), with the types they
+    need: every one of these rows prints `cardholderFee` through `Intl.NumberFormat`, which
+    throws without a currency."""
+    kind = entry["transactionId"]["type"]
+    assert isinstance(entry["processedTimestamp"], int)
+    amount, fee = entry["transactionAmount"], entry["cardholderFee"]
+    for money in (amount, fee):
+        assert isinstance(money["currency"], str) and isinstance(money["amount"], int)
+    fields = entry.get("additionalFields") or {}
+    assert all(isinstance(v, str) for v in fields.values())
+    shown: dict[str, Any] = {"type": kind, "amount": amount["amount"], "fee": fee["amount"]}
+    if kind in ("AUTHORISATION", "SETTLEMENT", "MERCHANT_REFUND"):
+        shown["merchant"] = fields["merchantName"]
+        shown["country"] = fields.get("merchantTerminalCountry")
+        shown["atm"] = fields.get("merchantTransactionType") == "CASH_WITHDRAWAL"
+    if kind == "TRANSFER":
+        shown["to"] = fields.get("destinationInstrumentFriendlyName")
+        shown["from"] = fields.get("sourceInstrumentFriendlyName")
+    return shown
+
+
+async def top_up(app: App, kind: str, card_id: str, units: int) -> dict[str, Any]:
+    """The transfer page opened from a card (`/transfer?destination=<card id>`): it loads the
+    cards and the active accounts, the user picks an account (one with at least 10.00) and an
+    amount in units, which the page sends in cents."""
+    await app.call("GET", "/managed_cards")
+    profile = "corporateManagedAccount" if kind == "corporates" else "consumerManagedAccount"
+    params = {"profileId": app.p.profiles[profile], "state": "ACTIVE", "offset": "0"}
+    accounts = (await app.call("GET", "/managed_accounts", params=params)).json()["accounts"]
+    source = accounts[0]
+    assert source["balances"]["availableBalance"] >= 1000  # else "Not enough funds."
+    made = (
+        await app.call(
+            "POST",
+            "/transfers",
+            json={
+                "profileId": app.p.profiles["transfers"],
+                "source": {"type": "managed_accounts", "id": source["id"]},
+                "destination": {"type": "managed_cards", "id": card_id},
+                "destinationAmount": {"currency": source["currency"], "amount": units * 100},
+            },
+        )
+    ).json()
+    assert digits(made["id"]) and made["state"] == "COMPLETED"
+    assert made["destination"] == {"type": "managed_cards", "id": card_id}
+    return made
+
+
+async def statement_page(app: App, card: dict[str, Any]) -> dict[str, Any]:
+    """The card page's statement: this month, newest first, 100 a page, with the filter the
+    app also sends to accounts."""
+    start, _ = month(card["creationTimestamp"])
+    _, end = month(int(time.time() * 1000))
+    params = {
+        "showFundMovementsOnly": "false",
+        "orderByTimestamp": "DESC",
+        "limit": 100,
+        "offset": 0,
+        "fromTimestamp": start,
+        "toTimestamp": end,
+    }
+    r = await app.call("GET", f"/managed_cards/{card['id']}/statement", params=params)
+    statement = r.json()
+    assert isinstance(statement["entry"], list)
+    assert statement["responseCount"] == len(statement["entry"])  # the infinite scroll's stop
+    # The download button: the same filters, `Accept: text/csv`.
+    r = await app.client.get(
+        f"{app.base}/managed_cards/{card['id']}/statement",
+        headers={**app.headers, "accept": "text/csv"},
+        params=params,
+    )
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    assert len(list(csv.DictReader(io.StringIO(r.text)))) == len(statement["entry"])
+    return statement
+
+
+@pytest.mark.parametrize("kind", ["corporates", "consumers"])
+async def test_top_up_a_card_buy_and_read_its_statement_then_delete_it(client, programme, kind):
+    app = App(client, await programme())
+    created = await register(app, kind)
+    me = await address_page(app, kind)
+    await verify_identity(app, kind, created)
+    await accounts_and_statement(app, kind)  # an account "Main" holding 1500
+    card = await add_card(app, kind, me, "Groceries")
+    assert shown_rows(await statement_page(app, card)) == []
+
+    made = await top_up(app, kind, card["id"], 10)
+    # The account's statement names the card the money went to ("To Groceries").
+    source = made["source"]["id"]
+    entries = (await app.call("GET", f"/managed_accounts/{source}/statement")).json()["entry"]
+    [out] = [e for e in entries if e["transactionId"] == {"type": "TRANSFER", "id": made["id"]}]
+    assert row(out) == {
+        "type": "TRANSFER",
+        "amount": -1000,
+        "fee": 0,
+        "to": "Groceries",
+        "from": None,
+    }
+    card = (await app.call("GET", f"/managed_cards/{card['id']}")).json()
+    assert tile(card)["balance"] == 1000
+
+    r = await app.sim(
+        f"/cards/{card['id']}/purchase",
+        {
+            "merchantName": "Corner Shop",
+            "merchantCategoryCode": "5411",
+            "transactionAmount": {"currency": card["currency"], "amount": 250},
+            "transactionCountry": "MLT",
+        },
+    )
+    assert r.json()["code"] == "APPROVED"
+    card = (await app.call("GET", f"/managed_cards/{card['id']}")).json()
+    fee = 1000 - 250 - card["balances"]["availableBalance"]
+    assert fee >= 0 and card["balances"]["actualBalance"] == 1000 - 250 - fee
+
+    statement = await statement_page(app, card)
+    kinds = [e["transactionId"]["type"] for e in statement["entry"]]
+    assert kinds == ["SETTLEMENT", "AUTHORISATION", "TRANSFER"]
+    assert [row(e) for e in shown_rows(statement)] == [
+        {
+            "type": "SETTLEMENT",
+            "amount": -250,
+            "fee": fee,
+            "merchant": "Corner Shop",
+            "country": "MT",
+            "atm": False,
+        },
+        {"type": "TRANSFER", "amount": 1000, "fee": 0, "to": None, "from": "Main"},
+    ]
+    transfer = statement["entry"][2]
+    assert transfer["transactionId"] == {"type": "TRANSFER", "id": made["id"]}
+
+    # Delete from the card page: the balance goes back to the first active account first.
+    left = card["balances"]["availableBalance"]
+    profile = "corporateManagedAccount" if kind == "corporates" else "consumerManagedAccount"
+    params = {"profileId": app.p.profiles[profile], "state": "ACTIVE", "offset": "0"}
+    account = (await app.call("GET", "/managed_accounts", params=params)).json()["accounts"][0]
+    back = (
+        await app.call(
+            "POST",
+            "/transfers",
+            json={
+                "profileId": app.p.profiles["transfers"],
+                "source": {"type": "managed_cards", "id": card["id"]},
+                "destination": {"type": "managed_accounts", "id": account["id"]},
+                "destinationAmount": {"currency": card["currency"], "amount": left},
+            },
+        )
+    ).json()
+    assert back["state"] == "COMPLETED"
+    await app.call("POST", f"/managed_cards/{card['id']}/remove", 204)
+    assert await has_destroyed_cards(app) is True
+    balances = (await app.call("GET", f"/managed_accounts/{account['id']}")).json()["balances"]
+    assert balances["availableBalance"] == account["balances"]["availableBalance"] + left
