@@ -426,6 +426,41 @@ async def test_top_up_a_card_buy_and_read_its_statement_then_delete_it(client, p
     transfer = statement["entry"][2]
     assert transfer["transactionId"] == {"type": "TRANSFER", "id": made["id"]}
 
+    # A held authorisation shows (with the page's "Pending" badge); once reversed, the
+    # reversal row is hidden and the authorisation no longer reads as pending-settlement.
+    purchase = {
+        "merchantName": "Fuel Stop",
+        "transactionAmount": {"currency": card["currency"], "amount": 100},
+        "transactionCountry": "MLT",
+    }
+    held = (await app.sim(f"/cards/{card['id']}/authorise", purchase)).json()
+    assert held["code"] == "APPROVED"
+    statement = await statement_page(app, card)
+    pending = shown_rows(statement)[0]
+    assert pending["transactionId"] == {"type": "AUTHORISATION", "id": held["authorisationId"]}
+    assert pending["additionalFields"]["authorisationState"] != "COMPLETED"
+    assert row(pending) == {
+        "type": "AUTHORISATION",
+        "amount": -100,
+        "fee": 0,
+        "merchant": "Fuel Stop",
+        "country": "MT",
+        "atm": False,
+    }
+    auth = held["authorisationId"]
+    r = await app.sim(f"/cards/{card['id']}/authorisations/{auth}/reverse")
+    assert r.json()["code"] == "COMPLETED"
+    statement = await statement_page(app, card)
+    kinds = [e["transactionId"]["type"] for e in statement["entry"]]
+    assert kinds[0] == "AUTHORISATION_REVERSAL"
+    assert [e["transactionId"]["type"] for e in shown_rows(statement)] == [
+        "AUTHORISATION",
+        "SETTLEMENT",
+        "TRANSFER",
+    ]
+    card = (await app.call("GET", f"/managed_cards/{card['id']}")).json()
+    assert card["balances"]["availableBalance"] == 1000 - 250 - fee
+
     # Delete from the card page: the balance goes back to the first active account first.
     left = card["balances"]["availableBalance"]
     profile = "corporateManagedAccount" if kind == "corporates" else "consumerManagedAccount"
