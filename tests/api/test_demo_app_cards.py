@@ -15,7 +15,12 @@ What the app does (its `ManagedCardsApi`, `store/cards.ts` and the `managed-card
   components (never a number in clear) and builds its month filter from `creationTimestamp`;
 - the edit page reads `friendlyName` and `cardholderMobileNumber` (parsed as an international
   number) and patches `friendlyName` (and, for a corporate, `cardholderMobileNumber`);
-- freeze, unfreeze and delete post to `block`, `unblock` and `remove` without a body.
+- freeze, unfreeze and delete post to `block`, `unblock` and `remove` without a body; delete
+  first transfers a non-zero balance back to the first active account;
+- "add funds" opens the transfer page, which transfers from an account to the card;
+- the statement page asks for this month (`fromTimestamp`/`toTimestamp` in ms, `DESC`, 100 a
+  page, `showFundMovementsOnly=false`), hides reversals, expiries, declines and completed
+  authorisations, and prints every shown row's `cardholderFee`; download asks for `text/csv`.
 """
 
 from __future__ import annotations
