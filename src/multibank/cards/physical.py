@@ -224,6 +224,7 @@ async def pin_unblock(ctx: Ctx, owner: Owner, card_id: str) -> None:
     card, _ = await service.load(ctx, owner, card_id, for_update=True)
     _usable(card)
     card.pin_blocked = False
+    card.pin_failures = 0  # three more wrong PINs block it again (D25)
     await ctx.db.flush()
 
 
