@@ -5,17 +5,21 @@ replacement while a prepaid card holds an open authorisation."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
 
 from multibank.cards.models import ManagedCard
 from multibank.cards.physical import PIN_LABEL
+from tests.api.test_card_assign import assign, make_pool, programme_name
+from tests.api.test_card_assign import prepaid as pool_profile
 from tests.api.test_card_lifecycle import advance_to, month_start, relogin
 from tests.api.test_card_payments import (
     AUTHORISATIONS,
     balances,
     buy,
+    ledger_ok,
     purchase,
     reveal,
     simulate,
@@ -30,6 +34,7 @@ from tests.api.test_physical_cards import (
 )
 from tests.api.test_webhooks import deliver, hooked  # noqa: F401 (the fixture)
 from tests.factories import Identity, verified
+from tests.test_cli import cli, cli_env, ok  # noqa: F401 (the fixture)
 
 PORTAL = "/portal/api/programmes"
 
@@ -337,3 +342,95 @@ async def test_profile_rules_are_validated_as_a_cards_and_only_on_card_profiles(
         {"blockedMerchantIds": [None, "9"], "allowCashback": None},
     )
     assert r.status_code == 200 and r.json()["spendRules"] == {"blockedMerchantIds": ["9"]}
+
+
+# Physical pool cards (D31)
+
+
+async def test_physical_pool_cards_are_activated_and_pay_card_present(
+    cli_env,  # noqa: F811
+    client,
+    container,
+    programme,
+    admin_headers,
+):
+    p = await programme()
+    name = await programme_name(client, admin_headers, p)
+    made = json.loads(
+        ok(
+            await cli(
+                "cards", "pool", "create", "--programme", name, "--profile",
+                pool_profile(p, "corporate"), "--count", "1", "--physical", "--json",
+            )
+        )
+    )  # fmt: skip
+    r = await client.post(
+        f"{PORTAL}/{p.id}/card_pool",
+        headers=admin_headers,
+        json={"profileId": pool_profile(p, "corporate"), "count": 1, "physical": True},
+    )
+    assert r.status_code == 201, r.text
+    made += r.json()["cards"]
+    ident = await verified(client, p, "corporates")
+    for pool_card in made:
+        r = await assign(client, ident, pool_card)
+        assert r.status_code == 200, r.text
+        card = r.json()
+        assert card["type"] == "PHYSICAL" and card["state"] == {"state": "ACTIVE"}
+        details = card["physicalCardDetails"]
+        assert details["manufacturingState"] == "DELIVERED"
+        assert details["pendingActivation"] is False and details["pinBlocked"] is False
+        assert details["replacement"] == {"replacementId": "0"}
+        # Already activated: a second activation is refused, the PIN can be read.
+        r = await phys(client, ident, card["id"], "activate", {"activationCode": "123456"})
+        assert r.status_code == 409 and r.json()["errorCode"] == "INSTRUMENT_ALREADY_ACTIVATED"
+        pin = await pin_of(client, ident, card["id"])
+        assert len(pin) == 4 and pin.isdigit()
+        await fund(container, p, card["id"], 1000)
+        assert await present(client, p, card["id"], 100, other_pin(pin)) == "DENIED_OTHER"
+        assert await present(client, p, card["id"], 100, pin) == "APPROVED"
+        assert await present(client, p, card["id"], 100) == "APPROVED"
+        assert await balances(client, ident, f"managed_cards/{card['id']}") == (780, 780)
+    # A virtual pool card stays virtual: card-present use is not permitted.
+    virtual = (await make_pool(client, admin_headers, p, "corporate", 1))[0]
+    r = await assign(client, ident, virtual)
+    assert r.status_code == 200 and r.json()["type"] == "VIRTUAL", r.text
+    await fund(container, p, r.json()["id"], 1000)
+    assert await present(client, p, r.json()["id"], 100) == "DENIED_OTHER"
+
+
+# Lost/stolen replacement with an open authorisation (cards.md §3.12)
+
+
+async def test_a_replacement_takes_only_money_not_held(client, container, programme, admin_headers):
+    p = await programme()
+    ident = await verified(client, p)
+    card = await activated(client, ident)
+    cid = card["id"]
+    await fund(container, p, cid, 1000)
+    held = await simulate(client, p, f"{cid}/authorise", buy(300))
+    other = await simulate(client, p, f"{cid}/authorise", buy(200))
+    assert held["code"] == other["code"] == "APPROVED"
+    assert await balances(client, ident, f"managed_cards/{cid}") == (500, 1000)
+    assert (await phys(client, ident, cid, "report_stolen")).status_code == 204
+    r = await phys(client, ident, cid, "replace_lost_stolen", {"activationCode": "777"})
+    assert r.status_code == 200, r.text
+    assert r.json()["balances"] == {"availableBalance": 0, "actualBalance": 500}
+    new_id = r.json()["physicalCardDetails"]["replacement"]["replacementId"]
+    assert await balances(client, ident, f"managed_cards/{new_id}") == (500, 500)
+    await ledger_ok(client, admin_headers, p)
+    # The holds stay on the old card: one settles (no fee is left to take), one is reversed.
+    path = f"{cid}/authorisations/{held['authorisationId']}"
+    assert (await simulate(client, p, f"{path}/settle"))["code"] == "COMPLETED"
+    assert await balances(client, ident, f"managed_cards/{cid}") == (0, 200)
+    path = f"{cid}/authorisations/{other['authorisationId']}"
+    assert (await simulate(client, p, f"{path}/reverse"))["code"] == "COMPLETED"
+    # A released hold goes back where it was taken from: the old card's account (decision 0052).
+    assert await balances(client, ident, f"managed_cards/{cid}") == (200, 200)
+    assert await balances(client, ident, f"managed_cards/{new_id}") == (500, 500)
+    # Neither is open any more, and the destroyed card takes no new purchase.
+    assert (await simulate(client, p, f"{path}/settle"))["code"] == (
+        "DENIED_AUTHORISATION_NOT_PENDING"
+    )
+    assert (await purchase(client, p, cid, 10))["code"] == "DENIED_CARD_INACTIVE"
+    await ledger_ok(client, admin_headers, p)
