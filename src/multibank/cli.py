@@ -363,6 +363,7 @@ def serve(
     base = f"http://{host}:{port}"
     lines = [
         f"multibank serving on {base} ({'SQLite' if settings.is_sqlite else 'PostgreSQL'})",
+        f"  start here:      {base}/ (API key, quick start)  portal: {base}/portal/",
         f"  3.29.1 (latest): {base}/multi        docs: {base}/multi/docs",
         f"  3.29.1:          {base}/3.29.1/multi docs: {base}/3.29.1/multi/docs",
         f"  3.1.0:           {base}/3.1.0/multi  docs: {base}/3.1.0/multi/docs",
