@@ -2,7 +2,9 @@
 start to its exit, the interpreter's start-up and every import included (issue 35 §6: each
 answers in at most 1 s). A bare `python -c pass` is timed beside them as the floor no command
 can go below. Prints, per command, the median, min and max wall seconds of `--runs` runs
-(after one warm-up run that is not counted) and the median's multiple of the floor.
+(after one warm-up run that is not counted), the median CPU seconds (user + system, the
+operating system's accounting of the finished child: what a busy machine does not inflate) and
+the median wall's multiple of the floor.
 
 Usage: .venv/bin/python bench/bench_cli_help.py [--runs 5] [--multibank .venv/bin/multibank]
 """
@@ -10,6 +12,7 @@ Usage: .venv/bin/python bench/bench_cli_help.py [--runs 5] [--multibank .venv/bi
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -37,18 +40,26 @@ def commands() -> list[tuple[str, ...]]:
     return found
 
 
-def timed(argv: list[str], runs: int) -> list[float]:
-    """Wall seconds of `runs` runs of `argv` (one warm-up first, not counted)."""
-    out: list[float] = []
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def timed(argv: list[str], runs: int) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds of `runs` runs of `argv` (one warm-up first, not counted)."""
+    walls: list[float] = []
+    cpus: list[float] = []
     for i in range(runs + 1):
+        cpu = _children_cpu()
         start = time.perf_counter()
         done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         took = time.perf_counter() - start
         if done.returncode != 0:
             sys.exit(f"{argv} exited {done.returncode}: {done.stderr.decode()[:500]}")
         if i:
-            out.append(took)
-    return out
+            walls.append(took)
+            cpus.append(_children_cpu() - cpu)
+    return walls, cpus
 
 
 def main() -> None:
@@ -59,17 +70,21 @@ def main() -> None:
     multibank = Path(args.multibank)
     # The interpreter the command starts with (its shebang), for the floor.
     python = multibank.read_text().splitlines()[0].removeprefix("#!").strip()
-    floor = statistics.median(timed([python, "-c", "pass"], args.runs))
-    print(f"{'command':<40}{'median s':>10}{'min s':>8}{'max s':>8}{'x floor':>9}")
-    print(f"{'python -c pass (floor)':<40}{floor:>10.3f}")
+    walls, cpus = timed([python, "-c", "pass"], args.runs)
+    floor = statistics.median(walls)
+    print(f"{'command':<40}{'wall s':>8}{'min':>7}{'max':>7}{'cpu s':>7}{'x floor':>9}")
+    print(f"{'python -c pass (floor)':<40}{floor:>8.3f}{'':>14}{statistics.median(cpus):>7.3f}")
     worst = 0.0
     for path in commands():
-        runs = timed([str(multibank), *path, "--help"], args.runs)
-        median = statistics.median(runs)
+        walls, cpus = timed([str(multibank), *path, "--help"], args.runs)
+        median = statistics.median(walls)
         worst = max(worst, median)
         name = " ".join(("multibank", *path, "--help"))
-        print(f"{name:<40}{median:>10.3f}{min(runs):>8.3f}{max(runs):>8.3f}{median / floor:>9.1f}")
-    print(f"slowest median: {worst:.3f} s")
+        print(
+            f"{name:<40}{median:>8.3f}{min(walls):>7.3f}{max(walls):>7.3f}"
+            f"{statistics.median(cpus):>7.3f}{median / floor:>9.1f}"
+        )
+    print(f"slowest median wall: {worst:.3f} s")
 
 
 if __name__ == "__main__":
