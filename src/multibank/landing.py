@@ -401,7 +401,8 @@ def _quick_start(base: str, root: str, sandbox: Sandbox, key: str, email: str) -
         f"JSON it answered (here its {_code('id')} object's {_code('id')}), e.g. "
         f"{_code('CORP=1234567890')}: the next steps use {_code('$CORP')}, "
         f"{_code('$USER_ID')}, {_code('$TOKEN')} and {_code('$ACCOUNT')}. Each answer is "
-        "followed by its HTTP status.</p>",
+        "followed by its HTTP status. With jq, "
+        '<a href="#quick-start-jq">the same steps as one script</a> set them for you.</p>',
     ]
     if sandbox.step_up_required:
         out.append(
