@@ -25,8 +25,8 @@ from multibank.kernel.errors import Conflict, NotFound
 
 # The server's modules (SQLAlchemy and the models, pydantic's schemas and settings, uvicorn, the
 # FastAPI app) are imported inside the commands that use them, never here: `multibank --help`
-# and every command's `--help` load only typer, and answer in well under a second
-# (tests/test_cli_help.py checks that importing this module loads none of them).
+# and every command's `--help` load typer alone and wait for none of the server (decision 0050;
+# tests/test_cli_help.py checks that importing this module loads none of them).
 if TYPE_CHECKING:
     from multibank.kernel.db import Database
     from multibank.programmes.schemas import ProgrammeDescription
