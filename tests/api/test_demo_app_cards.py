@@ -255,11 +255,6 @@ async def test_a_consumers_edit_page_sends_its_phone_input_object_and_is_refused
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the cards page sends state=ACTIVE,BLOCKED (and state= to show destroyed cards); "
-    "the server takes repeated keys only and answers 400 (the lead decides)",
-)
 async def test_the_cards_page_state_filter_as_the_app_sends_it(client, programme):
     app = App(client, await programme())
     created = await register(app, "corporates")
