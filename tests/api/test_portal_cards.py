@@ -1,0 +1,524 @@
+"""The operator's side of cards through the operator API (D24, D32): card profiles, card fees,
+the programme's cards with masked numbers, SYSTEM block and unblock, and each card's
+authorisations; every route admin-only, another programme's card unknown, and the full card
+number in no answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from multibank.cards.models import CardMovement, ManagedCard
+from multibank.kernel.ids import new_id
+from multibank.ledger import service as ledger
+from multibank.ledger.models import SETTLEMENT
+from tests.api.test_managed_cards import LATEST, act, card_body, create, debit_card, get
+from tests.api.test_portal import BAD_AUTH, assert_not_found
+from tests.api.test_webhooks import deliver, hooked  # noqa: F401 (the fixture)
+from tests.factories import Identity, verified
+
+PORTAL = "/portal/api/programmes"
+CARD_KINDS = {
+    "corporatePrepaidManagedCard": ("CORPORATE", "PREPAID_MODE"),
+    "corporateDebitManagedCard": ("CORPORATE", "DEBIT_MODE"),
+    "consumerPrepaidManagedCard": ("CONSUMER", "PREPAID_MODE"),
+    "consumerDebitManagedCard": ("CONSUMER", "DEBIT_MODE"),
+}
+DEFAULT_CARD_FEES = {
+    "purchase": {"EUR": 10, "GBP": 10, "USD": 10},
+    "refund": {"EUR": 0, "GBP": 0, "USD": 0},
+    "atmWithdrawal": {"EUR": 0, "GBP": 0, "USD": 0},
+}
+STATE_CHANGE = "/hooks/managed_cards/state_change/watch"
+
+
+async def operator(
+    client: httpx.AsyncClient,
+    admin: dict[str, str],
+    method: str,
+    path: str,
+    json: Any = None,
+    params: Any = None,
+) -> httpx.Response:
+    return await client.request(method, f"{PORTAL}{path}", headers=admin, json=json, params=params)
+
+
+async def full_number(container: Any, card_id: str) -> str:
+    """The card's number, decrypted from its stored form: the one thing no answer may hold."""
+    async with container.db.transaction() as session:
+        card = await session.get(ManagedCard, int(card_id))
+        assert card is not None
+        number: str = container.card_keyring.decrypt(card.number_encrypted, card.id)
+    assert len(number) == 16 and number.isdigit()
+    return number
+
+
+async def card_step(
+    container: Any,
+    p_id: str,
+    card_id: str,
+    type_: str,
+    state: str = "COMPLETED",
+    authorisation_id: int | None = None,
+    **details: Any,
+) -> int:
+    """One card payment step as the contract writes it: a ledger transaction of `type_` whose
+    details name the card and its authorisation, and its `card_movements` row. (Its postings are
+    the money slice's; the operator reads the transaction's type, state and details only.)"""
+    async with container.db.transaction() as session:
+        now = container.clock.now_ms()
+        tid = new_id()
+        written = await ledger.post(
+            session,
+            programme_id=int(p_id),
+            type_=type_,
+            legs=[],
+            now_ms=now,
+            state=state,
+            transaction_id=tid,
+            details={
+                "cardId": card_id,
+                "authorisationId": str(authorisation_id or tid),
+                **details,
+            },
+        )
+        session.add(
+            CardMovement(
+                transaction_id=written.id,
+                programme_id=int(p_id),
+                card_id=int(card_id),
+                account_id=int(card_id),
+                kind=type_,
+                created_at=now,
+            )
+        )
+    return written.id
+
+
+async def fund(container: Any, p_id: str, card_id: str, amount: int) -> None:
+    async with container.db.transaction() as session:
+        settlement = await ledger.system_account(session, int(p_id), SETTLEMENT, "EUR", 0)
+        await ledger.post(
+            session,
+            programme_id=int(p_id),
+            type_="DEPOSIT",
+            legs=[
+                ledger.Leg(int(card_id), "EUR", amount, amount),
+                ledger.Leg(settlement, "EUR", -amount, -amount, guarded=False),
+            ],
+            now_ms=container.clock.now_ms(),
+        )
+
+
+# Card profiles
+
+
+async def test_card_profiles_list_the_four_profiles_and_their_settings(
+    client, admin_headers, programme
+):
+    p = await programme()
+    r = await operator(client, admin_headers, "GET", f"/{p.id}/card_profiles")
+    assert r.status_code == 200, r.text
+    got = {c["kind"]: c for c in r.json()}
+    assert set(got) == set(CARD_KINDS)
+    for kind, (identity_type, mode) in CARD_KINDS.items():
+        assert got[kind] == {
+            "id": p.profiles[kind],
+            "kind": kind,
+            "identityType": identity_type,
+            "mode": mode,
+            "currencies": ["EUR", "GBP", "USD"],
+            "active": True,
+            "cardBrand": "MASTERCARD",
+            "bin": "555555",
+            "expiryPeriodMonths": 36,
+            "renewalType": "NO_RENEW",
+            "authorisationExpiryDays": 7,
+        }
+
+
+async def test_a_card_profile_switched_off_refuses_new_cards(client, admin_headers, programme):
+    p = await programme()
+    ident = await verified(client, p)
+    prof = p.profiles["corporatePrepaidManagedCard"]
+    r = await operator(
+        client, admin_headers, "PATCH", f"/{p.id}/profiles/{prof}", json={"active": False}
+    )
+    assert r.status_code == 200, r.text
+    r = await operator(client, admin_headers, "GET", f"/{p.id}/card_profiles")
+    assert {c["kind"]: c["active"] for c in r.json()}["corporatePrepaidManagedCard"] is False
+    r = await client.post(f"{LATEST}/managed_cards", headers=ident.headers, json=card_body(ident))
+    assert r.status_code == 409 and r.json()["errorCode"] == "PROFILE_INACTIVE"
+    r = await operator(
+        client, admin_headers, "PATCH", f"/{p.id}/profiles/{prof}", json={"currencies": ["EUR"]}
+    )
+    assert r.status_code == 200 and r.json()["currencies"] == ["EUR"]
+
+
+# Card fees
+
+
+async def test_card_fees_get_and_put(client, admin_headers, programme):
+    p = await programme()
+    r = await operator(client, admin_headers, "GET", f"/{p.id}/card_fees")
+    assert r.status_code == 200, r.text
+    assert r.json() == DEFAULT_CARD_FEES
+    r = await operator(
+        client,
+        admin_headers,
+        "PUT",
+        f"/{p.id}/card_fees",
+        json={"purchase": {"GBP": 25}, "atmWithdrawal": {"EUR": 150, "USD": 0}},
+    )
+    assert r.status_code == 200, r.text
+    expected = {
+        "purchase": {"EUR": 10, "GBP": 25, "USD": 10},
+        "refund": {"EUR": 0, "GBP": 0, "USD": 0},
+        "atmWithdrawal": {"EUR": 150, "GBP": 0, "USD": 0},
+    }
+    assert r.json() == expected
+    assert (await operator(client, admin_headers, "GET", f"/{p.id}/card_fees")).json() == expected
+    summary = (await operator(client, admin_headers, "GET", f"/{p.id}/summary")).json()
+    assert summary["cardFees"] == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "says"),
+    [
+        ({"purchase": {"CHF": 5}}, 409, "CURRENCY_NOT_SUPPORTED_BY_PROFILE"),
+        ({"purchase": {"EUR": -1}}, 400, "purchase.EUR"),
+        ({"cashback": {"EUR": 1}}, 400, "cashback"),
+        ({"refund": {"eur": 1}}, 400, "refund"),
+        ({"refund": {"EUR": "ten"}}, 400, "refund.EUR"),
+    ],
+)
+async def test_card_fee_refusals_change_nothing(
+    client, admin_headers, programme, body, status, says
+):
+    p = await programme()
+    r = await operator(client, admin_headers, "PUT", f"/{p.id}/card_fees", json=body)
+    assert r.status_code == status, r.text
+    if status == 409:
+        assert r.json()["errorCode"] == says
+    else:
+        fields = [f["fieldName"] for f in r.json()["syntaxErrors"]["invalidFields"]]
+        assert any(says in f for f in fields), fields
+    r = await operator(client, admin_headers, "GET", f"/{p.id}/card_fees")
+    assert r.json() == DEFAULT_CARD_FEES
+
+
+# Cards: lists, one card, masked numbers
+
+
+async def test_card_lists_per_programme_and_per_identity(
+    client, admin_headers, programme, container
+):
+    p = await programme()
+    ada = await verified(client, p)
+    bob = await verified(client, p, "consumers")
+    first = await create(client, ada)
+    second = await debit_card(client, ada)
+    third = await create(client, bob)
+    await fund(container, p.id, first["id"], 700)
+
+    r = await operator(client, admin_headers, "GET", f"/{p.id}/managed_cards")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["count"] == 3
+    assert [c["id"] for c in body["cards"]] == [third["id"], second["id"], first["id"]]
+    by_id = {c["id"]: c for c in body["cards"]}
+    prepaid = by_id[first["id"]]
+    assert prepaid["identity"] == {"type": "CORPORATE", "id": ada.id}
+    assert prepaid["mode"] == "PREPAID_MODE" and prepaid["state"] == {"state": "ACTIVE"}
+    assert prepaid["balances"] == {"availableBalance": 700, "actualBalance": 700}
+    assert prepaid["maskedCardNumber"] == (
+        f"{first['cardNumberFirstSix']}******{first['cardNumberLastFour']}"
+    )
+    debit = by_id[second["id"]]
+    assert debit["mode"] == "DEBIT_MODE"
+    assert debit["parentManagedAccountId"] == second["parentManagedAccountId"]
+    assert debit["balances"] == {"availableBalance": 0, "actualBalance": 0}
+    assert by_id[third["id"]]["identity"] == {"type": "CONSUMER", "id": bob.id}
+
+    r = await operator(
+        client, admin_headers, "GET", f"/{p.id}/managed_cards", params={"identityId": ada.id}
+    )
+    assert r.json()["count"] == 2
+    assert [c["id"] for c in r.json()["cards"]] == [second["id"], first["id"]]
+    r = await operator(
+        client, admin_headers, "GET", f"/{p.id}/managed_cards", params={"identityId": "1"}
+    )
+    assert r.json() == {"cards": [], "count": 0}
+    r = await operator(
+        client,
+        admin_headers,
+        "GET",
+        f"/{p.id}/managed_cards",
+        params={"limit": 1, "offset": 1},
+    )
+    assert r.json()["count"] == 3 and [c["id"] for c in r.json()["cards"]] == [second["id"]]
+    r = await operator(
+        client, admin_headers, "GET", f"/{p.id}/managed_cards", params={"state": "BLOCKED"}
+    )
+    assert r.json()["count"] == 0
+    r = await operator(
+        client, admin_headers, "GET", f"/{p.id}/managed_cards", params={"state": "LOST"}
+    )
+    assert r.status_code == 400, r.text
+
+    r = await operator(client, admin_headers, "GET", f"/{p.id}/managed_cards/{first['id']}")
+    assert r.status_code == 200, r.text
+    assert r.json() == prepaid
+
+
+async def test_no_portal_answer_holds_a_full_card_number(
+    client, admin_headers, programme, container
+):
+    p = await programme()
+    ident = await verified(client, p)
+    cards = [await create(client, ident), await debit_card(client, ident)]
+    numbers = [await full_number(container, c["id"]) for c in cards]
+    await card_step(
+        container, p.id, cards[0]["id"], "AUTHORISATION", "PENDING", merchantName="Shop"
+    )
+    answers = []
+    for path in (
+        f"/{p.id}/managed_cards",
+        f"/{p.id}/managed_cards?identityId={ident.id}",
+        *(f"/{p.id}/managed_cards/{c['id']}" for c in cards),
+        *(f"/{p.id}/managed_cards/{c['id']}/authorisations" for c in cards),
+    ):
+        r = await operator(client, admin_headers, "GET", path)
+        assert r.status_code == 200, (path, r.text)
+        answers.append(r.text)
+    for number in numbers:
+        for text in answers:
+            assert number not in text
+        masked = f"{number[:6]}******{number[-4:]}"
+        assert any(masked in text for text in answers)
+
+
+# SYSTEM block and unblock (D24)
+
+
+async def test_a_system_block_cannot_be_lifted_by_the_user(client, admin_headers, programme):
+    p = await programme()
+    ident = await verified(client, p)
+    card = await create(client, ident)
+    base = f"/{p.id}/managed_cards/{card['id']}"
+    r = await operator(client, admin_headers, "POST", f"{base}/block")
+    assert r.status_code == 204, r.text
+    assert (await get(client, ident, card["id"]))["state"] == {
+        "state": "BLOCKED",
+        "blockedReason": "SYSTEM",
+    }
+    r = await act(client, ident, card["id"], "unblock")
+    assert r.status_code == 409 and r.json()["errorCode"] == "INSTRUMENT_INACTIVE"
+    # A second SYSTEM block is refused as the user's is.
+    r = await operator(client, admin_headers, "POST", f"{base}/block")
+    assert r.status_code == 409 and r.json()["errorCode"] == "INSTRUMENT_ALREADY_BLOCKED"
+    # The user may not block over it either (already blocked).
+    r = await act(client, ident, card["id"], "block")
+    assert r.status_code == 409 and r.json()["errorCode"] == "INSTRUMENT_ALREADY_BLOCKED"
+    seen = await operator(client, admin_headers, "GET", base)
+    assert seen.json()["state"] == {"state": "BLOCKED", "blockedReason": "SYSTEM"}
+
+    r = await operator(client, admin_headers, "POST", f"{base}/unblock")
+    assert r.status_code == 204, r.text
+    assert (await get(client, ident, card["id"]))["state"] == {"state": "ACTIVE"}
+    r = await operator(client, admin_headers, "POST", f"{base}/unblock")
+    assert r.status_code == 409 and r.json()["errorCode"] == "INSTRUMENT_NOT_BLOCKED"
+
+
+async def test_a_system_block_over_a_users_block_and_the_operators_unblock(
+    client, admin_headers, programme
+):
+    p = await programme()
+    ident = await verified(client, p)
+    card = await create(client, ident)
+    base = f"/{p.id}/managed_cards/{card['id']}"
+    assert (await act(client, ident, card["id"], "block")).status_code == 204
+    # The operator does not lift the user's own block.
+    r = await operator(client, admin_headers, "POST", f"{base}/unblock")
+    assert r.status_code == 409 and r.json()["errorCode"] == "INSTRUMENT_NOT_BLOCKED"
+    assert (await get(client, ident, card["id"]))["state"]["blockedReason"] == "USER"
+    # A SYSTEM block over it takes over: the user can no longer unblock.
+    assert (await operator(client, admin_headers, "POST", f"{base}/block")).status_code == 204
+    assert (await get(client, ident, card["id"]))["state"]["blockedReason"] == "SYSTEM"
+    r = await act(client, ident, card["id"], "unblock")
+    assert r.status_code == 409 and r.json()["errorCode"] == "INSTRUMENT_INACTIVE"
+    assert (await operator(client, admin_headers, "POST", f"{base}/unblock")).status_code == 204
+    assert (await get(client, ident, card["id"]))["state"] == {"state": "ACTIVE"}
+
+
+async def test_a_removed_card_cannot_be_blocked_or_unblocked(client, admin_headers, programme):
+    p = await programme()
+    ident = await verified(client, p)
+    card = await create(client, ident)
+    assert (await act(client, ident, card["id"], "remove")).status_code == 204
+    for action in ("block", "unblock"):
+        r = await operator(
+            client, admin_headers, "POST", f"/{p.id}/managed_cards/{card['id']}/{action}"
+        )
+        assert r.status_code == 409 and r.json()["errorCode"] == "INSTRUMENT_DESTROYED"
+
+
+async def test_system_block_and_unblock_are_state_change_events(
+    client,
+    admin_headers,
+    container,
+    hooked,  # noqa: F811
+):
+    p, receiver = hooked
+    ident = await verified(client, p)
+    card = await create(client, ident)
+    base = f"/{p.id}/managed_cards/{card['id']}"
+    assert (await operator(client, admin_headers, "POST", f"{base}/block")).status_code == 204
+    assert (await operator(client, admin_headers, "POST", f"{base}/unblock")).status_code == 204
+    # Refused ones send nothing.
+    assert (await operator(client, admin_headers, "POST", f"{base}/unblock")).status_code == 409
+    await deliver(container)
+    events = [r.json for r in receiver.received if r.path == STATE_CHANGE]
+    assert [e["eventType"] for e in events] == ["BLOCKED", "UNBLOCKED"]
+    assert events[0]["id"] == {"type": "managed_cards", "id": card["id"]}
+    assert events[0]["state"] == {"state": "BLOCKED", "blockedReason": "SYSTEM"}
+    assert events[1]["state"] == {"state": "ACTIVE"}
+
+
+# Authorisations
+
+
+async def test_a_cards_authorisations_with_their_state(client, admin_headers, programme, container):
+    p = await programme()
+    ident = await verified(client, p)
+    card = await create(client, ident)
+    other = await create(client, ident)
+    merchant = {
+        "merchantName": "Corner Café",
+        "merchantCategoryCode": "5812",
+        "merchantId": "M-1",
+        "merchantTerminalCountry": "MT",
+        "merchantTransactionType": "SALE_PURCHASE",
+        "authorisationCode": "123456",
+        "transactionAmount": {"currency": "EUR", "amount": -250},
+        "cardholderFee": 0,
+    }
+    settled = await card_step(container, p.id, card["id"], "AUTHORISATION", "COMPLETED", **merchant)
+    settlement = await card_step(
+        container, p.id, card["id"], "SETTLEMENT", authorisation_id=settled, cardholderFee=10
+    )
+    reversed_ = await card_step(container, p.id, card["id"], "AUTHORISATION", "REVERSED")
+    reversal = await card_step(
+        container, p.id, card["id"], "AUTHORISATION_REVERSAL", authorisation_id=reversed_
+    )
+    pending = await card_step(container, p.id, card["id"], "AUTHORISATION", "PENDING", **merchant)
+    await card_step(container, p.id, other["id"], "AUTHORISATION", "PENDING")
+
+    r = await operator(
+        client, admin_headers, "GET", f"/{p.id}/managed_cards/{card['id']}/authorisations"
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["count"] == 3
+    got = body["authorisations"]
+    assert [(a["id"], a["state"]) for a in got] == [
+        (str(pending), "PENDING"),
+        (str(reversed_), "REVERSED"),
+        (str(settled), "COMPLETED"),
+    ]
+    assert got[0]["steps"] == []
+    assert [(s["id"], s["type"]) for s in got[1]["steps"]] == [
+        (str(reversal), "AUTHORISATION_REVERSAL")
+    ]
+    assert [(s["id"], s["type"]) for s in got[2]["steps"]] == [(str(settlement), "SETTLEMENT")]
+    for key, value in merchant.items():
+        if key != "cardholderFee":
+            assert got[2][key] == value
+    r = await operator(
+        client,
+        admin_headers,
+        "GET",
+        f"/{p.id}/managed_cards/{card['id']}/authorisations",
+        params={"limit": 1, "offset": 2},
+    )
+    assert [a["id"] for a in r.json()["authorisations"]] == [str(settled)]
+    r = await operator(
+        client, admin_headers, "GET", f"/{p.id}/managed_cards/{other['id']}/authorisations"
+    )
+    assert r.json()["count"] == 1
+
+
+# Refused callers
+
+
+def card_routes(p_id: str, card_id: str) -> list[tuple[str, str, dict[str, Any] | None]]:
+    card = f"/{p_id}/managed_cards/{card_id}"
+    return [
+        ("GET", f"/{p_id}/card_profiles", None),
+        ("GET", f"/{p_id}/card_fees", None),
+        ("PUT", f"/{p_id}/card_fees", {"purchase": {"EUR": 99}}),
+        ("GET", f"/{p_id}/managed_cards", None),
+        ("GET", card, None),
+        ("GET", f"{card}/authorisations", None),
+        ("POST", f"{card}/block", None),
+        ("POST", f"{card}/unblock", None),
+    ]
+
+
+async def test_every_card_route_refuses_a_missing_or_wrong_admin_token(
+    client, admin_headers, programme
+):
+    p = await programme()
+    ident = await verified(client, p)
+    card = await create(client, ident)
+    wrong = []
+    for method, path, body in card_routes(p.id, card["id"]):
+        for label, headers in {**BAD_AUTH, "api-key": {"api-key": p.api_key}}.items():
+            r = await client.request(method, f"{PORTAL}{path}", headers=headers, json=body)
+            if r.status_code != 401 or r.content != b"":
+                wrong.append(f"{label} {method} {path}: {r.status_code}")
+    assert not wrong, "\n".join(wrong)
+    # Nothing changed.
+    assert (await get(client, ident, card["id"]))["state"] == {"state": "ACTIVE"}
+    r = await operator(client, admin_headers, "GET", f"/{p.id}/card_fees")
+    assert r.json() == DEFAULT_CARD_FEES
+
+
+async def test_another_programmes_card_is_not_found(client, admin_headers, programme):
+    mine = await programme()
+    theirs = await programme()
+    ident: Identity = await verified(client, theirs)
+    card = await create(client, ident)
+    for method, path, _ in card_routes(mine.id, card["id"])[4:]:
+        assert_not_found(await operator(client, admin_headers, method, path))
+    for unknown in ("1", str(2**63)):
+        for method, path, _ in card_routes(theirs.id, unknown)[4:]:
+            assert_not_found(await operator(client, admin_headers, method, path))
+    r = await operator(
+        client, admin_headers, "GET", f"/{mine.id}/managed_cards", params={"identityId": ident.id}
+    )
+    assert r.json() == {"cards": [], "count": 0}
+    assert (await get(client, ident, card["id"]))["state"] == {"state": "ACTIVE"}
+    # An unknown programme is 404 too.
+    for method, path, body in card_routes("1", card["id"]):
+        assert_not_found(await operator(client, admin_headers, method, path, json=body))
+
+
+async def test_the_card_routes_are_in_the_operator_api_description(client):
+    doc = (await client.get("/portal/api/openapi.json")).json()
+    ops = {op["operationId"]: op for item in doc["paths"].values() for op in item.values()}
+    for name in (
+        "cardProfilesList",
+        "cardFeesGet",
+        "cardFeesUpdate",
+        "operatorCardsList",
+        "operatorCardGet",
+        "operatorCardAuthorisations",
+        "managedCardSystemBlock",
+        "managedCardSystemUnblock",
+    ):
+        assert name in ops, name
+    block = ops["managedCardSystemBlock"]["responses"]
+    assert {"204", "401", "404", "409"} <= set(block)
