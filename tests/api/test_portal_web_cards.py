@@ -45,6 +45,8 @@ async def test_the_cards_page_lists_masked_cards_and_filters_by_customer(
     assert "Ada &lt;travel&gt;" in listed and "Ada <travel>" not in listed  # escaped
     assert "12.34" in listed and "PREPAID_MODE" in listed and "DEBIT_MODE" in listed
 
+    customer = await page(browser, f"{base}/customers/{ada.id}")
+    assert f'href="{base}/cards?identity={ada.id}"' in customer
     mine = await page(browser, f"{base}/cards?identity={ada.id}")
     assert f"{base}/cards/{prepaid['id']}" in mine and f"{base}/cards/{debit['id']}" in mine
     assert f"{base}/cards/{bobs['id']}" not in mine
