@@ -656,6 +656,7 @@ EVERY_COMMAND = [
     ("webhooks", "listen", "--port", "0"),
     ("webhooks", "deliver"),
     ("sandbox", "seed"),
+    ("cards", "pool", "create", "--profile", "1", "--count", "1"),
 ]  # fmt: skip
 # Those that work on a database `serve` or `db upgrade` made, and never make one themselves.
 ON_A_MADE_DATABASE = [args for args in EVERY_COMMAND if args[0] not in ("serve", "db")]
@@ -669,7 +670,7 @@ def test_every_command_is_listed_here() -> None:
         return [leaf for name, sub in subs.items() for leaf in leaves((*path, name), sub)]
 
     commands = set(leaves((), typer.main.get_command(cli_app)))
-    listed = [next(args[:n] for n in (1, 2) if args[:n] in commands) for args in EVERY_COMMAND]
+    listed = [next(args[:n] for n in (1, 2, 3) if args[:n] in commands) for args in EVERY_COMMAND]
     assert sorted(listed) == sorted(commands)
 
 

@@ -16,6 +16,7 @@ from multibank.ledger import service as ledger
 from multibank.ledger.models import SETTLEMENT
 from tests.api.test_managed_cards import LATEST, act, card_body, create, debit_card, get
 from tests.api.test_portal import BAD_AUTH, assert_not_found
+from tests.api.test_portal_web import browser, page  # noqa: F401 (the fixture)
 from tests.api.test_webhooks import deliver, hooked  # noqa: F401 (the fixture)
 from tests.factories import Identity, verified
 
@@ -522,3 +523,30 @@ async def test_the_card_routes_are_in_the_operator_api_description(client):
         assert name in ops, name
     block = ops["managedCardSystemBlock"]["responses"]
     assert {"204", "401", "404", "409"} <= set(block)
+
+
+async def test_an_unassigned_pool_card_is_listed_without_an_owner(
+    browser,  # noqa: F811
+    client,
+    admin_headers,
+    programme,
+):
+    p = await programme()
+    r = await operator(
+        client,
+        admin_headers,
+        "POST",
+        f"/{p.id}/card_pool",
+        json={"profileId": p.profiles["corporatePrepaidManagedCard"], "count": 1},
+    )
+    assert r.status_code == 201, r.text
+    reference = r.json()["cards"][0]["externalReference"]
+    r = await operator(client, admin_headers, "GET", f"/{p.id}/managed_cards")
+    assert r.status_code == 200, r.text
+    [card] = r.json()["cards"]
+    assert card["identity"] is None and card["poolReference"] == reference
+    assert card["maskedCardNumber"].startswith("555555******")
+    listed = await page(browser, f"/portal/programmes/{p.id}/cards")
+    assert "card pool" in listed
+    shown = await page(browser, f"/portal/programmes/{p.id}/cards/{card['id']}")
+    assert "in the card pool" in shown and reference in shown

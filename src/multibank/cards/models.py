@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    UniqueConstraint,
+    false,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from multibank.kernel.db import ID, Base
@@ -19,11 +29,20 @@ class ManagedCard(Base):
         UniqueConstraint("programme_id", "number_hash"),
         UniqueConstraint("external_handle"),
         Index("ix_managed_cards_parent", "parent_account_id"),
+        # The background step finds the cards whose next manufacturing step is due (D25).
+        Index("ix_managed_cards_manufacturing_due", "manufacturing_due_at"),
+        # The cards whose next lifecycle step (about-to-expire notice, expiry or renewal) is
+        # due: the programme clock's steps read this index, never every card (cards/lifecycle.py).
+        Index("ix_managed_cards_lifecycle_due", "lifecycle_due_at"),
+        # A pool card's reference is unique in its programme (D31); NULL for other cards.
+        UniqueConstraint("programme_id", "pool_reference"),
     )
 
     id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
     programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
-    identity_id: Mapped[int] = mapped_column(ForeignKey("identities.id"))
+    # NULL only while the card waits unassigned in the programme's card pool (D31): no owner's
+    # query returns it until `POST /managed_cards/assign` gives it an identity.
+    identity_id: Mapped[int | None] = mapped_column(ForeignKey("identities.id"), nullable=True)
     identity_type: Mapped[str] = mapped_column(String(10))
     profile_id: Mapped[int] = mapped_column(ForeignKey("profiles.id"))
     mode: Mapped[str] = mapped_column(String(12))  # PREPAID_MODE | DEBIT_MODE
@@ -58,11 +77,54 @@ class ManagedCard(Base):
     expiry_period_months: Mapped[int] = mapped_column(Integer)
     renewal_type: Mapped[str] = mapped_column(String(10))  # NO_RENEW | RENEW
     created_at: Mapped[int]
+    # Programme-clock ms at which the card's expiry month ends (D24): past it, a NO_RENEW card
+    # is destroyed and a renewing one renewed.
+    expires_at: Mapped[int] = mapped_column(BigInteger)
+    # When CARD_ABOUT_TO_EXPIRE was sent for the current expiry (once); NULL before, and again
+    # after a renewal.
+    expiry_notice_at: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # When the card's next lifecycle step falls due (programme clock): the start of its expiry
+    # month until the notice is sent, then `expires_at`; NULL once destroyed.
+    lifecycle_due_at: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # A pool card's externalReference (its activation code's keyed hash is
+    # `activation_code_hash`, shared with the physical activation code).
+    pool_reference: Mapped[str | None] = mapped_column(String(50), nullable=True)
     # The card-level spend rules in their wire form (D22); NULL while none are set, and again
     # once the card is destroyed (its rules are gone).
     spend_rules: Mapped[dict[str, Any] | None] = mapped_column(
         JSON(none_as_null=True), nullable=True
     )
+    # Physical card (D25): NULL until the card is upgraded. `manufacturing_state` is the marker
+    # of an upgraded card; `type` stays VIRTUAL until its first activation.
+    product_reference: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    carrier_type: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    delivery_address: Mapped[dict[str, Any] | None] = mapped_column(
+        JSON(none_as_null=True), nullable=True
+    )
+    delivery_method: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    pending_activation: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    pin_blocked: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # REQUESTED | SENT_FOR_FULFILLMENT | DISPATCHED | DELIVERED
+    manufacturing_state: Mapped[str | None] = mapped_column(String(24), nullable=True)
+    # Programme-clock ms: when the current manufacturing run was requested (upgrade, damaged
+    # or lost/stolen replacement), and when its next step falls due (NULL: none is due).
+    manufacturing_requested_at: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    manufacturing_due_at: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # The activation code (of a physical card, or of a pool card at assign) as a keyed hash
+    # bound to the card (card verification key, never in clear); the PIN
+    # encrypted as the number is, under an associated-data label of its own.
+    activation_code_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    pin_encrypted: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # The replacement of this card: its own id (DAMAGED) or the new card's (LOST_STOLEN).
+    replacement_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    replacement_reason: Mapped[str | None] = mapped_column(String(12), nullable=True)
+    # LOST or STOLEN once reported: a user-blocked card reported lost keeps its USER block
+    # reason (observed), so the report needs a column of its own.
+    reported: Mapped[str | None] = mapped_column(String(6), nullable=True)
+
+    @property
+    def upgraded(self) -> bool:
+        return self.manufacturing_state is not None
 
 
 class CardMovement(Base):
@@ -81,4 +143,21 @@ class CardMovement(Base):
     # The ledger account whose money moved: the prepaid card's own, or the debit card's parent.
     account_id: Mapped[int] = mapped_column(ForeignKey("ledger_accounts.id"))
     kind: Mapped[str] = mapped_column(String(30))
+    created_at: Mapped[int]
+
+
+class CardDataToken(Base):
+    """A value the sandbox's `secure_session/tokenize` turned into a token (D21: a chosen PIN
+    for an upgrade). The value is encrypted under the card-data key with the row's id and its
+    own associated-data label; a token made with an owner's Bearer token is that identity's."""
+
+    __tablename__ = "card_data_tokens"
+    __table_args__ = (UniqueConstraint("programme_id", "token"),)
+
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
+    programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
+    identity_id: Mapped[int | None] = mapped_column(ForeignKey("identities.id"), nullable=True)
+    token: Mapped[str] = mapped_column(String(24))
+    field: Mapped[str] = mapped_column(String(12))  # CARD_NUMBER | CVV | PIN | PASSWORD
+    value_encrypted: Mapped[str] = mapped_column(String(300))
     created_at: Mapped[int]

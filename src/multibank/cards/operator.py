@@ -72,7 +72,10 @@ def card_view(card: ManagedCard, balance: LedgerAccount | None) -> dict[str, Any
     card's parent account's) and no more of the number than its first six and last four."""
     body: dict[str, Any] = {
         "id": str(card.id),
-        "identity": {"type": card.identity_type, "id": str(card.identity_id)},
+        # None while the card waits unassigned in the programme's card pool (D31).
+        "identity": None
+        if card.identity_id is None
+        else {"type": card.identity_type, "id": str(card.identity_id)},
         "profileId": str(card.profile_id),
         "mode": card.mode,
         "type": card.type,
@@ -91,6 +94,10 @@ def card_view(card: ManagedCard, balance: LedgerAccount | None) -> dict[str, Any
     }
     if card.parent_account_id is not None:
         body["parentManagedAccountId"] = str(card.parent_account_id)
+    if card.pool_reference is not None:
+        body["poolReference"] = card.pool_reference
+    if card.manufacturing_state is not None:
+        body["manufacturingState"] = card.manufacturing_state
     if balance is not None:
         body["balances"] = {"availableBalance": balance.available, "actualBalance": balance.actual}
     return body
@@ -149,7 +156,12 @@ async def get(
 
 
 def _marked_lost_or_stolen(card: ManagedCard) -> bool:
-    return card.blocked_reason == "LOST" or card.destroyed_reason in ("LOST", "STOLEN")
+    # `reported`: a card reported lost or stolen, whatever its block reason (cards/physical.py).
+    return (
+        card.reported is not None
+        or card.blocked_reason == "LOST"
+        or card.destroyed_reason in ("LOST", "STOLEN")
+    )
 
 
 async def system_block(ctx: Ctx, card: ManagedCard) -> None:

@@ -71,8 +71,6 @@ class Filters:
     mode: str | None = None
     tag: str | None = None
     parent_account_id: int | None = None
-    # No card is physical yet (physical cards come later in issue 34): a manufacturing-state
-    # filter matches none.
     manufacturing_states: Sequence[str] = ()
 
 
@@ -127,7 +125,7 @@ async def page(
     if f.created_to is not None:
         conditions.append(c.created_at <= f.created_to)
     if f.manufacturing_states:
-        return 0, []
+        conditions.append(c.manufacturing_state.in_(list(f.manufacturing_states)))
     stmt = of_owner(programme_id, identity_id).where(*conditions)  # type: ignore[arg-type]
     total = (await db.execute(select(func.count()).select_from(stmt.subquery()))).scalar_one()
     rows = (

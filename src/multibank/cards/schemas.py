@@ -138,6 +138,35 @@ class AvailableToSpend(BaseModel):
     interval: str
 
 
+class DeliveryAddressRead(BaseModel):
+    name: str
+    surname: str
+    addressLine1: str
+    addressLine2: str | None = None
+    city: str
+    postCode: str
+    state: str | None = None
+    country: str
+
+
+class ReplacementRead(BaseModel):
+    replacementId: DigitsId
+    replacementReason: Literal["DAMAGED", "LOST_STOLEN", "EXPIRED"] | None = None
+
+
+class PhysicalCardDetailsRead(BaseModel):
+    """Present once the card is upgraded (D25); `type` stays VIRTUAL until activation."""
+
+    productReference: str | None = None
+    carrierType: str | None = None
+    pendingActivation: bool
+    pinBlocked: bool
+    manufacturingState: Literal["REQUESTED", "SENT_FOR_FULFILLMENT", "DISPATCHED", "DELIVERED"]
+    replacement: ReplacementRead
+    deliveryAddress: DeliveryAddressRead | None = None
+    deliveryMethod: DeliveryMethod | None = None
+
+
 class ManagedCardRead(BaseModel):
     """Prepaid cards carry `balances`; debit cards `parentManagedAccountId` and
     `availableToSpend`. `cardNumber` and `cvv` are tokens (D20)."""
@@ -170,6 +199,7 @@ class ManagedCardRead(BaseModel):
     balances: CardBalances | None = None
     parentManagedAccountId: DigitsId | None = None
     availableToSpend: list[AvailableToSpend] | None = None
+    physicalCardDetails: PhysicalCardDetailsRead | None = None
 
 
 class ManagedCardsPage(BaseModel):

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from multibank.accounts import repository as accounts
 from multibank.accounts.service import Owner
-from multibank.cards import events
+from multibank.cards import events, lifecycle, manufacturing
 from multibank.cards import repository as repo
 from multibank.cards.models import ManagedCard
 from multibank.cards.schemas import DigitalWallets, ManagedCardCreate, ManagedCardUpdate
@@ -59,6 +59,10 @@ def new_number() -> str:
     """The BIN, 9 random digits, the Luhn check digit (D20)."""
     partial = SANDBOX_BIN + "".join(secrets.choice("0123456789") for _ in range(9))
     return partial + luhn_digit(partial)
+
+
+def new_handle() -> str:
+    return "".join(secrets.choice(_HANDLE_ALPHABET) for _ in range(TOKEN_LENGTH))
 
 
 def mmyy(now_ms: int, months_on: int = 0) -> str:
@@ -134,7 +138,7 @@ async def create(ctx: Ctx, keys: CardKeyring, owner: Owner, data: ManagedCardCre
         profile_id=profile.id,
         mode=data.mode,
         parent_account_id=parent_id,
-        external_handle="".join(secrets.choice(_HANDLE_ALPHABET) for _ in range(TOKEN_LENGTH)),
+        external_handle=new_handle(),
         friendly_name=data.friendlyName,
         tag=data.tag,
         currency=currency,
@@ -157,6 +161,7 @@ async def create(ctx: Ctx, keys: CardKeyring, owner: Owner, data: ManagedCardCre
         renewal_type=renewal_of(data.renewalType),
         created_at=ctx.now,
     )
+    lifecycle.schedule(card)
     ctx.db.add(card)
     await ctx.db.flush()
     return card
@@ -172,20 +177,33 @@ async def load(ctx: Ctx, owner: Owner, card_id: str, for_update: bool = False) -
     )
     if row is None:
         raise NotFound("Managed card not found")
+    if manufacturing.is_due(ctx, row[0]):
+        # A manufacturing step the programme clock made due is taken by the card's next read.
+        await manufacturing.advance(ctx, row[0])
     return row
 
 
 async def page(
     ctx: Ctx, owner: Owner, filters: repo.Filters, offset: int, limit: int | None
 ) -> tuple[int, list[repo.Row]]:
-    return await repo.page(
-        ctx.db,
-        ctx.programme.id,
-        owner.identity_id,
-        filters,
-        offset,
-        min(limit or MAX_PAGE, MAX_PAGE),
-    )
+    async def read() -> tuple[int, list[repo.Row]]:
+        return await repo.page(
+            ctx.db,
+            ctx.programme.id,
+            owner.identity_id,
+            filters,
+            offset,
+            min(limit or MAX_PAGE, MAX_PAGE),
+        )
+
+    total, rows = await read()
+    due = [card for card, _ in rows if manufacturing.is_due(ctx, card)]
+    if due:
+        for card in due:
+            await manufacturing.advance(ctx, card)
+        # A step may take a card out of a manufacturing-state filter.
+        total, rows = await read()
+    return total, rows
 
 
 async def update(ctx: Ctx, owner: Owner, card_id: str, data: ManagedCardUpdate) -> repo.Row:
@@ -194,8 +212,8 @@ async def update(ctx: Ctx, owner: Owner, card_id: str, data: ManagedCardUpdate) 
     sent = data.model_fields_set
     if card.state == DESTROYED:
         raise Conflict("INSTRUMENT_DESTROYED")
-    if card.type != "PHYSICAL" and ({"deliveryAddress", "deliveryMethod"} & sent):
-        # Delivery details belong to physical cards, which come later in issue 34.
+    if not card.upgraded and ({"deliveryAddress", "deliveryMethod"} & sent):
+        # Delivery details belong to cards upgraded to physical, activated or not (§3.5).
         raise Conflict("INSTRUMENT_NOT_PHYSICAL")
     _switched_off(data.digitalWallets, data.authForwardingDefaultTimeoutDecision)
     if "tag" in sent:
@@ -210,6 +228,10 @@ async def update(ctx: Ctx, owner: Owner, card_id: str, data: ManagedCardUpdate) 
         card.cardholder_mobile = data.cardholderMobileNumber
     if data.billingAddress is not None:
         card.billing_address = data.billingAddress.model_dump(exclude_none=True)
+    if data.deliveryAddress is not None:
+        card.delivery_address = data.deliveryAddress.model_dump(exclude_none=True)
+    if data.deliveryMethod is not None:
+        card.delivery_method = data.deliveryMethod
     renewal_changed = False
     if data.renewalType is not None:
         renewal_changed = card.renewal_type != renewal_of(data.renewalType)
@@ -222,7 +244,12 @@ async def update(ctx: Ctx, owner: Owner, card_id: str, data: ManagedCardUpdate) 
 
 
 def _marked_lost_or_stolen(card: ManagedCard) -> bool:
-    return card.blocked_reason == "LOST" or card.destroyed_reason in ("LOST", "STOLEN")
+    # `reported`: a user-blocked card reported lost keeps its USER reason (D25, physical.py).
+    return (
+        card.reported is not None
+        or card.blocked_reason == "LOST"
+        or card.destroyed_reason in ("LOST", "STOLEN")
+    )
 
 
 async def block(ctx: Ctx, owner: Owner, card_id: str) -> None:

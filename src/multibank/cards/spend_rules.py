@@ -68,7 +68,8 @@ async def writable(ctx: Ctx, owner: Owner, card_id: str) -> ManagedCard:
 async def read(ctx: Ctx, owner: Owner, card_id: str) -> dict[str, Any]:
     """`AllLevelSpendRules`: the card level at top level and in `cardLevelSpendRules`."""
     card, _ = await service.load(ctx, owner, card_id)
-    rules = dict(card.spend_rules or {})
+    # A stolen card keeps its rules for its replacement (physical.py); destroyed, it has none.
+    rules = dict(card.spend_rules or {}) if card.state != service.DESTROYED else {}
     return {
         **rules,
         "cardLevelSpendRules": rules,

@@ -37,8 +37,11 @@ def _derive(secret: bytes, label: str) -> bytes:
     return hmac.new(secret, label.encode(), hashlib.sha256).digest()
 
 
-def _associated(kid: str, card_id: int) -> bytes:
-    return f"{SCHEME}|{kid}|{card_id}".encode()
+def _associated(kid: str, card_id: int, label: str = "") -> bytes:
+    # The number's associated data has no label; other values (a PIN, a tokenised value) name
+    # theirs, so that no stored value decrypts as another kind of value.
+    base = f"{SCHEME}|{kid}|{card_id}"
+    return (f"{base}|{label}" if label else base).encode()
 
 
 def _b64(data: bytes) -> str:
@@ -90,18 +93,19 @@ class CardKeyring:
         self.lookup_key = _derive(raw, "card number lookup")
         self.cvv_key = _derive(raw, "card verification value")
         self.token_key = _derive(raw, "card data token")
+        self.activation_key = _derive(raw, "physical card activation code")
 
     @property
     def current_kid(self) -> str:
         return self.keys[0].kid
 
-    def encrypt(self, plaintext: str, card_id: int) -> str:
+    def encrypt(self, plaintext: str, card_id: int, label: str = "") -> str:
         key = self.keys[0]
         nonce = secrets.token_bytes(NONCE_BYTES)
-        sealed = key.aead.encrypt(nonce, plaintext.encode(), _associated(key.kid, card_id))
+        sealed = key.aead.encrypt(nonce, plaintext.encode(), _associated(key.kid, card_id, label))
         return f"{SCHEME}:{key.kid}:{_b64(nonce + sealed)}"
 
-    def decrypt(self, stored: str, card_id: int) -> str:
+    def decrypt(self, stored: str, card_id: int, label: str = "") -> str:
         scheme, _, rest = stored.partition(":")
         kid, _, payload = rest.partition(":")
         key = self.by_kid.get(kid)
@@ -110,16 +114,30 @@ class CardKeyring:
         raw = _unb64(payload)
         try:
             plain = key.aead.decrypt(
-                raw[:NONCE_BYTES], raw[NONCE_BYTES:], _associated(kid, card_id)
+                raw[:NONCE_BYTES], raw[NONCE_BYTES:], _associated(kid, card_id, label)
             )
         except InvalidTag:
             raise CardDataError("card data altered or of another card") from None
         return plain.decode()
 
-    def reencrypt(self, stored: str, card_id: int) -> str:
+    def reencrypt(self, stored: str, card_id: int, label: str = "") -> str:
         """The same value under the current key (rotation: run over every card, then drop the
         old key)."""
-        return self.encrypt(self.decrypt(stored, card_id), card_id)
+        return self.encrypt(self.decrypt(stored, card_id, label), card_id, label)
+
+    def activation_hash(self, card_id: int, code: str) -> str:
+        """A physical card's activation code, kept only as this keyed hash (D25)."""
+        return hmac.new(
+            self.activation_key, f"{card_id}|{code}".encode(), hashlib.sha256
+        ).hexdigest()
+
+    def random_token(self) -> str:
+        """A token of the same alphabet and length as `token`, drawn at random (tokenised
+        values that belong to no card yet)."""
+        chars = [secrets.choice(_TOKEN_ALPHABET) for _ in range(TOKEN_LENGTH)]
+        if not any(c in _LETTERS for c in chars):
+            chars[0] = secrets.choice(_LETTERS)
+        return "".join(chars)
 
     def lookup_hash(self, number: str) -> str:
         return hmac.new(self.lookup_key, number.encode(), hashlib.sha256).hexdigest()

@@ -64,7 +64,8 @@ class OperatorCardRead(BaseModel):
     digits (`maskedCardNumber`: first six, six asterisks, last four)."""
 
     id: str
-    identity: CardIdentity
+    # None while the card waits unassigned in the card pool.
+    identity: CardIdentity | None
     profileId: str
     mode: str
     type: str
@@ -81,6 +82,8 @@ class OperatorCardRead(BaseModel):
     renewalType: str
     creationTimestamp: int
     parentManagedAccountId: str | None = None
+    poolReference: str | None = None
+    manufacturingState: str | None = None
     # The money the card spends: a prepaid card's own, a debit card's parent account's.
     balances: CardBalances | None = None
 

@@ -19,6 +19,7 @@ from multibank.api.openapi import DescribedApp, answers, not_found
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.kernel.errors import NotFound, Unauthorized
 from multibank.ledger.verify import verify_alone
+from multibank.portal import card_pool
 from multibank.portal.guard import admin_authenticated
 from multibank.programmes import repository, service
 from multibank.programmes.context import Ctx
@@ -354,6 +355,7 @@ async def ledger_verify(programme: ProgrammePath, container: AppContainer) -> di
     return {"ok": not violations, "violations": [v.__dict__ for v in violations]}
 
 
+router.include_router(card_pool.router)  # after the routes above: it takes the admin check
 ROUTERS: list[APIRouter] = [router]
 
 

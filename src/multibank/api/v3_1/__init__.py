@@ -61,6 +61,16 @@ REMOVED: set[str] = {
     "managedCardSpendRulesUpdate",
     "managedCardSpendRulesSet",
     "managedCardSpendRulesDelete",
+    "managedCardPhysicalUpgrade",
+    "managedCardPhysicalActivate",
+    "managedCardPhysicalPinGet",
+    "managedCardPhysicalPinUnBlock",
+    "managedCardPhysicalReplaceDamaged",
+    "managedCardPhysicalReportLost",
+    "managedCardPhysicalReportStolen",
+    "managedCardPhysicalReplaceLostOrStolen",
+    "managedCardPhysicalContactlessLimitReset",
+    "managedCardAssign",
 }
 # Routers whose routes replace the 3.29.1 route of the same method and path, or add 3.1.0-only ones.
 OVERRIDES: list[APIRouter] = [

@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from multibank.api.v3_29 import (
     access,
+    card_assign,
     consumers,
     corporates,
     factors,
@@ -14,6 +15,7 @@ from multibank.api.v3_29 import (
     managed_cards,
     outgoing_wire_transfers,
     passwords,
+    physical_cards,
     sends,
     statements,
     stepup,
@@ -30,7 +32,9 @@ ROUTERS: list[APIRouter] = [
     consumers.router,
     users.router,
     managed_accounts.router,
+    card_assign.router,  # before managed_cards: /managed_cards/assign is not a card id
     managed_cards.router,
+    physical_cards.router,
     statements.router,
     fees.router,
     transfers.router,

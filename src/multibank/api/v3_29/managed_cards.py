@@ -18,7 +18,7 @@ from multibank.api.deps import (
     conflicts,
 )
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.cards import repository, service, spend_rules
+from multibank.cards import lifecycle, manufacturing, repository, service, spend_rules
 from multibank.cards.models import ManagedCard
 from multibank.cards.schemas import (
     AllLevelSpendRules,
@@ -120,6 +120,9 @@ def card_body(
             {"value": {"currency": card.currency, "amount": 0}, "interval": "ALWAYS"}
         ]
         body["availableToSpend"] = limits
+    physical = manufacturing.details(card)
+    if physical is not None:
+        body["physicalCardDetails"] = physical
     return body
 
 
@@ -187,6 +190,9 @@ async def managed_cards_get(
         manufacturing_states=manufacturingState or (),
     )
     total, rows = await service.page(session.ctx, owner(session), filters, offset, limit)
+    # Expiry and renewal due by the programme clock happen before the answer (D24).
+    if await lifecycle.refresh(container.db, container.clock, session.ctx, (c for c, _ in rows)):
+        total, rows = await service.page(session.ctx, owner(session), filters, offset, limit)
     keys = container.card_keys()
     return {
         "cards": [card_body(keys, *row) for row in rows],
@@ -226,7 +232,10 @@ async def managed_card_get(
     id: CardId, session: StepUpRequired, container: AppContainer
 ) -> dict[str, Any]:
     """One of the caller's identity's cards; another identity's is 404."""
-    return card_body(container.card_keys(), *await service.load(session.ctx, owner(session), id))
+    row = await service.load(session.ctx, owner(session), id)
+    if await lifecycle.refresh(container.db, container.clock, session.ctx, [row[0]]):
+        row = await service.load(session.ctx, owner(session), id)
+    return card_body(container.card_keys(), *row)
 
 
 @router.patch(

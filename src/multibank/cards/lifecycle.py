@@ -1,0 +1,310 @@
+"""Card expiry and renewal on the programme clock (D24, D26, D27).
+
+A card runs from its creation month for `expiryPeriodMonths`; `expires_at` is the first instant
+(UTC, programme clock) after its expiry month. At the start of the expiry month a
+`CARD_ABOUT_TO_EXPIRE` event is sent once (`expiry_notice_at` records it); once `expires_at`
+has passed, a `NO_RENEW` card becomes `DESTROYED`/`EXPIRED` (state_change `DESTROYED` and
+`CARD_EXPIRED`), and a renewing card is renewed: same number, expiry moved one period on, its
+`version` raised so the CVV and its token change (`CARD_RENEWED`).
+
+`lifecycle_due_at` is when the card's next step falls due (indexed): the clock's steps read only
+the due cards, never every card. Whoever finds a card due takes its step, in a transaction of
+its own holding the card's row (`SKIP LOCKED`: a row another transaction holds is left to it),
+re-read under the lock, so each step happens once however many processes look: every server
+process's `CardLifecycleWorker`, the simulator's `clock/advance` once its new time is committed
+(`catch_up`), and a read of the card (`refresh`), which answers the card as the clock has it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from sqlalchemy import BigInteger, Select, bindparam, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from multibank.cards import events
+from multibank.cards.models import ManagedCard
+from multibank.kernel import conflicts
+from multibank.kernel.clock import Clock
+from multibank.kernel.db import Database
+from multibank.kernel.errors import Conflict
+from multibank.kernel.loop import PeriodicWorker
+from multibank.programmes.context import Ctx
+from multibank.programmes.models import Programme
+
+log = logging.getLogger("multibank.cards")
+BATCH = 50
+# A clock moved far ahead renews a card once per period it passed; a bound, so that a card whose
+# data would never stop being due cannot hold a step forever (100 years of 1-month periods).
+MAX_STEPS = 1200
+DESTROYED = "DESTROYED"
+_NOW = bindparam("now", type_=BigInteger)  # the server's clock: each programme adds its offset
+_IN = bindparam("programme_id", type_=BigInteger)
+
+_CARDS_DUE = (
+    select(ManagedCard.id)
+    .join(Programme, Programme.id == ManagedCard.programme_id)
+    .where(
+        ManagedCard.lifecycle_due_at.is_not(None),
+        ManagedCard.lifecycle_due_at <= _NOW + Programme.clock_offset_ms,
+    )
+    .order_by(ManagedCard.lifecycle_due_at)
+    .limit(BATCH)
+)
+_CARDS_DUE_IN = _CARDS_DUE.where(ManagedCard.programme_id == _IN)
+
+
+# Months on the programme clock (UTC)
+
+
+def month_start(ms: int, months_on: int = 0) -> int:
+    """Epoch ms of the first instant of the month `months_on` after the month of `ms`."""
+    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    index = at.year * 12 + at.month - 1 + months_on
+    return int(datetime(index // 12, index % 12 + 1, 1, tzinfo=UTC).timestamp() * 1000)
+
+
+def mmyy_at(ms: int) -> str:
+    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return f"{at.month:02d}{at.year % 100:02d}"
+
+
+def notice_at(card: ManagedCard) -> int:
+    """The start of the expiry month: one month before the card expires."""
+    return month_start(card.expires_at, -1)
+
+
+def schedule(card: ManagedCard) -> None:
+    """A new card's expiry from its creation time and period (its `expiry_mmyy` is the last
+    month of validity), and its first step: the about-to-expire notice."""
+    card.expires_at = month_start(card.created_at, card.expiry_period_months + 1)
+    card.expiry_notice_at = None
+    card.lifecycle_due_at = notice_at(card)
+
+
+def is_due(ctx: Ctx, card: ManagedCard) -> bool:
+    return card.lifecycle_due_at is not None and card.lifecycle_due_at <= ctx.now
+
+
+def marked_lost_or_stolen(card: ManagedCard) -> bool:
+    return card.blocked_reason == "LOST" or card.destroyed_reason in ("LOST", "STOLEN")
+
+
+# The steps (the caller holds the card's row)
+
+
+async def expire(ctx: Ctx, card: ManagedCard) -> None:
+    """The card ends DESTROYED/EXPIRED; its spend rules go with it (D22). A prepaid card's money
+    stays on its account."""
+    card.state, card.blocked_reason, card.destroyed_reason = DESTROYED, None, "EXPIRED"
+    card.spend_rules = None
+    card.lifecycle_due_at = None
+    await ctx.db.flush()
+    if card.identity_id is not None:  # an unassigned pool card has nobody to tell
+        await events.state_change(ctx, card, events.DESTROYED)
+        await events.expiry(ctx, card, events.EXPIRED)
+
+
+async def renew(ctx: Ctx, card: ManagedCard, issued: int) -> None:
+    """Same number, reissued in the month of `issued`: as a new card, its expiry month is that
+    month one period on. The raised version changes the CVV (derived from number, expiry and
+    version, D21) and its token."""
+    start = month_start(issued)
+    card.version += 1
+    card.start_mmyy = mmyy_at(start)
+    card.expiry_mmyy = mmyy_at(month_start(start, card.expiry_period_months))
+    card.expires_at = month_start(start, card.expiry_period_months + 1)
+    card.expiry_notice_at = None
+    card.lifecycle_due_at = notice_at(card)
+    await ctx.db.flush()
+    if card.identity_id is not None:
+        await events.expiry(ctx, card, events.RENEWED, renewal_timestamp=ctx.now)
+
+
+async def notify(ctx: Ctx, card: ManagedCard) -> None:
+    """CARD_ABOUT_TO_EXPIRE, recorded so the clock sends it once per expiry."""
+    card.expiry_notice_at = ctx.now
+    card.lifecycle_due_at = card.expires_at
+    await ctx.db.flush()
+    if card.identity_id is not None:
+        await events.expiry(ctx, card, events.ABOUT_TO_EXPIRE)
+
+
+async def step(ctx: Ctx, card: ManagedCard) -> bool:
+    """Every step due by `ctx.now`, in order; True when one was taken. Past its expiry a card
+    gets no late notice: the expiry (or renewal) says more."""
+    taken = False
+    for _ in range(MAX_STEPS):
+        if not is_due(ctx, card):
+            break
+        taken = True
+        if card.state == DESTROYED:
+            card.lifecycle_due_at = None
+            await ctx.db.flush()
+            break
+        if ctx.now >= card.expires_at:
+            # A card reported lost is replaced by a new card, not renewed (decision 0048).
+            if card.renewal_type == "NO_RENEW" or marked_lost_or_stolen(card):
+                await expire(ctx, card)
+            else:
+                # Reissued in its expiry month: the expiry moves exactly one period on.
+                await renew(ctx, card, notice_at(card))
+        else:
+            await notify(ctx, card)
+    return taken
+
+
+# The simulator's operations (D26, cards.md §6.2); the caller holds the card's row.
+
+
+async def assigned_card(ctx: Ctx, card_id: int) -> ManagedCard | None:
+    """A card of the programme that has an owner (not one waiting in the pool), locked."""
+    stmt = (
+        select(ManagedCard)
+        .where(
+            ManagedCard.programme_id == ctx.programme.id,
+            ManagedCard.id == card_id,
+            ManagedCard.identity_id.is_not(None),
+        )
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    card = (await ctx.db.execute(stmt)).scalar_one_or_none()
+    if card is not None and is_due(ctx, card):
+        await step(ctx, card)  # what the clock already did comes first
+    return card
+
+
+async def simulate_expire(ctx: Ctx, card: ManagedCard) -> None:
+    if card.state == DESTROYED:
+        raise Conflict("INSTRUMENT_DESTROYED")
+    if card.renewal_type != "NO_RENEW":
+        raise Conflict("INSTRUMENT_NOT_EXPIRABLE")
+    await expire(ctx, card)
+
+
+async def simulate_about_to_expire(ctx: Ctx, card: ManagedCard) -> None:
+    if card.state == DESTROYED:
+        raise Conflict("INSTRUMENT_DESTROYED")
+    card.expiry_notice_at = ctx.now
+    card.lifecycle_due_at = card.expires_at
+    await ctx.db.flush()
+    await events.expiry(ctx, card, events.ABOUT_TO_EXPIRE)
+
+
+async def simulate_renew(ctx: Ctx, card: ManagedCard) -> None:
+    """Renewed now: reissued this month, expiring one period on."""
+    if marked_lost_or_stolen(card):
+        raise Conflict("INSTRUMENT_MARKED_LOST_STOLEN")
+    if card.state == DESTROYED:
+        raise Conflict("INSTRUMENT_DESTROYED")
+    if card.renewal_type == "NO_RENEW":
+        raise Conflict("INSTRUMENT_NOT_RENEWABLE")
+    await renew(ctx, card, ctx.now)
+
+
+# Who takes the steps
+
+
+async def _ctx(session: AsyncSession, clock: Clock, programme_id: int) -> Ctx | None:
+    programme = await session.get(Programme, programme_id, populate_existing=True)
+    if programme is None:
+        return None
+    return Ctx(session, programme, clock.now_ms(programme.clock_offset_ms))
+
+
+async def _take(session: AsyncSession, clock: Clock, card_id: int) -> bool:
+    """The card's due steps, unless another transaction holds its row or it moved on."""
+    stmt = (
+        select(ManagedCard)
+        .where(ManagedCard.id == card_id, ManagedCard.lifecycle_due_at.is_not(None))
+        .with_for_update(skip_locked=True)
+        .execution_options(populate_existing=True)
+    )
+    card = (await session.execute(stmt)).scalar_one_or_none()
+    if card is None:
+        return False
+    ctx = await _ctx(session, clock, card.programme_id)
+    if ctx is None:
+        return False
+    return await step(ctx, card)
+
+
+async def _alone(db: Database, clock: Clock, card_id: int) -> bool:
+    """`_take` in a transaction of its own; False when it lost a race in the database: what it
+    did was rolled back, and the step is still due."""
+    try:
+        async with db.transaction() as session:
+            return await _take(session, clock, card_id)
+    except Exception as error:
+        if not conflicts.lost_race(error):
+            raise
+        log.warning(
+            "a card step lost a race in the database (%s): left for the next round",
+            conflicts.sqlstate(error),
+        )
+        return False
+
+
+async def _due(db: Database, stmt: Select[int], params: dict[str, int]) -> list[int]:
+    async with db.read_sessionmaker() as session:
+        return list((await session.execute(stmt, params)).scalars())
+
+
+async def run_due(db: Database, clock: Clock) -> bool:
+    """One round of the worker over every programme; True when the batch came back full."""
+    due = await _due(db, _CARDS_DUE, {"now": clock.system_ms()})
+    for card_id in due:
+        await _alone(db, clock, card_id)
+    return len(due) >= BATCH
+
+
+async def catch_up(db: Database, clock: Clock, programme_id: int, rounds: int = 10) -> int:
+    """The steps due by the programme's clock, as committed (the simulator's `clock/advance`
+    calls it once its new time is). A card a concurrent request holds is left to the worker.
+    Answers how many cards it stepped."""
+    done = 0
+    left: set[int] = set()
+    for _ in range(rounds):
+        params = {"now": clock.system_ms(), "programme_id": programme_id}
+        due = await _due(db, _CARDS_DUE_IN, params)
+        taken = 0
+        for card_id in due:
+            if card_id in left:
+                continue
+            if await _alone(db, clock, card_id):
+                taken += 1
+            else:
+                left.add(card_id)
+        done += taken
+        if not taken:
+            break
+    return done
+
+
+async def refresh(db: Database, clock: Clock, ctx: Ctx, cards: Iterable[ManagedCard]) -> bool:
+    """Before a read answers: each of `cards` that is due is stepped in a transaction of its
+    own (the read's statements commit one at a time, and a step's change and its events must
+    commit together). True when any was due: read the cards again."""
+    due = [card.id for card in cards if is_due(ctx, card)]
+    for card_id in due:
+        await _alone(db, clock, card_id)
+    if due:
+        ctx.db.expire_all()  # the read's loaded rows are stale: its next query reloads them
+    return bool(due)
+
+
+class CardLifecycleWorker(PeriodicWorker):
+    """The loop every server process runs (the app's lifespan): card steps as they fall due."""
+
+    name = "multibank-card-lifecycle"
+
+    def __init__(self, db: Database, clock: Clock, interval: float) -> None:
+        super().__init__(interval, log)
+        self.db = db
+        self.clock = clock
+
+    async def round(self) -> bool:
+        return await run_due(self.db, self.clock)
