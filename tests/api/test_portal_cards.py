@@ -10,8 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from multibank.cards.models import CardMovement, ManagedCard
-from multibank.kernel.ids import new_id
+from multibank.cards.models import ManagedCard
 from multibank.ledger import service as ledger
 from multibank.ledger.models import SETTLEMENT
 from tests.api.test_managed_cards import LATEST, act, card_body, create, debit_card, get
@@ -21,6 +20,7 @@ from tests.api.test_webhooks import deliver, hooked  # noqa: F401 (the fixture)
 from tests.factories import Identity, verified
 
 PORTAL = "/portal/api/programmes"
+SIM = "/simulate/api"
 CARD_KINDS = {
     "corporatePrepaidManagedCard": ("CORPORATE", "PREPAID_MODE"),
     "corporateDebitManagedCard": ("CORPORATE", "DEBIT_MODE"),
@@ -56,46 +56,23 @@ async def full_number(container: Any, card_id: str) -> str:
     return number
 
 
-async def card_step(
-    container: Any,
-    p_id: str,
-    card_id: str,
-    type_: str,
-    state: str = "COMPLETED",
-    authorisation_id: int | None = None,
-    **details: Any,
-) -> int:
-    """One card payment step as the contract writes it: a ledger transaction of `type_` whose
-    details name the card and its authorisation, and its `card_movements` row. (Its postings are
-    the money slice's; the operator reads the transaction's type, state and details only.)"""
-    async with container.db.transaction() as session:
-        now = container.clock.now_ms()
-        tid = new_id()
-        written = await ledger.post(
-            session,
-            programme_id=int(p_id),
-            type_=type_,
-            legs=[],
-            now_ms=now,
-            state=state,
-            transaction_id=tid,
-            details={
-                "cardId": card_id,
-                "authorisationId": str(authorisation_id or tid),
-                **details,
-            },
-        )
-        session.add(
-            CardMovement(
-                transaction_id=written.id,
-                programme_id=int(p_id),
-                card_id=int(card_id),
-                account_id=int(card_id),
-                kind=type_,
-                created_at=now,
-            )
-        )
-    return written.id
+def buy(amount: int, **over: Any) -> dict[str, Any]:
+    return {
+        "merchantName": "Corner Café",
+        "transactionAmount": {"currency": "EUR", "amount": amount},
+        **over,
+    }
+
+
+async def simulate(
+    client: httpx.AsyncClient, p_key: str, path: str, body: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One step of a card payment through the card simulator (D26)."""
+    r = await client.post(f"{SIM}/cards/{path}", headers={"programme-key": p_key}, json=body)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    assert out["code"] in ("APPROVED", "COMPLETED"), out
+    return out
 
 
 async def fund(container: Any, p_id: str, card_id: str, amount: int) -> None:
@@ -281,9 +258,8 @@ async def test_no_portal_answer_holds_a_full_card_number(
     ident = await verified(client, p)
     cards = [await create(client, ident), await debit_card(client, ident)]
     numbers = [await full_number(container, c["id"]) for c in cards]
-    await card_step(
-        container, p.id, cards[0]["id"], "AUTHORISATION", "PENDING", merchantName="Shop"
-    )
+    await fund(container, p.id, cards[0]["id"], 500)
+    await simulate(client, p.api_key, f"{cards[0]['id']}/authorise", buy(100))
     answers = []
     for path in (
         f"/{p.id}/managed_cards",
@@ -396,59 +372,62 @@ async def test_a_cards_authorisations_with_their_state(client, admin_headers, pr
     ident = await verified(client, p)
     card = await create(client, ident)
     other = await create(client, ident)
-    merchant = {
-        "merchantName": "Corner Café",
-        "merchantCategoryCode": "5812",
-        "merchantId": "M-1",
-        "merchantTerminalCountry": "MT",
-        "merchantTransactionType": "SALE_PURCHASE",
-        "authorisationCode": "123456",
-        "transactionAmount": {"currency": "EUR", "amount": -250},
-        "cardholderFee": 0,
-    }
-    settled = await card_step(container, p.id, card["id"], "AUTHORISATION", "COMPLETED", **merchant)
-    settlement = await card_step(
-        container, p.id, card["id"], "SETTLEMENT", authorisation_id=settled, cardholderFee=10
+    for funded in (card, other):
+        await fund(container, p.id, funded["id"], 1000)
+    cid = card["id"]
+    bought = await simulate(client, p.api_key, f"{cid}/purchase", buy(250, merchantId="M-1"))
+    held = await simulate(client, p.api_key, f"{cid}/authorise", buy(100))
+    reversed_ = await simulate(
+        client, p.api_key, f"{cid}/authorisations/{held['authorisationId']}/reverse"
     )
-    reversed_ = await card_step(container, p.id, card["id"], "AUTHORISATION", "REVERSED")
-    reversal = await card_step(
-        container, p.id, card["id"], "AUTHORISATION_REVERSAL", authorisation_id=reversed_
-    )
-    pending = await card_step(container, p.id, card["id"], "AUTHORISATION", "PENDING", **merchant)
-    await card_step(container, p.id, other["id"], "AUTHORISATION", "PENDING")
+    pending = await simulate(client, p.api_key, f"{cid}/authorise", buy(50))
+    await simulate(client, p.api_key, f"{other['id']}/authorise", buy(70))
 
-    r = await operator(
-        client, admin_headers, "GET", f"/{p.id}/managed_cards/{card['id']}/authorisations"
-    )
+    r = await operator(client, admin_headers, "GET", f"/{p.id}/managed_cards/{cid}/authorisations")
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["count"] == 3
     got = body["authorisations"]
     assert [(a["id"], a["state"]) for a in got] == [
-        (str(pending), "PENDING"),
-        (str(reversed_), "REVERSED"),
-        (str(settled), "COMPLETED"),
+        (pending["authorisationId"], "PENDING"),
+        (held["authorisationId"], "REVERSED"),
+        (bought["authorisationId"], "COMPLETED"),
     ]
     assert got[0]["steps"] == []
     assert [(s["id"], s["type"]) for s in got[1]["steps"]] == [
-        (str(reversal), "AUTHORISATION_REVERSAL")
+        (reversed_["reversalId"], "AUTHORISATION_REVERSAL")
     ]
-    assert [(s["id"], s["type"]) for s in got[2]["steps"]] == [(str(settlement), "SETTLEMENT")]
-    for key, value in merchant.items():
-        if key != "cardholderFee":
-            assert got[2][key] == value
+    assert [(s["id"], s["type"]) for s in got[2]["steps"]] == [
+        (bought["settlementId"], "SETTLEMENT")
+    ]
+    purchase = got[2]
+    assert purchase["merchantName"] == "Corner Café" and purchase["merchantId"] == "M-1"
+    assert purchase["merchantTerminalCountry"] == "MT"
+    assert purchase["merchantTransactionType"] == "SALE_PURCHASE"
+    assert purchase["transactionAmount"] == {"currency": "EUR", "amount": -250}
+    assert len(purchase["authorisationCode"]) == 6 and purchase["authorisationCode"].isdigit()
     r = await operator(
         client,
         admin_headers,
         "GET",
-        f"/{p.id}/managed_cards/{card['id']}/authorisations",
+        f"/{p.id}/managed_cards/{cid}/authorisations",
         params={"limit": 1, "offset": 2},
     )
-    assert [a["id"] for a in r.json()["authorisations"]] == [str(settled)]
+    assert [a["id"] for a in r.json()["authorisations"]] == [bought["authorisationId"]]
     r = await operator(
         client, admin_headers, "GET", f"/{p.id}/managed_cards/{other['id']}/authorisations"
     )
     assert r.json()["count"] == 1
+    # A SYSTEM-blocked card is declined at the merchant: no new authorisation is listed.
+    assert (
+        await operator(client, admin_headers, "POST", f"/{p.id}/managed_cards/{cid}/block")
+    ).status_code == 204
+    r = await client.post(
+        f"{SIM}/cards/{cid}/authorise", headers={"programme-key": p.api_key}, json=buy(10)
+    )
+    assert r.status_code == 200 and r.json()["code"].startswith("DENIED"), r.text
+    r = await operator(client, admin_headers, "GET", f"/{p.id}/managed_cards/{cid}/authorisations")
+    assert r.json()["count"] == 3
 
 
 # Refused callers

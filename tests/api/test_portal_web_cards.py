@@ -8,7 +8,7 @@ from __future__ import annotations
 import html as html_lib
 
 from tests.api.test_managed_cards import act, create, debit_card, get
-from tests.api.test_portal_cards import DEFAULT_CARD_FEES, card_step, full_number, fund
+from tests.api.test_portal_cards import DEFAULT_CARD_FEES, buy, full_number, fund, simulate
 from tests.api.test_portal_web import (  # noqa: F401 (the fixture)
     PORTAL_API,
     browser,
@@ -70,20 +70,13 @@ async def test_a_card_page_shows_its_authorisations(
     p = await programme()
     ident = await verified(client, p)
     card = await create(client, ident)
-    auth = await card_step(
-        container,
-        p.id,
-        card["id"],
-        "AUTHORISATION",
-        "PENDING",
-        merchantName="<b>Bar</b>",
-        merchantTerminalCountry="MT",
-        merchantTransactionType="SALE_PURCHASE",
-        transactionAmount={"currency": "EUR", "amount": -250},
+    await fund(container, p.id, card["id"], 1000)
+    auth = await simulate(
+        client, p.api_key, f"{card['id']}/authorise", buy(250, merchantName="<b>Bar</b>")
     )
     base = f"/portal/programmes/{p.id}"
     shown = await page(browser, f"{base}/cards/{card['id']}")
-    assert str(auth) in shown and "PENDING" in shown and "SALE_PURCHASE" in shown
+    assert auth["authorisationId"] in shown and "PENDING" in shown and "SALE_PURCHASE" in shown
     assert html_lib.escape("<b>Bar</b>") in shown and "<b>Bar</b>" not in shown
     assert "-2.50" in shown
     other = await programme()
