@@ -114,6 +114,7 @@ async def test_card_profiles_list_the_four_profiles_and_their_settings(
             "expiryPeriodMonths": 36,
             "renewalType": "NO_RENEW",
             "authorisationExpiryDays": 7,
+            "spendRules": {},
         }
 
 

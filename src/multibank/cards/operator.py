@@ -62,6 +62,8 @@ async def card_profiles(db: AsyncSession, programme: Programme) -> list[dict[str
                 "expiryPeriodMonths": EXPIRY_PERIOD_MONTHS,
                 "renewalType": DEFAULT_RENEWAL,
                 "authorisationExpiryDays": AUTHORISATION_EXPIRY_DAYS,
+                # Profile-level spend rules (D22), set through the profile PATCH; {} when none.
+                "spendRules": dict(p.spend_rules or {}),
             }
         )
     return out

@@ -47,6 +47,7 @@ class CardProfileRead(BaseModel):
     expiryPeriodMonths: int
     renewalType: str
     authorisationExpiryDays: int
+    spendRules: dict[str, Any]
 
 
 class CardIdentity(BaseModel):
@@ -122,7 +123,8 @@ class AuthorisationsPage(BaseModel):
 @router.get("/{programme_id}/card_profiles", operation_id="cardProfilesList")
 async def list_card_profiles(programme: ProgrammePath, db: Db) -> list[CardProfileRead]:
     """The four card profiles (one per identity type and mode) and what each fixes for its
-    cards. `active` and `currencies` change through `PATCH …/profiles/{profile_id}`."""
+    cards. `active`, `currencies` and `spendRules` change through
+    `PATCH …/profiles/{profile_id}`."""
     return [CardProfileRead(**p) for p in await operator.card_profiles(db, programme)]
 
 
