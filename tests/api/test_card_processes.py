@@ -25,7 +25,7 @@ from multibank.ledger.models import LedgerTransaction
 from multibank.programmes.models import Programme
 from multibank.webhooks.models import WebhookEvent
 from tests.api.payments_support import PORTAL
-from tests.api.test_card_concurrency import _balances, _debit_card
+from tests.api.test_card_concurrency import LIMITS, _balances, _debit_card
 from tests.api.test_card_lifecycle import month_start, relogin
 from tests.api.test_ledger_concurrency import fresh_database
 from tests.api.test_managed_cards import create
@@ -103,6 +103,23 @@ async def _events(url: str, p: Prog) -> Counter[tuple[str, str, str]]:
         await db.dispose()
     # A recorded event type is named after its path: "managed_cards/expiries.CARD_EXPIRED".
     return Counter((path, res, kind.rpartition(".")[2]) for path, res, kind in rows)
+
+
+async def _undelivered(url: str, p: Prog) -> list[Any]:
+    db = Database(url)
+    try:
+        async with db.transaction() as s:
+            stmt = select(
+                WebhookEvent.path,
+                WebhookEvent.event_type,
+                WebhookEvent.state,
+                WebhookEvent.attempts,
+                WebhookEvent.next_attempt_at,
+                WebhookEvent.last_error,
+            ).where(WebhookEvent.programme_id == int(p.id), WebhookEvent.delivered_at.is_(None))
+            return [tuple(row) for row in (await s.execute(stmt)).all()]
+    finally:
+        await db.dispose()
 
 
 async def _expiries(url: str, p: Prog) -> Counter[str]:
@@ -200,7 +217,9 @@ async def test_card_steps_with_two_processes_happen_once(tmp_path):
     ):
         receiver: Receiver = stack.enter_context(receiving())
         clients = [
-            await stack.enter_async_context(httpx.AsyncClient(base_url=b, timeout=60))
+            await stack.enter_async_context(
+                httpx.AsyncClient(base_url=b, timeout=60, limits=LIMITS)
+            )
             for b, _ in servers
         ]
         p = await hooked_programme(clients[0], receiver.url)
@@ -273,7 +292,10 @@ async def test_card_steps_with_two_processes_happen_once(tmp_path):
 
         # Everything recorded arrives, each event once.
         events = await _events(url, p)
-        await asyncio.to_thread(receiver.wait_for, sum(events.values()), 60)
+        try:
+            await asyncio.to_thread(receiver.wait_for, sum(events.values()), 60)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; not delivered: {await _undelivered(url, p)}") from None
         await asyncio.sleep(1)  # anything sent twice would arrive now
         got = list(receiver.received)
         refs = Counter(r.call_ref for r in got)
