@@ -835,6 +835,53 @@ def cards_pool_create(
         typer.echo(f"{reference}\t{code}")
 
 
+# The developer loop (issue 35, decision 0051): each command's work is in `multibank.devloop`,
+# imported when the command runs.
+
+
+@webhooks_app.command("trigger")
+def webhooks_trigger(
+    event: Annotated[
+        str,
+        typer.Argument(
+            metavar="EVENT", help="The event type, e.g. managed_accounts.CREATED (see --list)."
+        ),
+    ] = "",
+    programme: Annotated[
+        str, typer.Option(metavar="NAME", help="The sandbox programme (its name).")
+    ] = DEFAULT_PROGRAMME,
+    listed: Annotated[
+        bool, typer.Option("--list", help="List the event types that can be triggered.")
+    ] = False,
+) -> None:
+    """Make one real event of a type happen in a sandbox programme.
+
+    Drives the API in this process (sign-up, login, accounts, payments...) with new sandbox
+    customers until the event is written; it is delivered to the programme's webhook URL by
+    the process that delivers events (`multibank serve`, `multibank webhooks deliver`)."""
+    from multibank.devloop.trigger import TRIGGERS, TriggerError, trigger
+
+    if listed or not event:
+        typer.echo("\n".join(sorted(TRIGGERS)))
+        if not listed:
+            _fail("name an EVENT (one of the above)")
+        return
+    settings = _settings()
+
+    try:
+        done = _run(lambda db: trigger(db, settings, programme, event), settings)
+    except NotFound as exc:
+        _fail(exc.message)
+        return
+    except TriggerError as exc:
+        _fail(f"cannot trigger {event} in programme {programme!r}: {exc}")
+        return
+    for event_id in done.event_ids:
+        typer.echo(f"{event_id}\t{event}")
+    if done.others:
+        typer.echo(f"({done.others} other event(s) came with it)", err=True)
+
+
 def main() -> None:
     try:
         app()
