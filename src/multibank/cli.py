@@ -839,6 +839,33 @@ def cards_pool_create(
 # imported when the command runs.
 
 
+@programme_app.command("reset")
+def programme_reset(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The sandbox programme's name.")],
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Empty a sandbox programme: no customers, accounts, cards or money left.
+
+    Keeps its name, API keys, settings, profiles (and their ids), fee types and webhook URL;
+    its programme id changes. The old data stays in the database, archived and shown nowhere
+    (the ledger is append-only)."""
+    from multibank.devloop.reset import ResetError, reset
+
+    if not yes and not typer.confirm(
+        f"Reset programme {name!r}: every customer, account, card and payment of it goes?"
+    ):
+        _fail("not reset")
+    try:
+        done = _run(lambda db: reset(db, name))
+    except NotFound as exc:
+        _fail(exc.message)
+        return
+    except ResetError as exc:
+        _fail(f"cannot reset programme {name!r}: {exc}")
+        return
+    typer.echo(f"programme {name} reset: id {done.new_id} (was {done.old_id}, archived)")
+
+
 @webhooks_app.command("trigger")
 def webhooks_trigger(
     event: Annotated[
@@ -880,6 +907,41 @@ def webhooks_trigger(
         typer.echo(f"{event_id}\t{event}")
     if done.others:
         typer.echo(f"({done.others} other event(s) came with it)", err=True)
+
+
+@webhooks_app.command("replay")
+def webhooks_replay(
+    event_id: Annotated[str, typer.Argument(metavar="EVENT_ID", help="The stored event's id.")],
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            metavar="URL",
+            help="Base URL to send it to instead of the programme's (e.g. a listener's).",
+        ),
+    ] = None,
+) -> None:
+    """Send a stored webhook event again, with the same call-ref, signed as delivery signs.
+
+    Goes to the programme's webhook URL (or --to) plus the event's path; prints the answer's
+    status. The event's delivery state does not change."""
+    from multibank.devloop.replay import ReplayError, replay
+
+    settings = _settings()
+    try:
+        done = _run(lambda db: replay(db, event_id, to, settings.webhooks_allow_private), settings)
+    except NotFound as exc:
+        _fail(exc.message)
+        return
+    except ReplayError as exc:
+        _fail(f"cannot replay event {event_id}: {exc}")
+        return
+    result = done.result
+    said = f"HTTP {result.status}" if result.status is not None else (result.error or "?")
+    line = f"{done.event_type} call-ref {done.call_ref} -> {done.url}: {said}"
+    if not result.delivered:
+        _fail(f"replay not accepted: {line}")
+    typer.echo(line)
 
 
 def main() -> None:
