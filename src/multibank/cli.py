@@ -839,6 +839,78 @@ def cards_pool_create(
 # imported when the command runs.
 
 
+@programme_app.command("export")
+def programme_export(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The sandbox programme's name.")],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", metavar="FILE", help="Write to FILE instead of standard output."),
+    ] = None,
+) -> None:
+    """Write a sandbox programme's whole state as JSON, to share it as a fixture.
+
+    Settings, profiles, fee types, customers, users (password hashes as stored), accounts,
+    cards (data as stored, sealed), the ledger, payments and the webhook URL; no API key."""
+    from multibank.devloop.transfer import TransferError, dumps, export_programme
+
+    try:
+        document = _run(lambda db: export_programme(db, name))
+    except NotFound as exc:
+        _fail(exc.message)
+        return
+    except TransferError as exc:
+        _fail(f"cannot export programme {name!r}: {exc}")
+        return
+    text_ = dumps(document)
+    if out is None:
+        typer.echo(text_)
+        return
+    try:
+        out.write_text(text_ + "\n", encoding="utf-8")
+    except OSError as exc:
+        _fail(f"cannot write {out}: {exc.strerror or exc}")
+
+
+@programme_app.command("import")
+def programme_import(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="A `programme export` file.")],
+    name: Annotated[
+        str, typer.Option("--name", metavar="NAME", help="The new sandbox programme's name.")
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help=PROGRAMME_JSON_HELP)] = False,
+) -> None:
+    """Create a new sandbox programme from a `programme export` file, in one transaction.
+
+    Every id is new (references kept consistent), and so are IBANs and the API key; the
+    ledger's balances and postings are the file's."""
+    from multibank.devloop.transfer import TransferError, import_programme
+
+    try:
+        document = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        _fail(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}")
+        return
+    settings = _settings()
+
+    async def work(db: Database) -> ProgrammeDescription:
+        made = await import_programme(db, settings, document, name)
+        async with db.transaction() as session:
+            found = await service.require_programme(session, made.programme_id)
+            return await service.describe(session, found, api_key=made.api_key)
+
+    try:
+        description = _run(work, settings)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        _fail(f"cannot import as {name!r}: {problems}")
+        return
+    except (TransferError, Conflict) as exc:
+        reason = exc.error_code if isinstance(exc, Conflict) else str(exc)
+        _fail(f"cannot import {file} as {name!r}: {reason}")
+        return
+    _print_description(description, as_json)
+
+
 @programme_app.command("reset")
 def programme_reset(
     name: Annotated[str, typer.Argument(metavar="NAME", help="The sandbox programme's name.")],
