@@ -885,14 +885,14 @@ def programme_import(
     ledger's balances and postings are the file's."""
     from multibank.devloop.transfer import TransferError, import_programme
 
-    try:
-        document = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        _fail(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}")
-        return
     settings = _settings()
 
     async def work(db: Database) -> ProgrammeDescription:
+        # Read once the database is known to be there, as every command checks it first.
+        try:
+            document = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise TransferError(f"unreadable: {getattr(exc, 'strerror', None) or exc}") from None
         made = await import_programme(db, settings, document, name)
         async with db.transaction() as session:
             found = await service.require_programme(session, made.programme_id)

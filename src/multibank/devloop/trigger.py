@@ -337,6 +337,11 @@ TRIGGERS: dict[str, Step] = {
     "managed_cards/state_change.DESTROYED": _card_destroyed,
     "managed_cards/physical_cards_upgrade.REQUESTED": _card_upgraded,
 }
+# Paths named in cards.events that nothing emits yet: the card payment steps will.
+NOT_EMITTED: dict[str, str] = {
+    "/managed_cards/authorisations/watch": "no card payment emits it in this version",
+    "/managed_cards/settlements/watch": "no card payment emits it in this version",
+}
 # Paths the server emits that no trigger makes yet, and why; the test of TRIGGERS allows only
 # these to be missing.
 NOT_YET: dict[str, str] = {
