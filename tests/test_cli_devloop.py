@@ -21,6 +21,7 @@ from multibank.cli import app as cli_app
 from multibank.devloop.transfer import _is_id_column
 from multibank.devloop.trigger import NOT_EMITTED, NOT_YET, TRIGGERS
 from multibank.webhooks import events
+from multibank.webhooks.listen import listen
 from tests.api.test_webhooks import deliver
 from tests.api.webhook_support import receiving, signed_by
 from tests.test_cli import cli, cli_database, ok, unique_name
@@ -158,6 +159,32 @@ async def test_trigger_refusals(cli_env, client, admin_headers):
     assert "live programme" in err
     listed = ok(await cli("webhooks", "trigger", "--list")).split()
     assert listed == sorted(TRIGGERS)
+
+
+async def test_replay_reaches_webhooks_listen(cli_env, container, client, admin_headers):
+    """`webhooks listen` points the programme at itself: a trigger's event replayed (no --to)
+    arrives there with both signatures verifying."""
+    made = await new_programme()
+    name = await name_of(client, admin_headers, made["programmeId"])
+    lines: list[str] = []
+    stop = asyncio.Event()
+    listening = asyncio.create_task(listen(container.db, name, "127.0.0.1", 0, lines.append, stop))
+    try:
+        for _ in range(100):
+            if lines:
+                break
+            await asyncio.sleep(0.05)
+        assert lines and lines[0].startswith("listening on"), lines
+        out = ok(await cli("webhooks", "trigger", "managed_accounts.UPDATED", "--programme", name))
+        event_id = out.split("\t")[0]
+        ok(await cli("webhooks", "replay", event_id))
+        got = [line for line in lines if line.startswith("POST /managed_accounts/watch")]
+        assert len(got) == 1, lines
+        assert "managed_accounts UPDATED" in got[0]
+        assert got[0].endswith("signature ok  signature-v2 ok"), got
+    finally:
+        stop.set()
+        await listening
 
 
 async def test_replay_refusals(cli_env):
