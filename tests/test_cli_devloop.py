@@ -135,6 +135,30 @@ async def test_trigger_writes_the_real_event_and_replay_sends_it_again(
         assert "HTTP 500" in err
 
 
+# One of each kind of step (the simulator's KYC, wire transfer and card steps, a payment waiting
+# for SCA); transfers.COMPLETED above. Each run makes its own customers.
+@pytest.mark.parametrize(
+    "event",
+    [
+        "consumers/kyc.REJECTED",
+        "outgoing_wire_transfers.RETURNED",
+        "managed_cards/expiries.CARD_EXPIRED",
+        "send.PENDING_CHALLENGE",
+    ],
+)
+async def test_trigger_makes_the_event_arrive(event, cli_env, client, container, admin_headers):
+    with receiving() as receiver:
+        made = await new_programme("--webhook-url", receiver.url)
+        name = await name_of(client, admin_headers, made["programmeId"])
+        ok(await cli("webhooks", "trigger", event, "--programme", name))
+        await deliver(container)
+        topic, kind = event.rsplit(".", 1)
+        got = [x for x in receiver.received if x.path.endswith(f"/{topic}/watch")]
+        fields = ("eventType", "status", "type")
+        assert kind in [next(x.json[f] for f in fields if f in x.json) for x in got], got
+        assert all(signed_by(made["apiKey"], x) for x in got)
+
+
 async def test_trigger_refusals(cli_env, client, admin_headers):
     err = refused(await cli("webhooks", "trigger", "login.VERIFIED", "--programme", unique_name()))
     assert "not found" in err

@@ -29,7 +29,7 @@ from multibank.kernel.clock import Clock
 from multibank.kernel.codes import SANDBOX_CODE
 from multibank.kernel.db import Database
 from multibank.programmes import service
-from multibank.sandbox_seed import API, CURRENCY, SeededIdentity, _Client
+from multibank.sandbox_seed import API, CURRENCY, SIMULATOR, SeededIdentity, _Client
 from multibank.settings import Settings
 from multibank.webhooks.models import WebhookEvent
 
@@ -221,7 +221,7 @@ async def _send_waiting(s: Sandbox) -> None:
     await _send(s, answer=False)
 
 
-async def _owt(s: Sandbox, answer: bool = True) -> None:
+async def _owt(s: Sandbox, answer: bool = True) -> str:
     who = await s.consumer()
     made = await s.call(
         "outgoing wire transfer",
@@ -244,10 +244,55 @@ async def _owt(s: Sandbox, answer: bool = True) -> None:
     )
     if answer and made["state"] == "PENDING_CHALLENGE":
         await s.otp(who, f"{API}/outgoing_wire_transfers/{made['id']}")
+    return str(made["id"])
 
 
 async def _owt_waiting(s: Sandbox) -> None:
     await _owt(s, answer=False)
+
+
+async def _owt_then(s: Sandbox, *steps: str) -> None:
+    """A submitted wire transfer, then the simulator's `steps` (accept, reject, return)."""
+    owt = await _owt(s)
+    for step in steps:
+        await s.call(
+            f"wire transfer {step} (simulator)",
+            "POST",
+            f"{SIMULATOR}/wiretransfers/outgoing/{owt}/{step}",
+            simulator=True,
+        )
+
+
+async def _owt_completed(s: Sandbox) -> None:
+    await _owt_then(s, "accept")
+
+
+async def _owt_rejected(s: Sandbox) -> None:
+    await _owt_then(s, "reject")
+
+
+async def _owt_returned(s: Sandbox) -> None:
+    await _owt_then(s, "accept", "return")
+
+
+async def _kyc_rejected(s: Sandbox) -> None:
+    tag = secrets.token_hex(4)
+    email = f"trigger-{tag}@example.com"
+    body = consumer_signup(s.profiles["consumer"], email, tag="webhooks-trigger", currency=CURRENCY)
+    made = await s.call("consumer sign-up", "POST", f"{API}/consumers", body=body)
+    for step, extra in (("send", {}), ("verify", {"verificationCode": SANDBOX_CODE})):
+        await s.call(
+            f"e-mail verification ({step})",
+            "POST",
+            f"{API}/consumers/verification/email/{step}",
+            body={"email": email, **extra},
+        )
+    await s.call(
+        "KYC rejection (simulator)",
+        "POST",
+        f"{SIMULATOR}/consumers/{made['id']['id']}/reject",
+        simulator=True,
+    )
 
 
 async def _card(s: Sandbox) -> tuple[SeededIdentity, str]:
@@ -286,6 +331,22 @@ async def _card_blocked(s: Sandbox, then: str | None = None) -> None:
         await s.call(f"card {then}", "POST", f"{API}/managed_cards/{card}/{then}", token=who.token)
 
 
+async def _card_simulated(s: Sandbox, step: str) -> None:
+    """A card, then the simulator's expiry `step` (expire, about_to_expire)."""
+    _, card = await _card(s)
+    await s.call(
+        f"card {step} (simulator)", "POST", f"{SIMULATOR}/cards/{card}/{step}", simulator=True
+    )
+
+
+async def _card_expired(s: Sandbox) -> None:
+    await _card_simulated(s, "expire")
+
+
+async def _card_about_to_expire(s: Sandbox) -> None:
+    await _card_simulated(s, "about_to_expire")
+
+
 async def _card_unblocked(s: Sandbox) -> None:
     await _card_blocked(s, "unblock")
 
@@ -317,24 +378,31 @@ TRIGGERS: dict[str, Step] = {
     "login.DECLINED": _wrong_password,
     "stepup.VERIFIED": _nothing_more,
     "authentication_factors.ACTIVE": _nothing_more,
-    "consumers/kyc.APPROVED": _nothing_more,
     "corporates/kyb.APPROVED": _corporate,
+    "consumers/kyc.REJECTED": _kyc_rejected,
+    "consumers/kyc.APPROVED": _nothing_more,
     "managed_accounts.CREATED": _nothing_more,
     "managed_accounts.UPDATED": _account_updated,
     "managed_accounts.BLOCKED": _account_blocked,
     "managed_accounts.UNBLOCKED": _account_unblocked,
     "managed_accounts.DESTROYED": _account_destroyed,
+    "ibans.REQUESTED": _nothing_more,
     "ibans.CREATED": _nothing_more,
     "managed_accounts/deposits.COMPLETED": _nothing_more,
     "fees.COMPLETED": _fee,
     "transfers.COMPLETED": _transfer,
     "send.PENDING_CHALLENGE": _send_waiting,
     "send.COMPLETED": _send,
+    "outgoing_wire_transfers.COMPLETED": _owt_completed,
+    "outgoing_wire_transfers.REJECTED": _owt_rejected,
+    "outgoing_wire_transfers.RETURNED": _owt_returned,
     "outgoing_wire_transfers.PENDING_CHALLENGE": _owt_waiting,
-    "outgoing_wire_transfers.SUBMITTED": _owt,
+    "outgoing_wire_transfers.SUBMITTED": _owt_then,
     "managed_cards/state_change.BLOCKED": _card_blocked,
     "managed_cards/state_change.UNBLOCKED": _card_unblocked,
     "managed_cards/state_change.DESTROYED": _card_destroyed,
+    "managed_cards/expiries.CARD_EXPIRED": _card_expired,
+    "managed_cards/expiries.CARD_ABOUT_TO_EXPIRE": _card_about_to_expire,
     "managed_cards/physical_cards_upgrade.REQUESTED": _card_upgraded,
 }
 # Paths named in cards.events that nothing emits yet: the card payment steps will.
@@ -345,7 +413,6 @@ NOT_EMITTED: dict[str, str] = {
 # Paths the server emits that no trigger makes yet, and why; the test of TRIGGERS allows only
 # these to be missing.
 NOT_YET: dict[str, str] = {
-    "/managed_cards/expiries/watch": "needs the programme clock moved to a card's expiry",
     "/managed_cards/replacement/watch": "needs an activated physical card reported lost",
     "/managed_cards/adjustments/watch": "needs a lost card's balance moved to its replacement",
 }
