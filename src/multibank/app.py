@@ -18,8 +18,7 @@ from multibank.api.errors import install_error_handlers
 from multibank.api.middleware import EdgeMiddleware, VersionShortcut
 from multibank.api.openapi import DOCS_ASSETS, DOCS_ASSETS_URL, ServerApp
 from multibank.api.versions import build_v3_1, build_v3_29
-from multibank.cards.lifecycle import CardLifecycleWorker
-from multibank.cards.manufacturing import ManufacturingWorker
+from multibank.cards.clock import CardClockWorker
 from multibank.kernel import secrets as server_secrets
 from multibank.kernel.carddata import CardKeyring
 from multibank.kernel.context import Container
@@ -146,18 +145,14 @@ def create_app(
                 container.settings.idempotency_retention_hours,
             )
             keeper.start()
-        payments = manufacturing = card_clock = None
+        payments = card_clock = None
         if container.settings.payments_poll_seconds > 0:
             payments = PaymentWorker(
                 container.db, container.clock, container.settings.payments_poll_seconds
             )
             payments.start()
-            manufacturing = ManufacturingWorker(
-                container.db, container.clock, container.settings.payments_poll_seconds
-            )
-            manufacturing.start()
-            # Card expiry and renewal on the programme clock (cards/lifecycle.py).
-            card_clock = CardLifecycleWorker(
+            # The card steps of the programme clock (cards/clock.py).
+            card_clock = CardClockWorker(
                 container.db, container.clock, container.settings.payments_poll_seconds
             )
             card_clock.start()
@@ -180,8 +175,6 @@ def create_app(
                 await hooks.stop()
             if payments is not None:
                 await payments.stop()
-            if manufacturing is not None:
-                await manufacturing.stop()
             if card_clock is not None:
                 await card_clock.stop()
             if keeper is not None:

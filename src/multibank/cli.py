@@ -777,7 +777,7 @@ def cards_pool_create(
     ] = DEFAULT_PROGRAMME,
     physical: Annotated[
         bool,
-        typer.Option("--physical", help="Physical cards, already activated (not available yet)."),
+        typer.Option("--physical", help="Physical cards, already activated."),
     ] = False,
     currency: Annotated[
         str | None,

@@ -15,7 +15,7 @@ from fpdf import FPDF
 from fpdf.enums import XPos, YPos
 
 from multibank.kernel.money import Money
-from multibank.ledger.statements import Entry
+from multibank.ledger.statements import CARD_STEPS, Entry
 
 _TYPES = {
     "INSTRUMENT_CREATE": "Account opened",
@@ -49,11 +49,12 @@ class StatementHeading:
     from_ms: int | None
     to_ms: int | None
     generated_ms: int
-    available: int
-    actual: int
+    available: int | None  # None: a debit card's statement (the card holds no money)
+    actual: int | None
     count: int
     offset: int
     ascending: bool
+    instrument: str = "account"  # or "card": its balance after is the available one (D23)
 
 
 def utc(ms: int) -> str:
@@ -166,27 +167,37 @@ class _Document(FPDF):
         self.set_text_color(0)
 
 
+def _after(h: StatementHeading, e: Entry) -> str:
+    if not e.has_balances:
+        return ""
+    # A card's balance after an entry is its available one, as is a card step's (D23).
+    after = e.available_after if h.instrument == "card" or e.type in CARD_STEPS else e.actual_after
+    return Money(after, e.currency).format()
+
+
 def render(heading: StatementHeading, entries: Sequence[Entry]) -> bytes:
     h = heading
-    doc = _Document(f"Statement of account {h.account_id}")
-    doc.set_title(f"Statement of account {h.account_id}")
+    doc = _Document(f"Statement of {h.instrument} {h.account_id}")
+    doc.set_title(f"Statement of {h.instrument} {h.account_id}")
     doc.set_author("multibank")
     doc.add_page()
     doc.set_font("Helvetica", "B", 16)
-    doc.cell(0, 9, "Account statement", new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+    doc.cell(0, 9, f"{h.instrument.capitalize()} statement", new_x=XPos.LMARGIN, new_y=YPos.NEXT)
     doc.ln(1)
     doc.set_font("Helvetica", size=10)
     first = h.offset + 1 if entries else 0
+    balance_now = (
+        "none held (debit card: its parent account's)"
+        if h.actual is None or h.available is None
+        else f"{Money(h.actual, h.currency).format()} actual, "
+        f"{Money(h.available, h.currency).format()} available"
+    )
     lines = (
-        ("Account", str(h.account_id)),
+        (h.instrument.capitalize(), str(h.account_id)),
         ("Name", h.friendly_name),
         ("Currency", h.currency),
         ("Period", period(h.from_ms, h.to_ms)),
-        (
-            "Balance now",
-            f"{Money(h.actual, h.currency).format()} actual, "
-            f"{Money(h.available, h.currency).format()} available",
-        ),
+        ("Balance now", balance_now),
         (
             "Entries",
             f"{first}-{h.offset + len(entries)} of {h.count}, "
@@ -214,7 +225,7 @@ def render(heading: StatementHeading, entries: Sequence[Entry]) -> bytes:
                 e.type,
                 _latin1(describe(e)),
                 Money(e.amount, e.currency).format(),
-                Money(e.actual_after, e.currency).format(),
+                _after(h, e),
             )
         )
     return bytes(doc.output())

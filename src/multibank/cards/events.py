@@ -180,3 +180,159 @@ async def adjustment(
 
 # The authorisation and settlement events (AUTHORISATIONS, SETTLEMENTS) are built by the card
 # payment steps below this line.
+
+
+def _merchant_data(merchant: dict[str, Any]) -> dict[str, Any]:
+    data = {
+        "merchantName": merchant["merchantName"],
+        "merchantCategoryCode": merchant["merchantCategoryCode"],
+        "merchantId": merchant["merchantId"],
+        "merchantCountry": merchant["merchantTerminalCountry"],
+    }
+    data.update(merchant.get("extra") or {})
+    return data
+
+
+def _payment_common(
+    ctx: Ctx,
+    card: ManagedCard,
+    transaction_id: int,
+    amount: int,
+    merchant: dict[str, Any],
+    auth_code: str,
+    available_balance: int | None,
+    available_to_spend: list[dict[str, Any]] | None,
+    currency: str | None = None,
+) -> dict[str, Any]:
+    """The fields an authorisation and a settlement event share (cards.md §7, D27): the
+    prepaid card's available balance after the step, or for a debit card "0" and its
+    availableToSpend in `details.debitModeDetails`. `currency`: the transaction's, when it is
+    not the card's (a declined attempt in another currency)."""
+    body: dict[str, Any] = {
+        "id": card_ref(card),
+        "transactionId": str(transaction_id),
+        "transactionAmount": money(currency or card.currency, amount),
+        "transactionTimestamp": str(ctx.now),
+        "sourceAmount": money(currency or card.currency, amount),
+        "merchantData": _merchant_data(merchant),
+        "merchantName": merchant["merchantName"],
+        "merchantCategoryCode": merchant["merchantCategoryCode"],
+        "merchantId": merchant["merchantId"],
+        "merchantCountryCode": merchant["merchantTerminalCountry"],
+        "owner": owner_ref(card),
+        "authCode": auth_code,
+        "forexFee": money(card.currency, 0),
+        "availableBalance": money(card.currency, available_balance or 0),
+    }
+    if available_to_spend is None:
+        body["details"] = {
+            "prepaidModeDetails": {"availableBalance": money(card.currency, available_balance or 0)}
+        }
+    else:
+        body["details"] = {
+            "debitModeDetails": {
+                "parentManagedAccountId": str(card.parent_account_id),
+                "availableToSpend": [
+                    {
+                        "availableAmount": limit["value"]["amount"],
+                        "value": limit["value"],
+                        "interval": limit["interval"],
+                    }
+                    for limit in available_to_spend
+                ],
+            }
+        }
+    return body
+
+
+async def authorisation(
+    ctx: Ctx,
+    card: ManagedCard,
+    *,
+    transaction_id: int,
+    authorisation_type: str,
+    amount: int,
+    merchant: dict[str, Any],
+    approved: bool,
+    decline_reason: str,
+    rule_failed: str,
+    auth_code: str,
+    available_balance: int | None,
+    available_to_spend: list[dict[str, Any]] | None,
+    related_authorisation_id: int | None,
+    currency: str | None = None,
+) -> None:
+    """Every authorisation attempt, approved (AUTHORISED) or not (DECLINED), and each reversal
+    (ONLINE_REVERSE) or expiry (EXPIRED) of a hold; `amount` is signed from the cardholder's
+    side (a purchase of 100 is -100, its reversal +100)."""
+    body = _payment_common(
+        ctx,
+        card,
+        transaction_id,
+        amount,
+        merchant,
+        auth_code,
+        available_balance,
+        available_to_spend,
+        currency,
+    )
+    related = "0" if related_authorisation_id is None else str(related_authorisation_id)
+    body.update(
+        {
+            "approved": approved,
+            "declineReason": decline_reason,
+            "authRuleFailedReason": rule_failed,
+            "authorisationType": authorisation_type,
+            "authorisationCategory": "FINAL_AUTH",
+            "relatedAuthorisationId": related,
+            "relatedAuthorisationIds": [] if related_authorisation_id is None else [related],
+            "cardholderPresent": merchant.get("cardholderPresent", "PRESENT"),
+            "cardPresent": bool(merchant.get("cardPresent", False)),
+            "forexPadding": money(card.currency, 0),
+            "transactionType": merchant.get("merchantTransactionType", "SALE_PURCHASE"),
+        }
+    )
+    await emit(ctx, AUTHORISATIONS, authorisation_type, resource(card), body)
+
+
+async def settlement(
+    ctx: Ctx,
+    card: ManagedCard,
+    *,
+    transaction_id: int,
+    settlement_type: str,
+    amount: int,
+    fee: int,
+    merchant: dict[str, Any],
+    auth_code: str,
+    available_balance: int | None,
+    available_to_spend: list[dict[str, Any]] | None,
+    related_authorisation_id: int | None,
+    related_settlement_id: int | None,
+) -> None:
+    """A settlement (SALE_PURCHASE, CASH_WITHDRAWAL) or a refund (PURCHASE_REFUND), always
+    COMPLETED; `amount` signed from the cardholder's side, `feeAmount` what this step charged."""
+    body = _payment_common(
+        ctx,
+        card,
+        transaction_id,
+        amount,
+        merchant,
+        auth_code,
+        available_balance,
+        available_to_spend,
+    )
+    auth = "0" if related_authorisation_id is None else str(related_authorisation_id)
+    settled = "0" if related_settlement_id is None else str(related_settlement_id)
+    body.update(
+        {
+            "settlementType": settlement_type,
+            "relatedAuthorisationId": auth,
+            "relatedAuthorisationIds": [] if related_authorisation_id is None else [auth],
+            "relatedSettlementId": settled,
+            "relatedSettlementIds": [] if related_settlement_id is None else [settled],
+            "feeAmount": money(card.currency, fee),
+            "state": "COMPLETED",
+        }
+    )
+    await emit(ctx, SETTLEMENTS, settlement_type, resource(card), body)

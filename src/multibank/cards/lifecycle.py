@@ -11,8 +11,9 @@ has passed, a `NO_RENEW` card becomes `DESTROYED`/`EXPIRED` (state_change `DESTR
 the due cards, never every card. Whoever finds a card due takes its step, in a transaction of
 its own holding the card's row (`SKIP LOCKED`: a row another transaction holds is left to it),
 re-read under the lock, so each step happens once however many processes look: every server
-process's `CardLifecycleWorker`, the simulator's `clock/advance` once its new time is committed
-(`catch_up`), and a read of the card (`refresh`), which answers the card as the clock has it.
+process's card worker (cards/clock.py), the simulator's `clock/advance` once its new time is
+committed (`catch_up`), and a read of the card (`refresh`), which answers the card as the clock
+has it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from multibank.kernel import conflicts
 from multibank.kernel.clock import Clock
 from multibank.kernel.db import Database
 from multibank.kernel.errors import Conflict
-from multibank.kernel.loop import PeriodicWorker
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import Programme
 
@@ -294,17 +294,3 @@ async def refresh(db: Database, clock: Clock, ctx: Ctx, cards: Iterable[ManagedC
     if due:
         ctx.db.expire_all()  # the read's loaded rows are stale: its next query reloads them
     return bool(due)
-
-
-class CardLifecycleWorker(PeriodicWorker):
-    """The loop every server process runs (the app's lifespan): card steps as they fall due."""
-
-    name = "multibank-card-lifecycle"
-
-    def __init__(self, db: Database, clock: Clock, interval: float) -> None:
-        super().__init__(interval, log)
-        self.db = db
-        self.clock = clock
-
-    async def round(self) -> bool:
-        return await run_due(self.db, self.clock)

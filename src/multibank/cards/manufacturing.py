@@ -2,13 +2,13 @@
 replacement), `SENT_FOR_FULFILLMENT` one hour later, `DISPATCHED` 24 hours after the request,
 `DELIVERED` once activated. Each step is a `physical_cards_upgrade` event.
 
-A card whose next step is due has `manufacturing_due_at` set (programme-clock ms). Whoever finds
-it due takes the step: a read or write of the card (`advance`, called by `service.load`), every
-server process's `ManufacturingWorker`, and the simulator's `clock/advance` once its new time is
-committed (`catch_up`), as payment steps and IBAN allocations are taken (payments/steps.py). A
-step is one guarded UPDATE (the state and due time it moves from), so however many look, each
-step happens once and sends its event once. On a read (autocommit) the event follows the step
-rather than sharing its transaction, as an IBAN allocation's does."""
+A card whose next step is due has `manufacturing_due_at` set (programme-clock ms). Whoever finds it
+due takes the step: a read or write of the card (`advance`, called by `service.load`), every server
+process's card worker (cards/clock.py), and the simulator's `clock/advance` once its new time is
+committed (`catch_up`), as payment steps and IBAN allocations are taken (payments/steps.py). A step
+is one guarded UPDATE (the state and due time it moves from), so however many look, each step
+happens once and sends its event once. On a read (autocommit) the event follows the step rather than
+sharing its transaction, as an IBAN allocation's does."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from multibank.cards.models import ManagedCard
 from multibank.kernel import conflicts
 from multibank.kernel.clock import Clock
 from multibank.kernel.db import Database, changed
-from multibank.kernel.loop import PeriodicWorker
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import Programme
 
@@ -213,17 +212,3 @@ async def catch_up(db: Database, clock: Clock, programme_id: int, rounds: int = 
         if not taken:
             break
     return done
-
-
-class ManufacturingWorker(PeriodicWorker):
-    """The loop every server process runs: manufacturing steps as they fall due."""
-
-    name = "multibank-card-manufacturing"
-
-    def __init__(self, db: Database, clock: Clock, interval: float) -> None:
-        super().__init__(interval, log)
-        self.db = db
-        self.clock = clock
-
-    async def round(self) -> bool:
-        return await run_due(self.db, self.clock)

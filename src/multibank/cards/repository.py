@@ -33,6 +33,18 @@ async def get(
     return None if row is None else (row[0], row[1])
 
 
+async def get_in_programme(
+    db: AsyncSession, programme_id: int, card_id: int, for_update: bool = False
+) -> ManagedCard | None:
+    """Any identity's card of the programme (a send's destination is another identity's)."""
+    stmt = select(ManagedCard).where(
+        ManagedCard.programme_id == programme_id, ManagedCard.id == card_id
+    )
+    if for_update:
+        stmt = stmt.with_for_update()
+    return (await db.execute(stmt.execution_options(populate_existing=True))).scalar_one_or_none()
+
+
 async def number_taken(db: AsyncSession, programme_id: int, number_hash: str) -> bool:
     stmt = select(
         exists().where(

@@ -9,6 +9,7 @@ from typing import Any, cast
 from sqlalchemy import Table, and_, bindparam, select
 
 from multibank.accounts.models import ManagedAccount
+from multibank.cards import repository as cards
 from multibank.identities.models import Identity
 from multibank.kernel.errors import Conflict
 from multibank.kernel.validation import parse_id
@@ -27,6 +28,18 @@ class FeeCharge:
     source_id: int
     currency: str
     amount: int
+    source_type: str = "managed_accounts"
+
+
+@dataclass(frozen=True)
+class _Source:
+    """The columns of the source a charge reads (an account's, or a prepaid card's)."""
+
+    id: int | None
+    identity_id: int | None
+    currency: str | None
+    state: str | None
+    profile_id: int | None
 
 
 _IDENTITIES = cast(Table, Identity.__table__)
@@ -70,20 +83,32 @@ _LOOKUP = (
 async def charge(
     ctx: Ctx, identity_id: int, fee_type: str, source_type: str, source_id: str
 ) -> FeeCharge:
-    account_id = parse_id(source_id)  # None (not an id) matches no account
+    instrument_id = parse_id(source_id)  # None (not an id) matches no instrument
+    on_card = source_type == "managed_cards"
     programme_id = ctx.programme.id
     params = {
         "programme_id": programme_id,
         "identity_id": identity_id,
         "fee_type": fee_type,
-        "account_id": account_id,
+        "account_id": None if on_card else instrument_id,
     }
     found = (await ctx.db.execute(_LOOKUP, params)).first()
     if found is None or found.amounts is None:  # no such identity, or no such fee type
         raise Conflict("UNRESOLVED_FEE_TYPE")
-    if source_type != "managed_accounts":
-        raise Conflict("UNRESOLVED_INSTRUMENT")  # cards are not an instrument this server issues
-    account = found  # the source account's columns (NULL when there is no such account)
+    if source_type not in ("managed_accounts", "managed_cards"):
+        raise Conflict("UNRESOLVED_INSTRUMENT")
+    # The source's columns (None when there is no such instrument).
+    account = _Source(found.id, found.identity_id, found.currency, found.state, found.profile_id)
+    if on_card:
+        card = (
+            None
+            if instrument_id is None
+            else await cards.get_in_programme(ctx.db, programme_id, instrument_id)
+        )
+        # A debit card holds no money of its own to charge (D23).
+        if card is None or card.mode == "DEBIT_MODE":
+            raise Conflict("UNRESOLVED_INSTRUMENT")
+        account = _Source(card.id, card.identity_id, card.currency, card.state, card.profile_id)
     if account.id is None:
         raise Conflict("UNRESOLVED_INSTRUMENT")
     if account.identity_id != identity_id:
@@ -98,6 +123,7 @@ async def charge(
         raise Conflict("UNRESOLVED_CURRENCY")
     if account.state != "ACTIVE":
         raise Conflict("UNRESOLVED_INSTRUMENT")
+    assert account.currency is not None and account.profile_id is not None  # found above
     revenue = await ledger.system_account(
         ctx.db,
         ctx.programme.id,
@@ -122,6 +148,15 @@ async def charge(
     except ledger.InsufficientFunds:
         raise Conflict("FUNDS_INSUFFICIENT") from None
     await webhooks.fee(
-        ctx, tx.id, fee_type, account.id, account.currency, int(amount), account.profile_id
+        ctx,
+        tx.id,
+        fee_type,
+        account.id,
+        account.currency,
+        int(amount),
+        account.profile_id,
+        source_type,
     )
-    return FeeCharge(tx, account.profile_id, fee_type, account.id, account.currency, int(amount))
+    return FeeCharge(
+        tx, account.profile_id, fee_type, account.id, account.currency, int(amount), source_type
+    )

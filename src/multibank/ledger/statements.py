@@ -27,6 +27,13 @@ the sum of the adjustments of the entries up to it (oldest first). Either sum ru
 of the statement the page is counted from, as OFFSET does: on the first page (no bound on that
 side) it is over the page alone, whatever the account's length. The page, the balances and
 that sum are read in one statement, one snapshot.
+
+Cards (D23, D30): a prepaid card's statement is its own ledger account's (the card's id), money
+movements only. A debit card holds no money: its statement is the entries of its parent
+account whose transaction the card caused (a `card_movements` row), without balances after. A
+card payment step (authorisation, settlement, reversal, expiry, refund) shows the merchant
+fields of its transaction's details, on the card's statement and on a debit card's parent's
+(there with `relatedCardId`).
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
+from multibank.cards.models import CardMovement
 from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
 
 MAX_PAGE = 100
@@ -67,6 +75,15 @@ class StatementQuery:
     ascending: bool = False
     offset: int = 0
     limit: int = MAX_PAGE
+    # The card whose statement this is. A debit card's (`account_id` its parent's) has only the
+    # entries of transactions the card caused, and no balances after; a prepaid card's is its
+    # own account's (`account_id` is the card's id).
+    card_id: int | None = None
+
+    @property
+    def by_card(self) -> bool:
+        """Only the card's own transactions on its parent account (a debit card)."""
+        return self.card_id is not None and self.card_id != self.account_id
 
     @property
     def page_size(self) -> int:
@@ -94,8 +111,10 @@ class Entry:
     # zero once the entry moves nothing (a released hold paid no fee).
     fee: int = 0
     # The amount the entry names when it is not the posting's (a wire transfer shows the amount
-    # sent, its fee apart); only while the entry moves money.
+    # sent, its fee apart; a card step the merchant amount); only while the entry moves money.
     shown_amount: int | None = None
+    # False on a debit card's statement: the card holds no balance to show after an entry.
+    has_balances: bool = True
 
     @property
     def amount(self) -> int:
@@ -145,6 +164,11 @@ def _conditions(q: StatementQuery) -> list[ColumnElement[bool]]:
     if q.fund_movements_only:
         out.append(or_(Posting.available_amount != 0, Posting.actual_amount != 0))
         out.append(~_voided())
+    if q.by_card:
+        caused = select(CardMovement.transaction_id).where(
+            CardMovement.card_id == q.card_id, CardMovement.account_id == q.account_id
+        )
+        out.append(Posting.transaction_id.in_(caused))
     return out
 
 
@@ -170,6 +194,8 @@ def _beyond(q: StatementQuery) -> Select[Any] | None:
     (newer ones, newest first; older ones, oldest first), as one row; None when there is
     none but entries that move nothing (no offset, no bound on that side)."""
     parts: list[Select[int, int]] = []
+    if q.by_card:  # no balances after on a debit card's statement
+        return None
     bound = q.from_ms if q.ascending else q.to_ms
     if bound is not None:  # the entries outside the time range on the page's side
         outside = Posting.created_at < bound if q.ascending else Posting.created_at > bound
@@ -238,7 +264,9 @@ async def statement(db: AsyncSession, q: StatementQuery) -> StatementPage:
             available, actual = available + moved_available, actual + moved_actual
         elif i == 0:
             available, actual = int(r[10]) - int(r[12]), int(r[11]) - int(r[13])
-        details, fee, shown = account_details(dict(r[8] or {}), int(r[9]))
+        details, fee, shown = entry_details(
+            str(r[2]), str(r[3]), dict(r[8] or {}), int(r[9]), q.card_id
+        )
         entries.append(
             Entry(
                 posting_id=int(r[0]),
@@ -254,11 +282,79 @@ async def statement(db: AsyncSession, q: StatementQuery) -> StatementPage:
                 details=details,
                 fee=fee if moved_available or moved_actual else 0,
                 shown_amount=shown,
+                has_balances=not q.by_card,
             )
         )
         if not q.ascending:  # the next entry is older: before this one's adjustments
             available, actual = available - moved_available, actual - moved_actual
     return StatementPage(entries, await _count(db, q, len(entries)))
+
+
+# The card payment steps (D23): one ledger transaction each, named by the card's
+# `card_movements` row; their details are the merchant's (cards.md §5.3).
+CARD_STEPS = frozenset(
+    {
+        "AUTHORISATION",
+        "SETTLEMENT",
+        "AUTHORISATION_REVERSAL",
+        "AUTHORISATION_EXPIRY",
+        "MERCHANT_REFUND",
+    }
+)
+# The details of a card step that its statement entry shows as they are.
+CARD_FIELDS = (
+    "merchantName",
+    "merchantCategoryCode",
+    "merchantId",
+    "merchantTerminalCountry",
+    "merchantTransactionType",
+    "authorisationCode",
+    "authorisationRelatedId",
+    "settlementRelatedId",
+    "forexPaddingCurrency",
+    "forexPaddingAmount",
+)
+# An authorisation transaction's state → `additionalFields.authorisationState` (D23).
+AUTHORISATION_STATES = {
+    "PENDING": "PENDING_SETTLEMENT",
+    "COMPLETED": "COMPLETED",
+    "REVERSED": "REVERSED",
+    "EXPIRED": "EXPIRED",
+}
+
+
+def entry_details(
+    type_: str, state: str, details: dict[str, Any], account_id: int, card_id: int | None
+) -> tuple[dict[str, Any], int, int | None]:
+    """The entry's `additionalFields`, fee and shown amount as the statement's instrument sees
+    them (`card_id`: the card whose statement it is, if any)."""
+    if type_ in CARD_STEPS:
+        return card_step_details(type_, state, details, account_id, card_id)
+    return account_details(details, account_id)
+
+
+def card_step_details(
+    type_: str, state: str, details: dict[str, Any], account_id: int, card_id: int | None
+) -> tuple[dict[str, Any], int, int | None]:
+    """A card step's merchant fields; the amount it names is the merchant's
+    (`transactionAmount`, signed from the cardholder's side) and its fee the step's
+    `cardholderFee`. An authorisation says how it ended; on a debit card's parent account's
+    own statement the step names its card (`relatedCardId`)."""
+    fields: dict[str, Any] = {
+        k: details[k] for k in CARD_FIELDS if details.get(k) is not None and details[k] != ""
+    }
+    amount = details.get("transactionAmount")
+    shown = int(amount["amount"]) if isinstance(amount, dict) and "amount" in amount else None
+    if type_ == "AUTHORISATION":
+        fields["authorisationState"] = AUTHORISATION_STATES.get(state, state)
+        if isinstance(amount, dict) and "forexPaddingCurrency" not in fields:
+            # No currency conversion happens in the sandbox: no padding (cards.md §5.3).
+            fields["forexPaddingCurrency"] = amount.get("currency")
+            fields["forexPaddingAmount"] = "0"
+    spender = details.get("cardId")
+    if card_id is None and spender is not None and str(spender) != str(account_id):
+        fields["relatedCardId"] = str(spender)
+    return fields, int(details.get("cardholderFee") or 0), shown
 
 
 def account_details(
@@ -312,7 +408,7 @@ async def _count(db: AsyncSession, q: StatementQuery, on_page: int) -> int:
         return q.offset + on_page
     if not on_page and q.offset == 0:
         return 0
-    if q.from_ms is None and q.to_ms is None:
+    if q.from_ms is None and q.to_ms is None and not q.by_card:
         # Without time bounds the answer is a counter the ledger keeps on the account row.
         column = (
             LedgerAccount.movement_count

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import case, func, select
+from sqlalchemy import case, func, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
+from multibank.cards.authorisations import PENDING_SETTLEMENT, CardAuthorisation
+from multibank.cards.money import CARD_RESERVED
 from multibank.kernel.db import Database
 from multibank.ledger import chain
 from multibank.ledger.models import (
@@ -193,10 +195,18 @@ async def _reservations(db: AsyncSession, programme_id: int | None) -> list[Viol
                     f"payments waiting {by_payments.get(key, 0)}",
                 )
             )
+    # A paying account's held money: its waiting payments' reservations and its card holds.
+    payment_holds = select(
+        Payment.source_id.label("account_id"), Payment.reserved.label("held")
+    ).where(Payment.reserved != 0)
+    card_holds = select(
+        CardAuthorisation.account_id.label("account_id"),
+        CardAuthorisation.open_amount.label("held"),
+    ).where(CardAuthorisation.state == PENDING_SETTLEMENT)
+    holds = union_all(payment_holds, card_holds).subquery()
     per_source = (
-        select(Payment.source_id, func.sum(Payment.reserved).label("held"))
-        .where(Payment.reserved != 0)
-        .group_by(Payment.source_id)
+        select(holds.c.account_id.label("source_id"), func.sum(holds.c.held).label("held"))
+        .group_by(holds.c.account_id)
         .subquery()
     )
     differing = (
@@ -214,6 +224,57 @@ async def _reservations(db: AsyncSession, programme_id: int | None) -> list[Viol
             Violation(
                 "held amount differs from the account's open reservations",
                 f"account {account_id}: actual - available {gap}, reserved {payments or 0}",
+            )
+        )
+    out.extend(await _card_holds(db, programme_id))
+    return out
+
+
+async def _card_holds(db: AsyncSession, programme_id: int | None) -> list[Violation]:
+    """Each card reserved book (decision 0045) holds exactly the open amounts of its open
+    authorisations, and nothing of its actual balance; an authorisation holds something while,
+    and only while, it is open."""
+    out: list[Violation] = []
+    per_book = (
+        select(
+            CardAuthorisation.reserved_account_id.label("book"),
+            func.sum(CardAuthorisation.open_amount).label("held"),
+        )
+        .where(CardAuthorisation.state == PENDING_SETTLEMENT)
+        .group_by(CardAuthorisation.reserved_account_id)
+        .subquery()
+    )
+    books = (
+        select(LedgerAccount.id, LedgerAccount.available, LedgerAccount.actual, per_book.c.held)
+        .outerjoin(per_book, per_book.c.book == LedgerAccount.id)
+        .where(
+            LedgerAccount.kind == CARD_RESERVED,
+            (LedgerAccount.available != func.coalesce(per_book.c.held, 0))
+            | (LedgerAccount.actual != 0),
+        )
+    )
+    if programme_id is not None:
+        books = books.where(LedgerAccount.programme_id == programme_id)
+    for book_id, available, actual, held in (await db.execute(books)).all():
+        out.append(
+            Violation(
+                "card reserved book differs from its open authorisations",
+                f"account {book_id}: balance {available}/{actual}, open holds {held or 0}",
+            )
+        )
+    wrong = select(CardAuthorisation.id).where(
+        (CardAuthorisation.open_amount < 0)
+        | (CardAuthorisation.open_amount > CardAuthorisation.held_amount)
+        | ((CardAuthorisation.state == PENDING_SETTLEMENT) & (CardAuthorisation.open_amount <= 0))
+        | ((CardAuthorisation.state != PENDING_SETTLEMENT) & (CardAuthorisation.open_amount != 0))
+    )
+    if programme_id is not None:
+        wrong = wrong.where(CardAuthorisation.programme_id == programme_id)
+    for (authorisation_id,) in (await db.execute(wrong)).all():
+        out.append(
+            Violation(
+                "card authorisation's open amount disagrees with its state",
+                f"authorisation {authorisation_id}",
             )
         )
     return out

@@ -53,7 +53,7 @@ from multibank.payments.service import (
     hold,
     instruments,
     new_payment,
-    own,
+    own_account,
     pay_out,
     profile_of,
     sca_exemption,
@@ -148,7 +148,7 @@ async def create(ctx: Ctx, owner: Owner, data: OwtCreate) -> Payment:
     if not profile.active:
         raise Conflict("PROFILE_INACTIVE")
     found = await instruments(ctx, [data.sourceInstrument])
-    source = own(found, data.sourceInstrument, owner)
+    source = own_account(found, data.sourceInstrument, owner)
     if source is None:
         raise Conflict("SOURCE_NOT_FOUND")
     await accounts.allocate_if_due(ctx, source)  # its row is locked already (`instruments`)

@@ -53,7 +53,8 @@ def _ended_state(payment: Payment) -> str:
 def _payee(payment: Payment) -> str:
     if payment.beneficiary:
         return str(payment.beneficiary.get("name", "the beneficiary"))
-    return f"account {payment.destination_id}"
+    kind = "card" if payment.destination_type == "managed_cards" else "account"
+    return f"{kind} {payment.destination_id}"
 
 
 def _can_start(payment: Payment) -> None:

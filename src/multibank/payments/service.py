@@ -19,6 +19,8 @@ from sqlalchemy import func, select
 
 from multibank.accounts import repository as accounts
 from multibank.accounts.models import ManagedAccount
+from multibank.cards import repository as cards
+from multibank.cards.models import ManagedCard
 from multibank.identities import repository as identities
 from multibank.identities.service import holder_names, is_verified
 from multibank.kernel.errors import Conflict, NotFound
@@ -45,6 +47,11 @@ from multibank.programmes.service import movement_fees_of
 from multibank.webhooks import events as webhooks
 
 MANAGED_ACCOUNTS = "managed_accounts"
+MANAGED_CARDS = "managed_cards"
+DEBIT_MODE = "DEBIT_MODE"
+# What a transfer or send moves money between: an account, or a card (a prepaid card's money is
+# the ledger account with the card's id, D23; a debit card holds none and is refused).
+Instrument = ManagedAccount | ManagedCard
 CHALLENGE_TTL_MS = 5 * 60_000  # D13: a payment waits 5 minutes for its challenge
 
 
@@ -63,38 +70,68 @@ async def profile_of(ctx: Ctx, kind: str, profile_id: str) -> Profile | None:
     return profile if profile is not None and profile.kind == PROFILE_KIND[kind] else None
 
 
-async def instruments(ctx: Ctx, wanted: list[InstrumentId]) -> dict[int, ManagedAccount]:
-    """The programme's managed accounts among `wanted`, locked in id order (the order the ledger
-    locks balances in, so two payments between the same accounts never deadlock); a state
-    checked here holds until the payment commits. Cards are not issued here: never found."""
-    ids = sorted({i for i in (parse_id(w.id) for w in wanted if w.type == MANAGED_ACCOUNTS) if i})
-    found: dict[int, ManagedAccount] = {}
-    for account_id in ids:
-        account = await accounts.get_in_programme(
-            ctx.db, ctx.programme.id, account_id, for_update=True
-        )
-        if account is not None:
-            found[account.id] = account
+async def instruments(ctx: Ctx, wanted: list[InstrumentId]) -> dict[tuple[str, int], Instrument]:
+    """The programme's accounts and cards among `wanted`, by (type, id), locked in id order
+    (the order the ledger locks balances in, so two payments between the same instruments never
+    deadlock; a card's id is its ledger account's); a state checked here holds until the
+    payment commits."""
+    keys = sorted(
+        {(w.type, i) for w in wanted if (i := parse_id(w.id))}, key=lambda key: (key[1], key[0])
+    )
+    found: dict[tuple[str, int], Instrument] = {}
+    for kind, instrument_id in keys:
+        instrument: Instrument | None
+        if kind == MANAGED_ACCOUNTS:
+            instrument = await accounts.get_in_programme(
+                ctx.db, ctx.programme.id, instrument_id, for_update=True
+            )
+        else:
+            instrument = await cards.get_in_programme(
+                ctx.db, ctx.programme.id, instrument_id, for_update=True
+            )
+        if instrument is not None:
+            found[(kind, instrument.id)] = instrument
     return found
 
 
+def kind_of(instrument: Instrument) -> str:
+    return MANAGED_CARDS if isinstance(instrument, ManagedCard) else MANAGED_ACCOUNTS
+
+
+def found_of(found: dict[tuple[str, int], Instrument], wanted: InstrumentId) -> Instrument | None:
+    return found.get((wanted.type, parse_id(wanted.id) or 0))
+
+
 def own(
-    found: dict[int, ManagedAccount], wanted: InstrumentId, owner: Owner
-) -> ManagedAccount | None:
-    if wanted.type != MANAGED_ACCOUNTS:
+    found: dict[tuple[str, int], Instrument], wanted: InstrumentId, owner: Owner
+) -> Instrument | None:
+    instrument = found_of(found, wanted)
+    if instrument is None or instrument.identity_id != owner.identity_id:
         return None
-    account = found.get(parse_id(wanted.id) or 0)
-    return account if account is not None and account.identity_id == owner.identity_id else None
+    return instrument
 
 
-def check_source(account: ManagedAccount) -> None:
+def own_account(
+    found: dict[tuple[str, int], Instrument], wanted: InstrumentId, owner: Owner
+) -> ManagedAccount | None:
+    """The owner's account named by `wanted`; a card is not an account (a wire transfer's
+    source must be one: SOURCE_NOT_FOUND for a card, money-movement.md §1.4)."""
+    instrument = own(found, wanted, owner)
+    return instrument if isinstance(instrument, ManagedAccount) else None
+
+
+def debit(instrument: Instrument) -> bool:
+    return isinstance(instrument, ManagedCard) and instrument.mode == DEBIT_MODE
+
+
+def check_source(account: Instrument) -> None:
     if account.state == "DESTROYED":
         raise Conflict("SOURCE_INSTRUMENT_DESTROYED")
     if account.state == "BLOCKED":
         raise Conflict("SOURCE_INSTRUMENT_BLOCKED")
 
 
-def check_destination(account: ManagedAccount) -> None:
+def check_destination(account: Instrument) -> None:
     if account.state == "DESTROYED":
         raise Conflict("DESTINATION_INSTRUMENT_DESTROYED")
     if account.state == "BLOCKED":
@@ -146,8 +183,8 @@ async def _priced(
     ctx: Ctx,
     owner: Owner,
     profile: Profile,
-    source: ManagedAccount,
-    destination: ManagedAccount,
+    source: Instrument,
+    destination: Instrument,
     data: TransferCreate,
 ) -> tuple[str, int, int]:
     """The checks a transfer and a send share once both instruments are found: their states,
@@ -177,9 +214,13 @@ async def create_transfer(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payme
     source = own(found, data.source, owner)
     if source is None:
         raise Conflict("SOURCE_NOT_FOUND")
+    if debit(source):
+        raise Conflict("SOURCE_CANNOT_BE_DEBIT_MODE_CARD")
     destination = own(found, data.destination, owner)
     if destination is None:
         raise Conflict("DESTINATION_NOT_FOUND")
+    if debit(destination):  # also its own parent account's card: a debit card holds no money
+        raise Conflict("DESTINATION_CANNOT_BE_DEBIT_MODE_CARD")
     if source.id == destination.id:
         raise Conflict("SOURCE_AND_DESTINATION_MUST_BE_DIFFERENT")
     currency, amount, fee = await _priced(ctx, owner, profile, source, destination, data)
@@ -189,9 +230,9 @@ async def create_transfer(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payme
         owner,
         profile,
         data.tag,
-        source_type=MANAGED_ACCOUNTS,
+        source_type=kind_of(source),
         source_id=source.id,
-        destination_type=MANAGED_ACCOUNTS,
+        destination_type=kind_of(destination),
         destination_id=destination.id,
         currency=currency,
         amount=amount,
@@ -221,13 +262,15 @@ async def create_send(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payment:
     source = own(found, data.source, owner)
     if source is None:
         raise Conflict("SOURCE_NOT_FOUND")
-    destination = found.get(parse_id(data.destination.id) or 0)
-    if data.destination.type != MANAGED_ACCOUNTS:
-        destination = None
-    if destination is None:
-        if data.destination.type == MANAGED_ACCOUNTS and await _elsewhere(ctx, data.destination):
+    if debit(source):
+        raise Conflict("SOURCE_CANNOT_BE_DEBIT_MODE_CARD")
+    destination = found_of(found, data.destination)
+    if destination is None or destination.identity_id is None:  # a pool card is no one's yet
+        if destination is None and await _elsewhere(ctx, data.destination):
             raise Conflict("SOURCE_AND_DESTINATION_MUST_BE_IN_SAME_PROGRAMME")
         raise Conflict("DESTINATION_NOT_FOUND")
+    if debit(destination):
+        raise Conflict("DESTINATION_CANNOT_BE_DEBIT_MODE_CARD")
     if destination.identity_id == owner.identity_id:
         raise Conflict("DESTINATION_BELONGS_TO_SAME_IDENTITY")
     currency, amount, fee = await _priced(ctx, owner, profile, source, destination, data)
@@ -237,9 +280,9 @@ async def create_send(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payment:
         owner,
         profile,
         data.tag,
-        source_type=MANAGED_ACCOUNTS,
+        source_type=kind_of(source),
         source_id=source.id,
-        destination_type=MANAGED_ACCOUNTS,
+        destination_type=kind_of(destination),
         destination_id=destination.id,
         destination_identity_id=destination.identity_id,
         currency=currency,
@@ -268,11 +311,13 @@ async def create_send(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payment:
 
 
 async def _elsewhere(ctx: Ctx, wanted: InstrumentId) -> bool:
-    """Whether the account exists in another programme (the reference names that case)."""
-    account_id = parse_id(wanted.id)
-    if account_id is None:
+    """Whether the account or card exists in another programme (the reference names that
+    case)."""
+    instrument_id = parse_id(wanted.id)
+    if instrument_id is None:
         return False
-    stmt = select(ManagedAccount.programme_id).where(ManagedAccount.id == account_id)
+    table = ManagedCard if wanted.type == MANAGED_CARDS else ManagedAccount
+    stmt = select(table.programme_id).where(table.id == instrument_id)
     programme_id = (await ctx.db.execute(stmt)).scalar_one_or_none()
     return programme_id is not None and programme_id != ctx.programme.id
 
@@ -304,8 +349,8 @@ async def sca_exemption(ctx: Ctx, owner: Owner, amount: int) -> str | None:
 
 def details_of(
     payment: Payment,
-    source: ManagedAccount,
-    destination: ManagedAccount | None,
+    source: Instrument,
+    destination: Instrument | None,
     holders: dict[int, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """The ledger transaction's details: what each side's statement entry shows (D12), and the
@@ -316,7 +361,7 @@ def details_of(
     fields: dict[str, Any] = {}
     if destination is not None:
         fields = {
-            "destinationInstrumentType": MANAGED_ACCOUNTS,
+            "destinationInstrumentType": kind_of(destination),
             "destinationInstrumentId": str(destination.id),
         }
         if payment.kind == TRANSFER:
@@ -331,7 +376,7 @@ def details_of(
         by_account[str(source.id)]["transactionAmount"] = -payment.amount
     if destination is not None:
         theirs = {
-            "sourceInstrumentType": MANAGED_ACCOUNTS,
+            "sourceInstrumentType": kind_of(source),
             "sourceInstrumentId": str(source.id),
         }
         if payment.kind == TRANSFER:
@@ -343,10 +388,10 @@ def details_of(
 
 
 def _identity_fields(
-    side: str, identity_id: int, holders: dict[int, tuple[str, str]] | None
+    side: str, identity_id: int | None, holders: dict[int, tuple[str, str]] | None
 ) -> dict[str, str]:
     """`{side}IdentityType`, `…Id` and `…Name` of the identity on that side of a send."""
-    found = (holders or {}).get(identity_id)
+    found = None if identity_id is None else (holders or {}).get(identity_id)
     if found is None:
         return {}
     kind, name = found
@@ -388,8 +433,8 @@ async def _revenue(ctx: Ctx, payment: Payment) -> ledger.Leg | None:
 async def move_now(
     ctx: Ctx,
     payment: Payment,
-    source: ManagedAccount,
-    destination: ManagedAccount,
+    source: Instrument,
+    destination: Instrument,
     holders: dict[int, tuple[str, str]] | None = None,
 ) -> None:
     """One ledger transaction, named after the payment: source -(amount + fee), destination
@@ -418,7 +463,7 @@ async def move_now(
     payment.transaction_id = tx.id
 
 
-async def hold(ctx: Ctx, payment: Payment, source: ManagedAccount, details: dict[str, Any]) -> None:
+async def hold(ctx: Ctx, payment: Payment, source: Instrument, details: dict[str, Any]) -> None:
     """Amount + fee held on the source; FUNDS_INSUFFICIENT if its available balance lacks it."""
     total = payment.amount + payment.fee
     try:

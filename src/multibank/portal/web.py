@@ -47,8 +47,7 @@ from multibank.accounts import statement_pdf
 from multibank.accounts.models import ManagedAccount
 from multibank.api.routing import UnitOfWorkRoute, after_commit, container_of
 from multibank.api.v3_29.statements import CSV_COLUMNS, entry_body, to_csv
-from multibank.cards import lifecycle as card_lifecycle
-from multibank.cards import manufacturing
+from multibank.cards import clock as card_clock
 from multibank.identities import service as identities
 from multibank.identities.models import Identity
 from multibank.kernel.errors import DomainError
@@ -638,8 +637,7 @@ async def clock_advance(request: Request, form: dict[str, str], programme: Progr
     now = container.clock.now_ms(offset)
     # As the simulator's clock/advance: the new time commits alone, then each due step.
     after_commit(db, partial(payment_steps.catch_up, container.db, container.clock, programme.id))
-    after_commit(db, partial(manufacturing.catch_up, container.db, container.clock, programme.id))
-    after_commit(db, partial(card_lifecycle.catch_up, container.db, container.clock, programme.id))
+    after_commit(db, partial(card_clock.catch_up, container.db, container.clock, programme.id))
     return Flash(f"The clock moved on to {_when(now)} UTC.")
 
 

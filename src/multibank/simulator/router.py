@@ -14,8 +14,7 @@ from multibank.api.deps import AppContainer, Db, conflicts
 from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp
 from multibank.api.routing import UnitOfWorkRoute, after_commit
-from multibank.cards import lifecycle as card_lifecycle
-from multibank.cards import manufacturing
+from multibank.cards import clock as card_clock
 from multibank.factors import service as factors
 from multibank.identities import service as identities
 from multibank.identities.models import CONSUMER, CORPORATE
@@ -31,6 +30,7 @@ from multibank.payments.models import OWT, SEND, Payment
 from multibank.programmes.context import Ctx
 from multibank.programmes.service import advance_clock
 from multibank.simulator import card_pin, secure_session
+from multibank.simulator import cards as card_simulator
 from multibank.simulator.card_lifecycle import router as card_lifecycle_router
 from multibank.simulator.deps import SimulatorIdempotent, SimulatorProgramme
 
@@ -62,16 +62,16 @@ async def clock_advance(
     """Moves this programme's clock forward, so token, code and invite expiry can be tested.
     Before it answers, what the new time makes due has happened: payment challenges expired,
     wire transfers processed, IBAN allocations finished, cards expired or renewed (and told
-    they are about to expire), each in a transaction of its own. A
-    payment or account that a concurrent request was changing at that moment is left to that
+    they are about to expire), physical cards' manufacturing steps taken, card authorisations
+    held for 7 days expired, each in a transaction of its own. A payment, account, card or
+    authorisation that a concurrent request was changing at that moment is left to that
     request, and if still due afterwards is taken by the server's background step (every
     second by default; it also takes whatever falls due later, without an advance). At most 10
     years a call, and 100 years ahead of real time in all (`CLOCK_LIMIT_REACHED`)."""
     offset_ms = await advance_clock(db, programme, body.seconds)
     # The new time is committed alone, first; then each due step in a transaction of its own.
     after_commit(db, partial(payment_steps.catch_up, container.db, container.clock, programme.id))
-    after_commit(db, partial(manufacturing.catch_up, container.db, container.clock, programme.id))
-    after_commit(db, partial(card_lifecycle.catch_up, container.db, container.clock, programme.id))
+    after_commit(db, partial(card_clock.catch_up, container.db, container.clock, programme.id))
     return ClockState(offsetSeconds=offset_ms // 1000, now=container.clock.now_ms(offset_ms))
 
 
@@ -486,7 +486,13 @@ async def challenge_expire(payment_id: PaymentPath, ctx: SimCtx) -> PaymentCode:
     return PaymentCode(code=await payment_sca.expire_now(ctx, payment))
 
 
-ROUTERS: list[APIRouter] = [router, secure_session.router, card_pin.router, card_lifecycle_router]
+ROUTERS: list[APIRouter] = [
+    router,
+    secure_session.router,
+    card_pin.router,
+    card_lifecycle_router,
+    card_simulator.router,
+]
 
 
 def build_simulator() -> FastAPI:

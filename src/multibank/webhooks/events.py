@@ -291,22 +291,23 @@ async def fee(
     currency: str,
     amount: int,
     profile_id: int,
+    source_type: str = "managed_accounts",
 ) -> None:
-    """A fee charged to an account (`fees/charge`)."""
+    """A fee charged to an account or a prepaid card (`fees/charge`)."""
     if not ctx.programme.webhook_url:  # nothing recorded (`emit`): the body is not built
         return
     await emit(
         ctx,
         FEES,
         "COMPLETED",
-        f"managed_accounts:{source_id}",
+        f"{source_type}:{source_id}",
         {
             "chargeFee": {
                 "id": {"type": "fees", "id": str(transaction_id)},
                 "feeType": "CUSTOM",
                 "feeSubType": fee_type,
                 "note": "",
-                "source": {"type": "managed_accounts", "id": str(source_id)},
+                "source": {"type": source_type, "id": str(source_id)},
                 "feeSpec": {"type": "FLAT", "flatAmount": [_money(currency, amount)]},
                 "profileId": str(profile_id),
             },

@@ -61,6 +61,7 @@ REMOVED: set[str] = {
     "managedCardSpendRulesUpdate",
     "managedCardSpendRulesSet",
     "managedCardSpendRulesDelete",
+    "managedCardStatement",
     "managedCardPhysicalUpgrade",
     "managedCardPhysicalActivate",
     "managedCardPhysicalPinGet",

@@ -7,6 +7,7 @@ from fastapi import APIRouter
 from multibank.api.v3_29 import (
     access,
     card_assign,
+    card_statements,
     consumers,
     corporates,
     factors,
@@ -34,6 +35,7 @@ ROUTERS: list[APIRouter] = [
     managed_accounts.router,
     card_assign.router,  # before managed_cards: /managed_cards/assign is not a card id
     managed_cards.router,
+    card_statements.router,
     physical_cards.router,
     statements.router,
     fees.router,

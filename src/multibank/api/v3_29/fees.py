@@ -74,7 +74,7 @@ def charge_body(fee: service.FeeCharge) -> dict[str, Any]:
         "transactionId": {"type": "CHARGE_FEE", "id": str(fee.transaction.id)},
         "profileId": str(fee.profile_id),
         "feeType": fee.fee_type,
-        "source": {"id": str(fee.source_id), "type": "managed_accounts"},
+        "source": {"id": str(fee.source_id), "type": fee.source_type},
         "availableBalanceAdjustment": {"currency": fee.currency, "amount": -fee.amount},
         "state": "INITIALISED",
         "creationTimestamp": fee.transaction.created_at,

@@ -3,6 +3,7 @@ spend rules."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
@@ -18,7 +19,7 @@ from multibank.api.deps import (
     conflicts,
 )
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.cards import lifecycle, manufacturing, repository, service, spend_rules
+from multibank.cards import lifecycle, manufacturing, money, repository, service, spend_rules
 from multibank.cards.models import ManagedCard
 from multibank.cards.schemas import (
     AllLevelSpendRules,
@@ -33,6 +34,7 @@ from multibank.kernel.carddata import CardKeyring
 from multibank.kernel.errors import BadRequest
 from multibank.kernel.vocabulary import Currency, Tag
 from multibank.ledger.models import LedgerAccount
+from multibank.programmes.context import Ctx
 
 router = APIRouter(tags=["Managed Cards"], route_class=UnitOfWorkRoute)
 CardId = Annotated[str, Path(pattern=r"^[0-9]+$")]
@@ -75,7 +77,10 @@ def owner(session: Session) -> Owner:
 
 
 def card_body(
-    keys: CardKeyring, card: ManagedCard, balance: LedgerAccount | None
+    keys: CardKeyring,
+    card: ManagedCard,
+    balance: LedgerAccount | None,
+    spent: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """The card as 3.32.1 writes it: the number and CVV as tokens (D20), never in clear."""
     state: dict[str, str] = {"state": card.state}
@@ -114,16 +119,30 @@ def card_body(
         body["balances"] = service.balances_of(balance)
     if card.mode == service.DEBIT:
         body["parentManagedAccountId"] = str(card.parent_account_id)
-        # Each spend limit less what was spent in its window (nothing before authorisations
-        # exist); without limits a debit card has the implicit ALWAYS limit of 0 (D22).
-        limits = (card.spend_rules or {}).get("spendLimit") or [
-            {"value": {"currency": card.currency, "amount": 0}, "interval": "ALWAYS"}
+        # Each spend limit less what was spent in its window (`spent`, by interval); without
+        # limits a debit card has the implicit ALWAYS limit of 0 (D22).
+        used = spent or {}
+        body["availableToSpend"] = [
+            {
+                "value": {
+                    "currency": limit["value"]["currency"],
+                    "amount": int(limit["value"]["amount"]) - used.get(limit["interval"], 0),
+                },
+                "interval": limit["interval"],
+            }
+            for limit in money.limits_of(card)
         ]
-        body["availableToSpend"] = limits
     physical = manufacturing.details(card)
     if physical is not None:
         body["physicalCardDetails"] = physical
     return body
+
+
+async def card_out(ctx: Ctx, keys: CardKeyring, row: repository.Row) -> dict[str, Any]:
+    """`card_body` with a debit card's spend in its current windows read (D22)."""
+    card, balance = row
+    spent = await money.spent(ctx, card) if card.mode == service.DEBIT else None
+    return card_body(keys, card, balance, spent)
 
 
 @router.get(
@@ -195,7 +214,7 @@ async def managed_cards_get(
         total, rows = await service.page(session.ctx, owner(session), filters, offset, limit)
     keys = container.card_keys()
     return {
-        "cards": [card_body(keys, *row) for row in rows],
+        "cards": [await card_out(session.ctx, keys, row) for row in rows],
         "count": total,
         "responseCount": len(rows),
     }
@@ -218,7 +237,8 @@ async def managed_card_create(
     due diligence must be approved. `cardNumber.value` and `cvv.value` are tokens."""
     keys = container.card_keys()
     card = await service.create(session.ctx, keys, owner(session), body)
-    return card_body(keys, *await service.load(session.ctx, owner(session), str(card.id)))
+    row = await service.load(session.ctx, owner(session), str(card.id))
+    return await card_out(session.ctx, keys, row)
 
 
 @router.get(
@@ -235,7 +255,7 @@ async def managed_card_get(
     row = await service.load(session.ctx, owner(session), id)
     if await lifecycle.refresh(container.db, container.clock, session.ctx, [row[0]]):
         row = await service.load(session.ctx, owner(session), id)
-    return card_body(container.card_keys(), *row)
+    return await card_out(session.ctx, container.card_keys(), row)
 
 
 @router.patch(
@@ -250,7 +270,7 @@ async def managed_card_update(
 ) -> dict[str, Any]:
     """Changes only the fields sent; delivery details are for physical cards."""
     row = await service.update(session.ctx, owner(session), id, body)
-    return card_body(container.card_keys(), *row)
+    return await card_out(session.ctx, container.card_keys(), row)
 
 
 @router.post(

@@ -36,7 +36,9 @@ CREATE_CONFLICTS = (
     "PROFILE_NOT_FOUND",
     "PROFILE_INACTIVE",
     "SOURCE_NOT_FOUND",
+    "SOURCE_CANNOT_BE_DEBIT_MODE_CARD",
     "DESTINATION_NOT_FOUND",
+    "DESTINATION_CANNOT_BE_DEBIT_MODE_CARD",
     "DESTINATION_BELONGS_TO_SAME_IDENTITY",
     "SOURCE_AND_DESTINATION_MUST_BE_IN_SAME_PROGRAMME",
     "SOURCE_INSTRUMENT_BLOCKED",
@@ -95,7 +97,8 @@ add_payment_operations(
         create_model=TransferCreate,
         create=service.create_send,
         create_doc="""Sends `destinationAmount` from the caller's `source` to another identity's
-        `destination` in the same currency; the source also pays the send profile's fee.
+        `destination` in the same currency (accounts or prepaid cards; a debit card holds no
+        money and is refused); the source also pays the send profile's fee.
         `COMPLETED` when SCA does not apply; otherwise `PENDING`, amount + fee held, until a
         challenge on it is verified (5 minutes).""",
         create_responses=conflicts(*CREATE_CONFLICTS),

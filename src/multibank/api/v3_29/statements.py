@@ -23,7 +23,7 @@ from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.v3_29.fees import CurrencyAmount, TransactionId
 from multibank.api.v3_29.managed_accounts import AccountId, owner
 from multibank.ledger import statements
-from multibank.ledger.statements import Entry, StatementQuery
+from multibank.ledger.statements import CARD_STEPS, Entry, StatementPage, StatementQuery
 
 router = APIRouter(tags=["Managed Accounts"], route_class=UnitOfWorkRoute)
 
@@ -73,6 +73,13 @@ def additional_fields(entry: Entry) -> dict[str, str]:
     return {k: str(v) for k, v in entry.details.items() if v is not None and v != ""}
 
 
+def balance_after(e: Entry) -> int:
+    """`balanceAfter`: the actual balance on an account's own entries (as its statements have
+    always shown, and as they add up), the available one after a card step (D23: an
+    authorisation of 100 on 1000 shows 900 while the actual balance is still 1000)."""
+    return e.available_after if e.type in CARD_STEPS else e.actual_after
+
+
 def entry_body(e: Entry) -> dict[str, Any]:
     c = e.currency
     return {
@@ -81,7 +88,7 @@ def entry_body(e: Entry) -> dict[str, Any]:
         "transactionAmount": money(e.transaction_amount, c),
         "availableBalanceAdjustment": money(e.available_amount, c),
         "actualBalanceAdjustment": money(e.actual_amount, c),
-        "balanceAfter": money(e.actual_after, c),
+        "balanceAfter": money(balance_after(e), c),
         "availableBalanceAfter": money(e.available_after, c),
         "actualBalanceAfter": money(e.actual_after, c),
         "transactionFee": money(e.fee, c),
@@ -273,6 +280,19 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+@dataclass(frozen=True)
+class Subject:
+    """What a statement is of (an account, or a card): its id and name for the PDF heading and
+    file names, its balances now (None for a debit card, which holds none)."""
+
+    instrument: str  # "account" | "card"
+    id: int
+    friendly_name: str
+    currency: str
+    available: int | None
+    actual: int | None
+
+
 async def statement_response(
     session: Session,
     account_id: str,
@@ -283,21 +303,45 @@ async def statement_response(
 ) -> dict[str, Any] | Response:
     account, ledger_account = await accounts.load(session.ctx, owner(session), account_id)
     page = await statements.statement(session.ctx.db, params.query(account.id))
+    subject = Subject(
+        "account",
+        account.id,
+        account.friendly_name,
+        account.currency,
+        ledger_account.available,
+        ledger_account.actual,
+    )
+    return await rendered(session, subject, page, params, accept, shape, csv_columns)
+
+
+async def rendered(
+    session: Session,
+    subject: Subject,
+    page: StatementPage,
+    params: StatementParams,
+    accept: str | None,
+    shape: Callable[[Entry], dict[str, Any]],
+    csv_columns: Sequence[str],
+) -> dict[str, Any] | Response:
+    """The page as the `accept` header asks: JSON (`{entry, count, responseCount}`), CSV (one
+    row per entry) or PDF."""
     kind = negotiate(accept)
     vary = {"vary": "accept"}
+    name = "statement" if subject.instrument == "account" else f"{subject.instrument}-statement"
     if kind == PDF:
         heading = statement_pdf.StatementHeading(
-            account_id=account.id,
-            friendly_name=account.friendly_name,
-            currency=account.currency,
+            account_id=subject.id,
+            friendly_name=subject.friendly_name,
+            currency=subject.currency,
             from_ms=params.from_ms,
             to_ms=params.to_ms,
             generated_ms=session.ctx.now,
-            available=ledger_account.available,
-            actual=ledger_account.actual,
+            available=subject.available,
+            actual=subject.actual,
             count=page.count,
             offset=params.offset,
             ascending=params.ascending,
+            instrument=subject.instrument,
         )
         pdf = await run_in_threadpool(statement_pdf.render, heading, page.entries)
         return Response(
@@ -305,7 +349,7 @@ async def statement_response(
             media_type=PDF,
             headers={
                 **vary,
-                "content-disposition": f'attachment; filename="statement-{account.id}.pdf"',
+                "content-disposition": f'attachment; filename="{name}-{subject.id}.pdf"',
             },
         )
     bodies = [shape(e) for e in page.entries]
@@ -315,7 +359,7 @@ async def statement_response(
             media_type="text/csv; charset=utf-8",
             headers={
                 **vary,
-                "content-disposition": f'attachment; filename="statement-{account.id}.csv"',
+                "content-disposition": f'attachment; filename="{name}-{subject.id}.csv"',
             },
         )
     return {"entry": bodies, "count": page.count, "responseCount": len(bodies)}

@@ -35,7 +35,9 @@ Id = Annotated[str, Query(pattern=r"^[0-9]+$", max_length=19)]
 CREATE_CONFLICTS = (
     "PROFILE_INACTIVE",
     "SOURCE_NOT_FOUND",
+    "SOURCE_CANNOT_BE_DEBIT_MODE_CARD",
     "DESTINATION_NOT_FOUND",
+    "DESTINATION_CANNOT_BE_DEBIT_MODE_CARD",
     "SOURCE_AND_DESTINATION_MUST_BE_DIFFERENT",
     "SOURCE_INSTRUMENT_BLOCKED",
     "SOURCE_INSTRUMENT_DESTROYED",
@@ -106,7 +108,8 @@ add_payment_operations(
         create_model=TransferCreate,
         create=service.create_transfer,
         create_doc="""Moves `destinationAmount` from `source` to `destination`, two instruments
-        of the logged-in identity in the same currency. The source also pays the transfer
+        of the logged-in identity (accounts or prepaid cards) in the same currency; a debit
+        card holds no money and is refused. The source also pays the transfer
         profile's fee in that currency. Answers the transfer, `COMPLETED`: the money has
         moved.""",
         create_responses={

@@ -5,7 +5,7 @@ activation code is kept as a keyed hash and the PIN encrypted, never in clear.
 `card_data_tokens`: the values the sandbox's `secure_session/tokenize` made tokens of.
 
 Revision ID: 0022
-Revises: 0020
+Revises: 0021
 Create Date: 2026-12-05 12:00:00
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0022"
-down_revision: str | None = "0020"
+down_revision: str | None = "0021"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
