@@ -3,9 +3,9 @@ programme's whole state as one JSON document, so a team can share a fixture (dec
 
 The document holds the programme's settings and webhook URL, and every row of the programme in
 `TABLES` (profiles, fee types, customers, users with their password hashes as stored, factors,
-accounts, cards with their data as stored, sealed, the ledger's accounts, transactions and
-postings, payments), each column as stored. API keys, sessions, one-time codes and webhook
-events are not in it: an imported programme gets a new API key.
+accounts, cards with their data as stored, sealed, and their authorisations, the ledger's
+accounts, transactions and postings, payments), each column as stored. API keys, sessions,
+one-time codes and webhook events are not in it: an imported programme gets a new API key.
 
 An import writes a new sandbox programme in one transaction, under a new name and new ids:
 every id of the document is mapped to a new one, wherever it appears (id columns, and ids inside
@@ -56,6 +56,7 @@ TABLES = (
     "payments",
     "managed_cards",
     "card_movements",
+    "card_authorisations",
     "card_data_tokens",
 )
 # The programme's own columns that are not its settings.

@@ -331,6 +331,47 @@ async def _card_blocked(s: Sandbox, then: str | None = None) -> None:
         await s.call(f"card {then}", "POST", f"{API}/managed_cards/{card}/{then}", token=who.token)
 
 
+async def _funded_card(s: Sandbox) -> str:
+    """A prepaid card with 10.00 EUR moved onto it from the consumer's account."""
+    who, card = await _card(s)
+    await s.call(
+        "card funding transfer",
+        "POST",
+        f"{API}/transfers",
+        token=who.token,
+        body={
+            "profileId": s.profiles["transfers"],
+            "source": {"type": "managed_accounts", "id": who.accountId},
+            "destination": {"type": "managed_cards", "id": card},
+            "destinationAmount": {"currency": CURRENCY, "amount": 1000},
+        },
+    )
+    return card
+
+
+async def _card_payment(s: Sandbox, step: str) -> None:
+    """A funded card, then the simulator's `step`: an authorisation only (`authorise`), or an
+    authorisation and its settlement (`purchase`)."""
+    card = await _funded_card(s)
+    answer = await s.call(
+        f"card {step} (simulator)",
+        "POST",
+        f"{SIMULATOR}/cards/{card}/{step}",
+        simulator=True,
+        body={"merchantName": "Trigger Shop", "transactionAmount": MONEY},
+    )
+    if answer.get("code") != "APPROVED":
+        raise TriggerError(f"the card {step} was answered {answer.get('code')}")
+
+
+async def _card_authorised(s: Sandbox) -> None:
+    await _card_payment(s, "authorise")
+
+
+async def _card_purchased(s: Sandbox) -> None:
+    await _card_payment(s, "purchase")
+
+
 async def _card_simulated(s: Sandbox, step: str) -> None:
     """A card, then the simulator's expiry `step` (expire, about_to_expire)."""
     _, card = await _card(s)
@@ -404,11 +445,8 @@ TRIGGERS: dict[str, Step] = {
     "managed_cards/expiries.CARD_EXPIRED": _card_expired,
     "managed_cards/expiries.CARD_ABOUT_TO_EXPIRE": _card_about_to_expire,
     "managed_cards/physical_cards_upgrade.REQUESTED": _card_upgraded,
-}
-# Paths named in cards.events that nothing emits yet: the card payment steps will.
-NOT_EMITTED: dict[str, str] = {
-    "/managed_cards/authorisations/watch": "no card payment emits it in this version",
-    "/managed_cards/settlements/watch": "no card payment emits it in this version",
+    "managed_cards/authorisations.AUTHORISED": _card_authorised,
+    "managed_cards/settlements.SALE_PURCHASE": _card_purchased,
 }
 # Paths the server emits that no trigger makes yet, and why; the test of TRIGGERS allows only
 # these to be missing.
