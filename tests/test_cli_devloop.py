@@ -339,6 +339,12 @@ async def test_export_import_round_trip(cli_env, client, admin_headers, tmp_path
     assert json.loads(ok(await cli("programme", "export", name))) == first
 
 
+def with_rows(document: dict[str, Any], table: str, **changed: Any) -> dict[str, Any]:
+    """`document` with every row of `table` changed so."""
+    rows = [{**row, **changed} for row in document["tables"][table]]
+    return {**document, "tables": {**document["tables"], table: rows}}
+
+
 async def test_export_and_import_refusals(cli_env, client, admin_headers, tmp_path):
     err = refused(await cli("programme", "export", unique_name()))
     assert "not found" in err
@@ -354,6 +360,21 @@ async def test_export_and_import_refusals(cli_env, client, admin_headers, tmp_pa
         (json.dumps({**good, "version": 99}), "version 99 is not known"),
         (json.dumps({"format": "else"}), "not a multibank programme export"),
         (json.dumps({**good, "tables": {**good["tables"], "users": [{"id": 1}]}}), "users"),
+        (
+            json.dumps(
+                {
+                    **good,
+                    "programme": {
+                        **good["programme"],
+                        "settings": {**good["programme"]["settings"], "failed_login_limit": "x"},
+                    },
+                }
+            ),
+            "setting failed_login_limit is not valid",
+        ),
+        (json.dumps(with_rows(good, "fee_types", id="1")), "a row of fee_types has an invalid id"),
+        (json.dumps(with_rows(good, "fee_types", name=None)), "fee_types has an invalid name"),
+        (json.dumps(with_rows(good, "profiles", active="yes")), "profiles has an invalid active"),
     ]
     for text, says in cases:
         file.write_text(text)

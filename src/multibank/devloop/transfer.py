@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, insert, select
+from sqlalchemy import Column, Table, insert, select
 from sqlalchemy.exc import IntegrityError, StatementError
 
 from multibank.accounts import iban as ibans
@@ -132,6 +132,23 @@ def _mapper(ids: dict[int, int]) -> Callable[[Any], Any]:
     return remap
 
 
+def _fits(column: Column[Any], value: Any) -> bool:
+    """Whether `value` is of `column`'s type (SQLite would store nearly anything anywhere)."""
+    if value is None:
+        return bool(column.nullable)
+    try:
+        kind = column.type.python_type
+    except NotImplementedError:
+        return True
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is dict:  # JSON: an object or a list
+        return isinstance(value, dict | list)
+    return isinstance(value, kind)
+
+
 def _check(document: Any, tables: dict[str, Table]) -> None:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise TransferError(f"not a multibank programme export (no format {FORMAT!r})")
@@ -148,6 +165,9 @@ def _check(document: Any, tables: dict[str, Table]) -> None:
     known = {c.key for c in Programme.__table__.columns} - set(NOT_SETTINGS)
     if set(programme["settings"]) != known:
         raise TransferError("the export's programme settings are not those of this version")
+    for column in Base.metadata.tables["programmes"].columns:
+        if column.key in known and not _fits(column, programme["settings"][column.key]):
+            raise TransferError(f"the export's programme setting {column.key} is not valid")
     if set(rows) != set(TABLES):
         raise TransferError(f"the export's tables are not {', '.join(TABLES)}")
     for name, table in tables.items():
@@ -157,6 +177,10 @@ def _check(document: Any, tables: dict[str, Table]) -> None:
             not isinstance(r, dict) or set(r) != columns for r in listed
         ):
             raise TransferError(f"the rows of {name} do not have the columns of this version")
+        for row in listed:
+            wrong = next((c.name for c in table.columns if not _fits(c, row[c.name])), None)
+            if wrong is not None:
+                raise TransferError(f"a row of {name} has an invalid {wrong}")
 
 
 @dataclass(frozen=True)
@@ -191,11 +215,17 @@ async def import_programme(db: Database, settings: Settings, document: Any, name
             await session.execute(table.delete().where(table.c.programme_id == programme.id))
         for column, value in document["programme"]["settings"].items():
             setattr(programme, column, value)
-        await session.flush()
+        try:
+            async with session.begin_nested():
+                await session.flush()
+        except StatementError as exc:
+            raise TransferError(f"the programme's settings are refused: {_reason(exc)}") from None
         ids: dict[int, int] = {old_pid: programme.id}
         for table_name, table in tables.items():
             pk = [c.name for c in table.primary_key.columns]
             for row in rows[table_name]:
+                if not all(isinstance(row[c], int) for c in pk):
+                    raise TransferError(f"a row of {table_name} has no integer id")
                 for column in pk:
                     if row[column] not in ids:
                         ids[row[column]] = new_id()
@@ -217,9 +247,8 @@ async def import_programme(db: Database, settings: Settings, document: Any, name
                     async with session.begin_nested():
                         await session.execute(insert(table), out)
                 except (IntegrityError, StatementError) as exc:
-                    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
                     raise TransferError(
-                        f"the rows of {table_name} are refused: {reason[:200]}"
+                        f"the rows of {table_name} are refused: {_reason(exc)}"
                     ) from None
                 count += len(out)
         return Imported(programme.id, api_key, count)
@@ -238,7 +267,7 @@ async def _renew_unique(
     new id."""
     if table_name == "ledger_accounts" and new["system_key"]:
         prefix = f"{old_pid}:"
-        if not new["system_key"].startswith(prefix):
+        if not str(new["system_key"]).startswith(prefix):
             raise TransferError(f"ledger account {old['id']} has a foreign system key")
         new["system_key"] = f"{new_pid}:{new['system_key'].removeprefix(prefix)}"
     elif table_name == "identities" and new["dd_reference"]:
@@ -266,6 +295,11 @@ async def _renew_unique(
         new["value_encrypted"] = _reseal(
             keys, new["value_encrypted"], old["id"], new["id"], TOKEN_LABEL
         )
+
+
+def _reason(exc: Exception) -> str:
+    said = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return said[0][:200] if said else type(exc).__name__
 
 
 def _reseal(keys: CardKeyring, stored: str, old_id: int, new_id_: int, label: str) -> str:
