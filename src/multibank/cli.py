@@ -922,7 +922,10 @@ def programme_import(
 
     Every id is new (references kept consistent), and so are IBANs and the API key; the
     ledger's balances and postings are the file's."""
+    from pydantic import ValidationError
+
     from multibank.devloop.transfer import TransferError, import_programme
+    from multibank.programmes import service
 
     settings = _settings()
 
