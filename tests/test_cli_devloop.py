@@ -124,6 +124,7 @@ async def test_trigger_writes_the_real_event_and_replay_sends_it_again(
         "managed_cards/expiries.CARD_EXPIRED",
         "send.PENDING_CHALLENGE",
         "managed_cards/settlements.SALE_PURCHASE",
+        "managed_cards/adjustments.LOST_STOLEN_REPLACEMENT_BALANCE_TRANSFER",
     ],
 )
 async def test_trigger_makes_the_event_arrive(event, cli_env, client, container, admin_headers):
@@ -134,7 +135,7 @@ async def test_trigger_makes_the_event_arrive(event, cli_env, client, container,
         await deliver(container)
         topic, kind = event.rsplit(".", 1)
         got = [x for x in receiver.received if x.path.endswith(f"/{topic}/watch")]
-        fields = ("eventType", "status", "type", "settlementType")
+        fields = ("eventType", "status", "type", "settlementType", "adjustmentType")
         assert kind in [next(x.json[f] for f in fields if f in x.json) for x in got], got
         assert all(signed_by(made["apiKey"], x) for x in got)
 
