@@ -662,6 +662,11 @@ EVERY_COMMAND = [
     ("webhooks", "deliver"),
     ("sandbox", "seed"),
     ("cards", "pool", "create", "--profile", "1", "--count", "1"),
+    ("webhooks", "trigger", "login.VERIFIED"),
+    ("webhooks", "replay", "1"),
+    ("programme", "reset", "default", "--yes"),
+    ("programme", "export", "default"),
+    ("programme", "import", "missing.json", "--name", "copy"),
 ]  # fmt: skip
 # Those that work on a database `serve` or `db upgrade` made, and never make one themselves.
 ON_A_MADE_DATABASE = [args for args in EVERY_COMMAND if args[0] not in ("serve", "db")]
