@@ -426,6 +426,8 @@ async def test_serve_creates_the_default_programme_once(tmp_path, monkeypatch):
         first = _printed(first_out)
         for path in ("/multi", "/3.29.1/multi", "/3.1.0/multi"):
             assert f"{base}{path} " in first["text"] or f"{base}{path}\n" in first["text"]
+        # The banner names the home page and the portal, and both answer.
+        assert f"{base}/ " in first["text"] and f"{base}/portal/\n" in first["text"]
         assert first["created"]
         assert first["apiKey"].startswith("mb_sbx_")
         assert list(first["profiles"]) == list(PROFILE_KINDS)
@@ -449,6 +451,9 @@ async def test_serve_creates_the_default_programme_once(tmp_path, monkeypatch):
                 json=STRONG_PASSWORD,
             )
             assert r.status_code == 401
+            assert (await http.get("/")).status_code == 200
+            portal = await http.get("/portal/", follow_redirects=True)
+            assert portal.status_code == 200 and "<form" in portal.text, portal.text[:300]
             # The printed admin token opens the operator API, which shows the same programme.
             r = await http.get(
                 f"{PORTAL}/{first['programmeId']}/summary",

@@ -101,3 +101,55 @@ def test_the_summary_of_each_command_is_one_line(path, command):
     summary = inspect.cleandoc(command.help).split("\n\n")[0]
     assert "\n" not in summary, f"the summary of {path} spans lines: {summary!r}"
     assert not DECISION.search(command.help)
+
+
+def _process_help(path: tuple[str, ...]) -> str:
+    """`multibank ... --help` as a process of its own, the way an operator runs it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "COLUMNS": "120", "NO_COLOR": "1", "TERM": "dumb"}
+    done = subprocess.run(
+        [sys.executable, "-m", "multibank", *path, "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return ANSI.sub("", done.stdout)
+
+
+GROUPS = [(path, command) for path, command in COMMANDS if getattr(command, "commands", None)]
+
+
+@pytest.mark.parametrize(
+    ("path", "command"), GROUPS, ids=[" ".join(("multibank", *p)) for p, _ in GROUPS]
+)
+def test_each_group_help_lists_every_command_it_has(path, command):
+    out = _process_help(path)
+    listed = {
+        line.split()[1]
+        for line in out.splitlines()
+        if line.startswith("│ ") and len(line.split()) > 1
+    }
+    assert set(command.commands) <= listed, out
+
+
+def test_help_loads_none_of_the_server():
+    """`multibank --help` imports the command-line app alone: the server's modules (the FastAPI
+    app, the models, the database drivers, uvicorn) load when a command runs, so no help waits
+    for them."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, multibank.cli\n"
+        "heavy = ('sqlalchemy', 'fastapi', 'starlette', 'uvicorn', 'alembic', 'pydantic',\n"
+        "         'pydantic_settings', 'httpx', 'multibank.app', 'multibank.models')\n"
+        "print(' '.join(sorted(m for m in heavy if m in sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", f"imported by `import multibank.cli`: {done.stdout}"

@@ -45,6 +45,13 @@ def imported_top_level_modules() -> dict[str, str]:
     return found
 
 
+# The pytest plugin (the `pytest11` entry point) is loaded by a client's pytest, never by the
+# server: pytest is a dependency of the client's tests, not of multibank. Only that package may
+# import it, and nothing else in src/ imports that package.
+PLUGIN_PACKAGE = SRC / "testing"
+PLUGIN_ONLY = {"pytest"}
+
+
 def test_every_module_src_imports_is_a_declared_dependency() -> None:
     owners = packages_distributions()
     deps = declared()
@@ -52,6 +59,8 @@ def test_every_module_src_imports_is_a_declared_dependency() -> None:
     for module, where in sorted(imported_top_level_modules().items()):
         if module in sys.stdlib_module_names or module in ("multibank", "__future__"):
             continue
+        if module in PLUGIN_ONLY:
+            continue  # test_only_the_pytest_plugin_imports_pytest
         dists = {canonicalize_name(d) for d in owners.get(module, [])}
         assert dists, f"{module} (imported in {where}) is installed by no distribution"
         if not dists & deps.keys():
@@ -59,6 +68,25 @@ def test_every_module_src_imports_is_a_declared_dependency() -> None:
     assert not missing, "imported at run time but not in [project] dependencies: " + ", ".join(
         missing
     )
+
+
+def test_only_the_pytest_plugin_imports_pytest() -> None:
+    for path in SRC.rglob("*.py"):
+        in_plugin = path.is_relative_to(PLUGIN_PACKAGE)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for name in names:
+                where = path.relative_to(ROOT)
+                if name.split(".")[0] in PLUGIN_ONLY:
+                    assert in_plugin, f"{where} imports {name}: only the pytest plugin may"
+                if name.startswith("multibank.testing"):
+                    assert in_plugin, f"{where} imports {name}, which only pytest loads"
+    entry = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    assert entry["pytest11"] == {"multibank": "multibank.testing.pytest_plugin"}
 
 
 def test_every_lower_bound_is_the_locked_version_the_suite_runs_on() -> None:

@@ -15,24 +15,22 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
-import uvicorn
-from pydantic import ValidationError
-from sqlalchemy import text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from multibank.kernel.clock import Clock
-from multibank.kernel.db import Database
 from multibank.kernel.errors import Conflict, NotFound
-from multibank.kernel.migrate import current_revision, head_revision, upgrade
-from multibank.kernel.node_lease import NodeKeeper
-from multibank.programmes import repository, service
-from multibank.programmes.schemas import ProfileUpdate, ProgrammeCreate, ProgrammeDescription
-from multibank.settings import Settings, get_settings
+
+# The server's modules (SQLAlchemy and the models, pydantic's schemas and settings, uvicorn, the
+# FastAPI app) are imported inside the commands that use them, never here: `multibank --help`
+# and every command's `--help` load typer alone and wait for none of the server (decision 0050;
+# tests/test_cli_help.py checks that importing this module loads none of them).
+if TYPE_CHECKING:
+    from multibank.kernel.db import Database
+    from multibank.programmes.schemas import ProgrammeDescription
+    from multibank.settings import Settings
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -149,6 +147,10 @@ CANNOT_START = 2
 
 def _settings() -> Settings:
     """The settings, or one line saying which are wrong (and never their values: secrets)."""
+    from pydantic import ValidationError
+
+    from multibank.settings import get_settings
+
     try:
         return get_settings()
     except ValidationError as exc:
@@ -170,6 +172,12 @@ def _run(
     upgrade`, `serve`), a missing, unreachable or unmigrated database is said in one line and
     exits 2, and nothing is created (a SQLite path is not even touched): run from another
     folder, a command must not quietly start a second database beside the server's."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from multibank.kernel.db import Database
+    from multibank.kernel.migrate import current_revision, head_revision
+
     settings = settings or _settings()
     url = make_url(settings.database_url)
     where = url.render_as_string(hide_password=True)
@@ -223,6 +231,9 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 async def ensure_default_programme(db: Database) -> tuple[ProgrammeDescription, bool]:
     """The `default` sandbox programme exists after the first start; returns it and whether it
     was created now. Several processes may start at once: the unique name settles the race."""
+    from multibank.programmes import repository, service
+    from multibank.programmes.schemas import ProgrammeCreate
+
     async with db.transaction() as session:
         existing = await repository.get_programme_by_name(session, DEFAULT_PROGRAMME)
         if existing is not None:
@@ -261,6 +272,9 @@ async def _reachable(db: Database, within: float) -> None:
     """Waits up to `within` seconds for a PostgreSQL server that cannot be reached yet (it may be
     starting with us), saying so once; then, or at once for any other error, the error stands.
     SQLite has no server to wait for."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import SQLAlchemyError
+
     deadline = time.monotonic() + within
     said = False
     while True:
@@ -319,7 +333,11 @@ def serve(
 
     Updates the database schema first, then prints where the API listens and the `default`
     programme's id, API key and profiles."""
+    import uvicorn
+
     from multibank.app import build_container, startup
+    from multibank.kernel.migrate import upgrade
+    from multibank.kernel.node_lease import NodeKeeper
 
     settings = _settings()
     _can_listen(host, port)
@@ -345,6 +363,7 @@ def serve(
     base = f"http://{host}:{port}"
     lines = [
         f"multibank serving on {base} ({'SQLite' if settings.is_sqlite else 'PostgreSQL'})",
+        f"  start here:      {base}/ (API key, quick start)  portal: {base}/portal/",
         f"  3.29.1 (latest): {base}/multi        docs: {base}/multi/docs",
         f"  3.29.1:          {base}/3.29.1/multi docs: {base}/3.29.1/multi/docs",
         f"  3.1.0:           {base}/3.1.0/multi  docs: {base}/3.1.0/multi/docs",
@@ -384,6 +403,8 @@ def serve(
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Create or update the database schema (apply every migration not applied yet)."""
+    from multibank.kernel.migrate import upgrade
+
     _run(upgrade, creates=True)
     typer.echo("database is up to date")
 
@@ -442,6 +463,12 @@ def programme_create(
     as_json: Annotated[bool, typer.Option("--json", help=PROGRAMME_JSON_HELP)] = False,
 ) -> None:
     """Create a programme with its profiles, the ADMIN_FEE fee type and a first API key."""
+    from pydantic import ValidationError
+
+    from multibank.kernel.node_lease import NodeKeeper
+    from multibank.programmes import service
+    from multibank.programmes.schemas import ProgrammeCreate
+
     try:
         data = ProgrammeCreate(
             name=name,
@@ -483,6 +510,7 @@ def programme_show(
     as_json: Annotated[bool, typer.Option("--json", help=PROGRAMME_JSON_HELP)] = False,
 ) -> None:
     """Show a programme: id, API key (sandbox only), profiles, currencies and fee types."""
+    from multibank.programmes import service
 
     async def work(db: Database) -> ProgrammeDescription:
         async with db.transaction() as session:
@@ -500,6 +528,7 @@ def programme_show(
 @programme_app.command("list")
 def programme_list() -> None:
     """One line per programme: id, name, mode."""
+    from multibank.programmes import repository
 
     async def work(db: Database) -> list[tuple[int, str, str]]:
         async with db.transaction() as session:
@@ -534,6 +563,11 @@ def programme_movement_fee(
 
     The fee comes on top of the payment's amount: the source pays it, and it goes to the
     programme's revenue. Prints the programme's payment fees."""
+    from pydantic import ValidationError
+
+    from multibank.programmes import service
+    from multibank.programmes.schemas import ProfileUpdate
+
     try:
         fees = ProfileUpdate(fees={currency: amount}).fees or {}
     except ValidationError as exc:
@@ -586,6 +620,7 @@ def ledger_verify(
     Every currency of every programme sums to zero, and every account's balance equals the sum
     of its postings. Exits 2 when it cannot check (no such programme, no database)."""
     from multibank.ledger.verify import one_snapshot, verify
+    from multibank.programmes import service
 
     async def work(db: Database) -> list[str]:
         async with db.transaction() as session:
@@ -699,6 +734,8 @@ def sandbox_seed(
     account id, IBAN and a fresh token, already stepped up (it lapses when unused for a while:
     log in again with the e-mail and password). Made through the API itself, on the configured
     database."""
+    from multibank.kernel.node_lease import NodeKeeper
+    from multibank.programmes import service
     from multibank.sandbox_seed import CURRENCY, DEPOSIT, Seeded, SeedError, seed
 
     settings = _settings()
@@ -777,7 +814,7 @@ def cards_pool_create(
     ] = DEFAULT_PROGRAMME,
     physical: Annotated[
         bool,
-        typer.Option("--physical", help="Physical cards, already activated (not available yet)."),
+        typer.Option("--physical", help="Physical cards, already activated."),
     ] = False,
     currency: Annotated[
         str | None,
@@ -798,6 +835,8 @@ def cards_pool_create(
     from multibank.cards.pool import create_pool
     from multibank.kernel import secrets as server_secrets
     from multibank.kernel.carddata import CardKeyring
+    from multibank.kernel.node_lease import NodeKeeper
+    from multibank.programmes import service
     from multibank.programmes.context import Ctx
 
     settings = _settings()
@@ -838,8 +877,10 @@ def cards_pool_create(
 def main() -> None:
     try:
         app()
-    except ValidationError as exc:
-        if exc.title != "Settings":
+    except Exception as exc:
+        from pydantic import ValidationError  # loaded already: a refused setting raised it
+
+        if not isinstance(exc, ValidationError) or exc.title != "Settings":
             raise
         # A setting the server refuses (live mode's secrets among them) is one line, not a
         # traceback: the operator has one thing to fix.

@@ -85,6 +85,7 @@ class Step:
     body: dict[str, Any] | None = None
     sets: tuple[tuple[str, str], ...] = ()
     only_if: str = ""  # a condition on the previous answer, said in words
+    when: str = ""  # the same condition as a jq filter, for the script that captures ids
     note: str = ""
 
 
@@ -165,6 +166,7 @@ def steps(sandbox: Sandbox, api_key: str, email: str) -> list[Step]:
             (sim,),
             204,
             only_if="the last answer's state was PENDING_ALLOCATION",
+            when='.state == "PENDING_ALLOCATION"',
             note="A 409 IBAN_NOT_PENDING means it is allocated already: go on.",
         ),
         Step(
@@ -208,9 +210,11 @@ def _shell_word(text: str) -> str:
     return shlex.quote(text)
 
 
-def curl(base: str, step: Step) -> str:
-    """The command of `step` against `base`, one option per line."""
-    first = ["curl", "-sS", "-w", shlex.quote(r"\n%{http_code}\n")]
+def curl(base: str, step: Step, status_line: bool = True) -> str:
+    """The command of `step` against `base`, one option per line: it prints the answer and,
+    with `status_line`, its HTTP status; without, a refusal is said by curl and fails."""
+    first = ["curl", "-sS"]
+    first += ["-w", shlex.quote(r"\n%{http_code}\n")] if status_line else ["--fail-with-body"]
     if step.method != "GET":
         first += ["-X", step.method]
     first.append(_shell_word(base + step.path))
@@ -222,6 +226,28 @@ def curl(base: str, step: Step) -> str:
     if step.body is not None:
         lines.append(f"-d {shlex.quote(json.dumps(step.body))}")
     return " \\\n  ".join(lines)
+
+
+def script_text(base: str, all_steps: list[Step]) -> str:
+    """Every step as one shell script that sets each variable from the answer with jq, so
+    nothing is copied by hand. Pasted whole into bash or zsh: each answer is printed (through
+    `jq .`), a refused request says its status and body (`--fail-with-body`), and the variables
+    stay set in the shell for what comes next."""
+    out = []
+    for number, step in enumerate(all_steps, start=1):
+        capture = f"ANSWER=$({curl(base, step, status_line=False)})"
+        out.append(f"# {number}. {step.title}")
+        if step.when:
+            out.append(f'if echo "$ANSWER" | jq -e {shlex.quote(step.when)} >/dev/null; then')
+            out.append("  " + capture.replace("\n", "\n  "))
+            out.append('  echo "$ANSWER" | jq .')
+            out.append("fi")
+        else:
+            out.append(capture)
+            out.append('echo "$ANSWER" | jq .')
+        for name, path in step.sets:
+            out.append(f'{name}=$(echo "$ANSWER" | jq -r .{path})')
+    return "\n".join(out)
 
 
 def step_text(base: str, number: int, step: Step) -> str:
@@ -375,7 +401,8 @@ def _quick_start(base: str, root: str, sandbox: Sandbox, key: str, email: str) -
         f"JSON it answered (here its {_code('id')} object's {_code('id')}), e.g. "
         f"{_code('CORP=1234567890')}: the next steps use {_code('$CORP')}, "
         f"{_code('$USER_ID')}, {_code('$TOKEN')} and {_code('$ACCOUNT')}. Each answer is "
-        "followed by its HTTP status.</p>",
+        "followed by its HTTP status. With jq, "
+        '<a href="#quick-start-jq">the same steps as one script</a> set them for you.</p>',
     ]
     if sandbox.step_up_required:
         out.append(
@@ -384,9 +411,18 @@ def _quick_start(base: str, root: str, sandbox: Sandbox, key: str, email: str) -
             "stepped up with an enrolled factor (see the 3.29.1 docs), or until the operator "
             f"turns it off ({_code('PATCH /portal/api/programmes/{id}/settings')}).</p>"
         )
-    for number, step in enumerate(steps(sandbox, key, email), start=1):
+    all_steps = steps(sandbox, key, email)
+    for number, step in enumerate(all_steps, start=1):
         out.append(f"<h3>{number}. {html.escape(step.title)}</h3>")
         out.append(f'<pre class="step">{html.escape(step_text(base, number, step))}</pre>')
+    out += [
+        '<h3 id="quick-start-jq">All at once, ids captured with jq</h3>',
+        f"<p>The same steps as one script for bash or zsh, with {_code('jq')} setting "
+        f"{_code('$CORP')}, {_code('$USER_ID')}, {_code('$TOKEN')} and {_code('$ACCOUNT')} "
+        "from the answers: paste it whole, nothing to copy by hand. The variables stay set "
+        "for your next commands.</p>",
+        f'<pre class="script">{html.escape(script_text(base, all_steps))}</pre>',
+    ]
     out.append(
         "<p>Next: payments between accounts (transfers, sends, outgoing wire transfers) on "
         f"{_link(root, '/multi/docs')}; the simulator's other operations (KYC rejection, "

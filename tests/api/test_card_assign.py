@@ -179,8 +179,6 @@ async def test_the_cli_refuses_what_it_cannot_make(
     p = await programme()
     name = await programme_name(client, admin_headers, p)
     base = ["cards", "pool", "create", "--programme", name, "--count", "1"]
-    result = await cli(*base, "--profile", prepaid(p, "corporate"), "--physical")
-    assert result.exit_code == 1 and "not available yet" in result.output
     result = await cli(*base, "--profile", p.profiles["corporateDebitManagedCard"])
     assert result.exit_code == 1 and "PAYMENT_MODEL_CONSTRAINTS_VIOLATED" in result.output
     result = await cli(*base, "--profile", p.profiles["corporate"])
@@ -217,8 +215,6 @@ async def test_the_operator_api_makes_pools_and_refuses_what_it_cannot(
         ({"profileId": "1", "count": 1}, "PROFILE_NOT_FOUND"),
         ({"profileId": prepaid(p, "consumer"), "count": 1, "currency": "JPY"},
          "CURRENCY_NOT_SUPPORTED_BY_PROFILE"),
-        ({"profileId": prepaid(p, "consumer"), "count": 1, "physical": True},
-         "PHYSICAL_POOL_CARDS_NOT_AVAILABLE"),
     ]  # fmt: skip
     for body, code in cases:
         r = await portal_pool(client, admin_headers, p, **body)

@@ -4,10 +4,14 @@ as a reader would paste it. Also the "how to start" text of each version's OpenA
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import re
 import shlex
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,7 +23,7 @@ from multibank.kernel.context import Container
 from multibank.kernel.migrate import upgrade
 from multibank.landing import Sandbox, render
 from multibank.settings import Settings
-from tests.conftest import ADMIN_TOKEN, BASES
+from tests.conftest import ADMIN_TOKEN, BASES, DB_KIND
 
 BASE = "http://testserver"  # the `client` fixture's base URL: the page writes it into every command
 DOCS = (
@@ -275,3 +279,48 @@ def parse(block: str, variables: dict[str, str] | None = None, base: str = BASE)
         "only_if": only_if,
         "sets": sets,
     }
+
+
+SCRIPT = re.compile(r'<pre class="script">(.*?)</pre>', re.S)
+
+
+@pytest.mark.skipif(DB_KIND != "sqlite", reason="serve runs on a fresh SQLite file")
+@pytest.mark.skipif(
+    not (shutil.which("bash") and shutil.which("curl") and shutil.which("jq")),
+    reason="the jq variant runs in bash with curl and jq, which this machine lacks",
+)
+async def test_the_jq_variant_runs_whole_and_captures_every_id(tmp_path: Path) -> None:
+    """The quick start's one-script variant, pasted into bash against a real `multibank serve`:
+    it sets every variable from the answers and ends with the account funded."""
+    from tests.test_cli import serving
+
+    database_url = f"sqlite+aiosqlite:///{tmp_path / 'jq.db'}"
+    async with (
+        serving(database_url, tmp_path / "serve.out") as base,
+        httpx.AsyncClient(base_url=base, timeout=30) as http,
+    ):
+        page = (await http.get("/")).text
+        (found,) = SCRIPT.findall(page)
+        script = html.unescape(found)
+        assert base in script and "$(" in script
+        # What a reader types next: the variables are still set in the shell.
+        script += '\nprintf "%s\\n" "$CORP" "$USER_ID" "$ACCOUNT" "$TOKEN" >&3\n'
+        done = await asyncio.to_thread(
+            subprocess.run,
+            ["bash", "-c", f"exec 3>{shlex.quote(str(tmp_path / 'vars'))}\n{script}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "curl:" not in done.stderr, done.stderr  # no request was refused
+        corp, user_id, account, token = (tmp_path / "vars").read_text().split("\n")[:4]
+        assert corp.isdigit() and user_id.isdigit() and account.isdigit() and token
+        key = KEY.search(page)
+        assert key is not None
+        headers = {"api-key": html.unescape(key.group(1)), "authorization": f"Bearer {token}"}
+        r = await http.get(f"/multi/managed_accounts/{account}", headers=headers)
+        assert r.status_code == 200, r.text
+        assert r.json()["balances"]["availableBalance"] == 10000, r.text
+        r = await http.get("/multi/corporates", headers=headers)
+        assert r.json()["id"]["id"] == corp

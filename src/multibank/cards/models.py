@@ -104,6 +104,9 @@ class ManagedCard(Base):
     delivery_method: Mapped[str | None] = mapped_column(String(20), nullable=True)
     pending_activation: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     pin_blocked: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # Consecutive wrong PINs in card-present purchases (D25): the third sets `pin_blocked`; a
+    # right PIN, or a PIN unblock, sets it back to 0.
+    pin_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # REQUESTED | SENT_FOR_FULFILLMENT | DISPATCHED | DELIVERED
     manufacturing_state: Mapped[str | None] = mapped_column(String(24), nullable=True)
     # Programme-clock ms: when the current manufacturing run was requested (upgrade, damaged

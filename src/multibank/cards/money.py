@@ -19,7 +19,7 @@ Flushes, never commits."""
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -41,6 +41,7 @@ from multibank.kernel.ids import new_id
 from multibank.ledger import service as ledger
 from multibank.ledger.models import REVENUE, LedgerAccount, LedgerTransaction
 from multibank.programmes.context import Ctx
+from multibank.programmes.models import Profile
 
 PREPAID, DEBIT = "PREPAID_MODE", "DEBIT_MODE"
 # Ledger account kinds of card money (D23): a spending account's reserved book, and the
@@ -104,6 +105,11 @@ CVV_FAILED = Decline(DENIED_INCORRECT_CVV, "CVV_CHECKS_FAILED")
 NOT_PERMITTED_AMOUNT = Decline(DENIED_AMOUNT_NOT_POSITIVE, "TRANSACTION_NOT_PERMITTED")
 NOT_PERMITTED = Decline(DENIED_OTHER, "TRANSACTION_NOT_PERMITTED")
 INACTIVE = Decline(DENIED_CARD_INACTIVE, "CARD_STATUS_NOT_ALLOWED")
+PHYSICAL_NOT_ACTIVATED = Decline(DENIED_CARD_INACTIVE, "PHYSICAL_NOT_ACTIVATED")
+PIN_FAILED = Decline(DENIED_OTHER, "PIN_CHECKS_FAILED")
+PIN_BLOCKED = Decline(DENIED_OTHER, "PIN_RETRIES_EXCEEDED")
+# Wrong PINs in a row that block the PIN (D25).
+PIN_TRIES = 3
 NOT_ENOUGH_FUNDS = Decline(DENIED_NOT_ENOUGH_FUNDS, "INSUFFICIENT_BALANCE")
 
 
@@ -121,6 +127,9 @@ class Attempt:
     card_present: bool = False
     cardholder_present: str | None = None
     extra_merchant: dict[str, str] = field(default_factory=dict)
+    # A card-present purchase's PIN (the simulator's `pin`, a multibank extension, D25): None
+    # when none was given, else whether it is the card's.
+    pin_matches: bool | None = None
 
     def merchant(self) -> dict[str, Any]:
         """The stored merchant fields, defaults filled in (D26): a random 9-digit id, MCC 5399
@@ -253,17 +262,59 @@ def _listed(rules: dict[str, Any], blocked: str, allowed: str, value: str) -> st
     return None
 
 
-def rule_decline(card: ManagedCard, attempt: Attempt, merchant: dict[str, Any]) -> Decline | None:
-    """Checks 3 to 11 of D22, in order; the first failure decides."""
+def expired(card: ManagedCard, now_ms: int) -> bool:
+    """Past its expiry (D22 #3): destroyed by its expiry, or not destroyed and past the end of
+    its expiry month. So the answer is one whether or not the clock's step has destroyed the
+    card yet (decision 0052)."""
+    if card.state == "DESTROYED":
+        return card.destroyed_reason == "EXPIRED"
+    return past_expiry(card, now_ms)
+
+
+def standing_decline(card: ManagedCard, attempt: Attempt, now_ms: int) -> Decline | None:
+    """Checks 3 to 6 of D22, in order (the PIN itself is checked after them, `check_pin`)."""
+    if expired(card, now_ms):
+        return EXPIRY_FAILED
     if card.state != "ACTIVE":
         return INACTIVE
     if attempt.amount <= 0:
         return NOT_PERMITTED_AMOUNT
     if attempt.currency != card.currency or attempt.amount > MAX_AMOUNT:
         return NOT_PERMITTED  # no forex in this build
-    if attempt.card_present and card.type != "PHYSICAL":
-        return NOT_PERMITTED  # a virtual card cannot be present
-    rules = card.spend_rules or {}
+    if attempt.card_present:
+        if not card.upgraded:
+            return NOT_PERMITTED  # a virtual card cannot be present
+        if card.type != "PHYSICAL":
+            # Upgraded but never activated: online it pays (cards.md §5.4), present it cannot.
+            return PHYSICAL_NOT_ACTIVATED
+        if card.pin_blocked:
+            return PIN_BLOCKED
+    return None
+
+
+async def check_pin(ctx: Ctx, card: ManagedCard, attempt: Attempt) -> Decline | None:
+    """The PIN of a card-present purchase (D25), when one was given: a wrong one counts, the
+    third in a row blocks the PIN; a right one sets the count back. The caller holds the
+    card's row, and the count is kept though the attempt is declined."""
+    if not attempt.card_present or attempt.pin_matches is None:
+        return None
+    if attempt.pin_matches:
+        card.pin_failures = 0
+        return None
+    card.pin_failures += 1
+    if card.pin_failures >= PIN_TRIES:
+        card.pin_blocked = True
+        await ctx.db.flush()
+        return PIN_BLOCKED
+    await ctx.db.flush()
+    return PIN_FAILED
+
+
+def spend_rule_decline(
+    rules: dict[str, Any], attempt: Attempt, merchant: dict[str, Any]
+) -> Decline | None:
+    """Checks 7 to 11 of D22 against one level's rules: the card's own, then its profile's
+    (a failure at either level declines, D22; decision 0052)."""
     for blocked, allowed, value, name in (
         (
             "blockedMerchantCategories",
@@ -444,9 +495,13 @@ async def authorise(
     `refused`, and holds the card's row lock); an approved authorisation holds the amount."""
     merchant = attempt.merchant()
     attempt = _with_merchant(attempt, merchant)
-    if refused is None and card.state == "ACTIVE" and past_expiry(card, ctx.now):
-        refused = EXPIRY_FAILED
-    refused = refused or rule_decline(card, attempt, merchant)
+    refused = refused or standing_decline(card, attempt, ctx.now)
+    if refused is None:
+        refused = await check_pin(ctx, card, attempt)
+    if refused is None:
+        profile_rules = await profile_spend_rules(ctx, card)
+        for rules in (card.spend_rules or {}, profile_rules):
+            refused = refused or spend_rule_decline(rules, attempt, merchant)
     if refused is None and card.mode == DEBIT:
         left = await available_to_spend(ctx, card)
         if any(attempt.amount > limit["value"]["amount"] for limit in left):
@@ -521,18 +576,18 @@ async def authorise(
 
 def _with_merchant(attempt: Attempt, merchant: dict[str, Any]) -> Attempt:
     """The attempt with its drawn merchant id fixed, so its events and rows agree."""
-    return Attempt(
-        currency=attempt.currency,
-        amount=attempt.amount,
-        merchant_name=attempt.merchant_name,
+    return replace(
+        attempt,
         merchant_id=merchant["merchantId"],
         merchant_category_code=merchant["merchantCategoryCode"],
-        country_alpha3=attempt.country_alpha3,
-        atm=attempt.atm,
-        card_present=attempt.card_present,
-        cardholder_present=attempt.cardholder_present,
-        extra_merchant=attempt.extra_merchant,
     )
+
+
+async def profile_spend_rules(ctx: Ctx, card: ManagedCard) -> dict[str, Any]:
+    """The card profile's spend rules (D22): what the operator set, or none."""
+    stmt = select(Profile.spend_rules).where(Profile.id == card.profile_id)
+    found: dict[str, Any] | None = (await ctx.db.execute(stmt)).scalar_one_or_none()
+    return dict(found or {})
 
 
 async def locked_authorisation(

@@ -145,7 +145,7 @@ async def _pin_of_token(ctx: Ctx, keys: CardKeyring, owner: Owner, token: str) -
     return value
 
 
-def _random_pin() -> str:
+def random_pin() -> str:
     return f"{secrets.randbelow(10_000):04d}"
 
 
@@ -180,7 +180,7 @@ async def upgrade(
         )
         if parent is None or parent[0].state != service.ACTIVE:
             raise Conflict("PARENT_MANAGED_ACCOUNT_BLOCKED")
-    pin = _random_pin() if pin_token is None else await _pin_of_token(ctx, keys, owner, pin_token)
+    pin = random_pin() if pin_token is None else await _pin_of_token(ctx, keys, owner, pin_token)
     card.product_reference = DEFAULT
     card.carrier_type = DEFAULT
     card.delivery_method = delivery_method or STANDARD_DELIVERY
@@ -224,6 +224,7 @@ async def pin_unblock(ctx: Ctx, owner: Owner, card_id: str) -> None:
     card, _ = await service.load(ctx, owner, card_id, for_update=True)
     _usable(card)
     card.pin_blocked = False
+    card.pin_failures = 0  # three more wrong PINs block it again (D25)
     await ctx.db.flush()
 
 

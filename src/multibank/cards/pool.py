@@ -18,7 +18,8 @@ from pydantic import StringConstraints
 from sqlalchemy import func, select
 
 from multibank.accounts.service import Owner
-from multibank.cards import lifecycle
+from multibank.cards import lifecycle, manufacturing
+from multibank.cards import physical as physical_cards
 from multibank.cards import repository as repo
 from multibank.cards import service as cards
 from multibank.cards.models import ManagedCard
@@ -89,9 +90,10 @@ async def create_pool(
     physical: bool = False,
     currency: str | None = None,
 ) -> list[tuple[str, str]]:
-    """`count` unassigned virtual prepaid cards of the card profile `profile` (its id), in
-    `currency` (default: the profile's first); answers each card's (externalReference,
-    activationCode), which is the only time the code is shown."""
+    """`count` unassigned prepaid cards of the card profile `profile` (its id), in `currency`
+    (default: the profile's first), virtual or (`physical`) physical and already activated
+    (D31); answers each card's (externalReference, activationCode), which is the only time the
+    code is shown."""
     if not 1 <= count <= MAX_BATCH:
         raise ValueError(f"count must be 1 to {MAX_BATCH}")
     pid = parse_id(profile)
@@ -105,12 +107,6 @@ async def create_pool(
     currency = currency or found.currencies[0]
     if currency not in found.currencies:
         raise Conflict("CURRENCY_NOT_SUPPORTED_BY_PROFILE")
-    if physical:
-        # Physical cards come with their own slice of issue 34; until then the pool is virtual.
-        raise Conflict(
-            "PHYSICAL_POOL_CARDS_NOT_AVAILABLE",
-            "physical pool cards are not available yet: create virtual pool cards",
-        )
     if not ctx.sandbox:
         raise Conflict("PROVIDER_NOT_SUPPORTED_BY_PROFILE")  # no issuer adapter ships (D29)
     identity_type = POOL_PROFILES[found.kind]
@@ -158,11 +154,32 @@ async def create_pool(
             pool_reference=reference,
             activation_code_hash=keys.activation_hash(card_id, code),
         )
+        if physical:
+            _made_physical(keys, card, ctx.now)
         lifecycle.schedule(card)
         ctx.db.add(card)
         await ctx.db.flush()
         made.append((reference, code))
     return made
+
+
+def _made_physical(keys: CardKeyring, card: ManagedCard, now: int) -> None:
+    """A physical pool card is already activated (D31): upgraded, made and delivered to the
+    operator who hands it out (`DELIVERED`, nothing pending, no delivery address), `PHYSICAL`,
+    with a random PIN encrypted as an upgrade's is (D21). Its owner reads the PIN after assign."""
+    card.type = "PHYSICAL"
+    card.product_reference = physical_cards.DEFAULT
+    card.carrier_type = physical_cards.DEFAULT
+    card.delivery_method = physical_cards.STANDARD_DELIVERY
+    card.delivery_address = None
+    card.manufacturing_state = manufacturing.DELIVERED
+    card.manufacturing_requested_at = now
+    card.manufacturing_due_at = None
+    card.pending_activation = False
+    card.pin_blocked = False
+    card.pin_encrypted = keys.encrypt(
+        physical_cards.random_pin(), card.id, physical_cards.PIN_LABEL
+    )
 
 
 async def unassigned(ctx: Ctx, offset: int, limit: int) -> tuple[int, list[ManagedCard]]:

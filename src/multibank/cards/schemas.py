@@ -227,9 +227,9 @@ class SpendLimit(Wire):
     interval: SpendInterval
 
 
-class CardLevelSpendRules(Wire):
-    """Every field optional. On PATCH only the fields sent change, an empty list (or one of only
-    nulls) clears that list, and a null changes nothing."""
+class CommonLevelSpendRules(Wire):
+    """`CommonLevelSpendRules` (cards.md §4.1): what every level has, the card profile's level
+    (set by the operator, D22) being only these."""
 
     allowedMerchantCategories: MerchantList | None = None
     blockedMerchantCategories: MerchantList | None = None
@@ -242,6 +242,31 @@ class CardLevelSpendRules(Wire):
     allowECommerce: bool | None = None
     allowCashback: bool | None = None
     allowCreditAuthorisations: bool | None = None
+
+    def stored(self) -> dict[str, Any]:
+        """The rules as stored: null values and null list items dropped, and a list left
+        empty by that dropped too (no rule)."""
+        out: dict[str, Any] = {}
+        for name, value in self.model_dump(exclude_none=True).items():
+            if isinstance(value, list):
+                value = [item for item in value if item is not None]
+                if not value:
+                    continue
+            out[name] = value
+        return out
+
+
+class ProfileSpendRules(CommonLevelSpendRules):
+    """The card profile's level as the operator sets it (D22): the common rules, validated as a
+    card's are; an unknown field is a 400 (an operator request), never silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class CardLevelSpendRules(CommonLevelSpendRules):
+    """Every field optional. On PATCH only the fields sent change, an empty list (or one of only
+    nulls) clears that list, and a null changes nothing."""
+
     spendLimit: Annotated[list[SpendLimit | None], Field(max_length=50)] | None = None
     minTransactionAmount: TransactionBound | None = None
     maxTransactionAmount: TransactionBound | None = None

@@ -11,6 +11,7 @@ from multibank.cards import service
 from multibank.cards.models import ManagedCard
 from multibank.cards.schemas import CardLevelSpendRules
 from multibank.kernel.errors import Conflict, NotFound
+from multibank.programmes import repository as programmes
 from multibank.programmes.context import Ctx
 
 LISTS = (
@@ -68,12 +69,17 @@ async def writable(ctx: Ctx, owner: Owner, card_id: str) -> ManagedCard:
 async def read(ctx: Ctx, owner: Owner, card_id: str) -> dict[str, Any]:
     """`AllLevelSpendRules`: the card level at top level and in `cardLevelSpendRules`."""
     card, _ = await service.load(ctx, owner, card_id)
-    # A stolen card keeps its rules for its replacement (physical.py); destroyed, it has none.
-    rules = dict(card.spend_rules or {}) if card.state != service.DESTROYED else {}
+    # A stolen card keeps its rules for its replacement (physical.py); destroyed, it has none,
+    # nor does its profile's level show (observed: all levels empty).
+    destroyed = card.state == service.DESTROYED
+    rules = dict(card.spend_rules or {}) if not destroyed else {}
+    profile = None
+    if not destroyed:
+        profile = await programmes.get_profile(ctx.db, ctx.programme.id, card.profile_id)
     return {
         **rules,
         "cardLevelSpendRules": rules,
-        "profileLevelSpendRules": {},
+        "profileLevelSpendRules": dict(profile.spend_rules or {}) if profile is not None else {},
         "identityLevelSpendRules": {},
     }
 

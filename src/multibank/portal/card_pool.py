@@ -25,7 +25,6 @@ POOL_CONFLICTS = (
     "PAYMENT_MODEL_CONSTRAINTS_VIOLATED",
     "PROFILE_INACTIVE",
     "CURRENCY_NOT_SUPPORTED_BY_PROFILE",
-    "PHYSICAL_POOL_CARDS_NOT_AVAILABLE",
     "PROVIDER_NOT_SUPPORTED_BY_PROFILE",
 )
 
@@ -45,7 +44,9 @@ class PoolCreate(StrictBody):
     profileId: DigitsId = Field(description="A prepaid card profile of the programme.")
     count: int = Field(ge=1, le=pool.MAX_BATCH)
     physical: bool = Field(
-        default=False, description="Not available yet: pool cards are virtual for now."
+        default=False,
+        description="Physical cards, already activated (D31): `PHYSICAL`, manufacturing "
+        "`DELIVERED`, with a random PIN their owner reads after assign.",
     )
     currency: Currency | None = Field(default=None, description="Default: the profile's first.")
 

@@ -203,7 +203,10 @@ async def create_profile(
     "/{programme_id}/profiles/{profile_id}",
     operation_id="profileUpdate",
     responses=conflicts(
-        "PROFILE_HAS_NO_FEES", "CURRENCY_NOT_SUPPORTED_BY_PROFILE", "PROFILE_HAS_NO_RETURN_FEE"
+        "PROFILE_HAS_NO_FEES",
+        "CURRENCY_NOT_SUPPORTED_BY_PROFILE",
+        "PROFILE_HAS_NO_RETURN_FEE",
+        "PROFILE_HAS_NO_SPEND_RULES",
     ),
     response_model_exclude_none=True,
 )
@@ -211,7 +214,9 @@ async def update_profile(
     body: ProfileUpdate, profile_id: IdPath, programme: ProgrammePath, db: Db
 ) -> ProfileRead:
     """Changes the fields sent; `fees` changes the fee of each currency it names;
-    `returnFeeRefunded` (outgoing wire transfer profiles) gives a returned transfer's fee back.
+    `returnFeeRefunded` (outgoing wire transfer profiles) gives a returned transfer's fee back;
+    `spendRules` (card profiles) replaces the profile-level spend rules, checked with each
+    card's own at authorisation (`{}` clears them).
     A programme's currencies are its profiles': a currency no profile had yet becomes one."""
     return await service.update_profile(db, programme, _int_id(profile_id, "Profile"), body)
 

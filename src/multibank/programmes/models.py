@@ -92,6 +92,11 @@ class Profile(Base):
     fees: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
     # Outgoing wire transfer profiles: whether a returned transfer gives its fee back (D14).
     return_fee_refunded: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    # Card profiles only: the operator's profile-level spend rules in their wire form (D22),
+    # checked with each card's own at authorisation; NULL while none are set.
+    spend_rules: Mapped[dict[str, Any] | None] = mapped_column(
+        JSON(none_as_null=True), nullable=True
+    )
     created_at: Mapped[int]
 
 

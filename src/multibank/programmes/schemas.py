@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -13,6 +13,7 @@ from pydantic import (
     field_validator,
 )
 
+from multibank.cards.schemas import ProfileSpendRules
 from multibank.kernel.money import ISO_4217, is_currency
 from multibank.kernel.wire import StrictBody
 
@@ -207,6 +208,8 @@ class ProfileUpdate(_Strict):
     returnFeeRefunded: bool | None = None
     # Movement kinds only: the fees named change, the others stay.
     fees: MovementFees | None = None
+    # Card profiles only: the profile-level spend rules (D22), replaced as a whole; `{}` clears.
+    spendRules: ProfileSpendRules | None = None
 
     @field_validator("currencies")
     @classmethod
@@ -223,6 +226,8 @@ class ProfileRead(BaseModel):
     fees: dict[str, int] | None = None
     # Outgoing wire transfer profiles: whether a return gives the fee back (D14).
     returnFeeRefunded: bool | None = None
+    # Card profiles: the profile-level spend rules, `{}` when none are set (D22).
+    spendRules: dict[str, Any] | None = None
 
 
 class FeeTypeWrite(_Strict):

@@ -297,7 +297,13 @@ def profile_read(p: Profile) -> ProfileRead:
         active=p.active,
         fees=movement_fees_of(p) if p.kind in MOVEMENT_KINDS else None,
         returnFeeRefunded=p.return_fee_refunded if p.kind == "outgoingWireTransfers" else None,
+        spendRules=dict(p.spend_rules or {}) if is_card_profile(p) else None,
     )
+
+
+def is_card_profile(p: Profile) -> bool:
+    """The four card profiles (D19): `corporatePrepaidManagedCard`, ... ."""
+    return p.kind.endswith("ManagedCard")
 
 
 def _check_fees(kind: str, currencies: list[str], fees: dict[str, int] | None) -> None:
@@ -351,6 +357,11 @@ async def update_profile(
         profile.return_fee_refunded = data.returnFeeRefunded
     if data.fees is not None:
         profile.fees = {**(profile.fees or {}), **data.fees}  # a new dict: JSON is not mutable
+    if data.spendRules is not None:
+        if not is_card_profile(profile):
+            raise Conflict("PROFILE_HAS_NO_SPEND_RULES")
+        # Checked with every card's own at its next authorisation (D22).
+        profile.spend_rules = data.spendRules.stored() or None
     await session.flush()
     return profile_read(profile)
 

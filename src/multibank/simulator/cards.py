@@ -5,6 +5,7 @@ card payment on its own (authorise, settle, reverse, expire, refund). Every answ
 
 from __future__ import annotations
 
+import hmac
 from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Body, Depends, Path
@@ -13,8 +14,9 @@ from sqlalchemy import select
 
 from multibank.api.deps import AppContainer, Db
 from multibank.api.routing import UnitOfWorkRoute
-from multibank.cards import money
+from multibank.cards import lifecycle, money, physical
 from multibank.cards.models import ManagedCard
+from multibank.kernel.carddata import CardKeyring
 from multibank.kernel.validation import parse_id
 from multibank.kernel.wire import StrictBody
 from multibank.programmes.context import Ctx
@@ -84,6 +86,14 @@ class Purchase(Request):
         default=None, description="Ignored: no purchase is challenged (D18)."
     )
     transactionTimestamp: int | None = None
+    pin: Annotated[str, StringConstraints(pattern=r"^[0-9]{4}$")] | None = Field(
+        default=None,
+        description="A multibank extension (D25): the PIN entered at the terminal of a "
+        "card-present purchase (`cardPresent` true), 4 digits; ignored otherwise. A wrong PIN "
+        "answers `DENIED_OTHER` (webhook `declineReason` `PIN_CHECKS_FAILED`); the third wrong "
+        "PIN in a row blocks the card's PIN (`pinBlocked`, `PIN_RETRIES_EXCEEDED`) until it is "
+        "unblocked; a right PIN sets the count back. Without it, no PIN is checked.",
+    )
 
 
 class CardDetails(Request):
@@ -151,7 +161,20 @@ def _answer(outcome: money.Outcome, challenge: bool = False) -> CardCode:
     )
 
 
-def _attempt(body: Purchase) -> money.Attempt:
+def _pin_matches(body: Purchase, card: ManagedCard | None, keys: CardKeyring | None) -> bool | None:
+    """Whether a card-present purchase's `pin` is the card's (compared in constant time); None
+    when there is nothing to compare (no PIN given, not present, or a card without a PIN)."""
+    if body.pin is None or not body.cardPresent or card is None or keys is None:
+        return None
+    if card.pin_encrypted is None:
+        return None
+    pin = keys.decrypt(card.pin_encrypted, card.id, physical.PIN_LABEL)
+    return hmac.compare_digest(pin.encode(), body.pin.encode())
+
+
+def _attempt(
+    body: Purchase, card: ManagedCard | None = None, keys: CardKeyring | None = None
+) -> money.Attempt:
     extra: dict[str, str] = {}
     if body.additionalMerchantData is not None:
         extra = body.additionalMerchantData.model_dump(exclude_none=True)
@@ -166,12 +189,21 @@ def _attempt(body: Purchase) -> money.Attempt:
         card_present=bool(body.cardPresent),
         cardholder_present=body.cardHolderPresent,
         extra_merchant=extra,
+        pin_matches=_pin_matches(body, card, keys),
     )
 
 
+async def _as_the_clock_has_it(ctx: Ctx, card: ManagedCard | None) -> ManagedCard | None:
+    """The card after the lifecycle steps the programme clock has made due (D24): a renewing
+    card past its expiry is renewed before it pays, as a read of it would show it."""
+    if card is not None and lifecycle.is_due(ctx, card):
+        await lifecycle.step(ctx, card)
+    return card
+
+
 async def _card(ctx: Ctx, card_id: str) -> ManagedCard | None:
-    """The programme's card, its row locked (an authorisation reads its spend, then decides);
-    another programme's card is not found (D26)."""
+    """The programme's card, its row locked (an authorisation reads its spend, then decides),
+    as the clock has it; another programme's card is not found (D26)."""
     number = parse_id(card_id)
     if number is None:
         return None
@@ -181,7 +213,7 @@ async def _card(ctx: Ctx, card_id: str) -> ManagedCard | None:
         .with_for_update()
         .execution_options(populate_existing=True)
     )
-    return (await ctx.db.execute(stmt)).scalar_one_or_none()
+    return await _as_the_clock_has_it(ctx, (await ctx.db.execute(stmt)).scalar_one_or_none())
 
 
 async def _card_by_details(
@@ -202,7 +234,7 @@ async def _card_by_details(
         .with_for_update()
         .execution_options(populate_existing=True)
     )
-    card = (await ctx.db.execute(stmt)).scalar_one_or_none()
+    card = await _as_the_clock_has_it(ctx, (await ctx.db.execute(stmt)).scalar_one_or_none())
     if card is None:
         return None, None
     if details.expiryDate != card.expiry_mmyy:
@@ -235,11 +267,14 @@ ANSWER: dict[str, Any] = {
     f"{PURCHASE_CODES}; a refusal moves nothing.",
     **ANSWER,
 )
-async def purchase_by_id(card_id: CardPath, body: Purchase, ctx: SimCtx) -> CardCode:
+async def purchase_by_id(
+    card_id: CardPath, body: Purchase, ctx: SimCtx, container: AppContainer
+) -> CardCode:
     card = await _card(ctx, card_id)
     if card is None:
         return _answer(NOT_FOUND, True)
-    return _answer(await money.purchase(ctx, card, _attempt(body)), True)
+    attempt = _attempt(body, card, container.card_keys())
+    return _answer(await money.purchase(ctx, card, attempt), True)
 
 
 @router.post(
@@ -254,7 +289,8 @@ async def purchase_by_details(
     card, refused = await _card_by_details(ctx, container, body)
     if card is None:
         return _answer(NOT_FOUND, True)
-    return _answer(await money.purchase(ctx, card, _attempt(body), refused), True)
+    attempt = _attempt(body, card, container.card_keys())
+    return _answer(await money.purchase(ctx, card, attempt, refused), True)
 
 
 @router.post(
@@ -264,11 +300,14 @@ async def purchase_by_details(
     f"effect is minus the purchase and refund fees. Codes: {PURCHASE_CODES}.",
     **ANSWER,
 )
-async def merchant_refund_by_id(card_id: CardPath, body: Purchase, ctx: SimCtx) -> CardCode:
+async def merchant_refund_by_id(
+    card_id: CardPath, body: Purchase, ctx: SimCtx, container: AppContainer
+) -> CardCode:
     card = await _card(ctx, card_id)
     if card is None:
         return _answer(NOT_FOUND, True)
-    return _answer(await money.merchant_refund(ctx, card, _attempt(body)), True)
+    attempt = _attempt(body, card, container.card_keys())
+    return _answer(await money.merchant_refund(ctx, card, attempt), True)
 
 
 @router.post(
@@ -283,7 +322,8 @@ async def merchant_refund_by_details(
     card, refused = await _card_by_details(ctx, container, body)
     if card is None:
         return _answer(NOT_FOUND, True)
-    return _answer(await money.merchant_refund(ctx, card, _attempt(body), refused), True)
+    attempt = _attempt(body, card, container.card_keys())
+    return _answer(await money.merchant_refund(ctx, card, attempt, refused), True)
 
 
 @router.post(
@@ -293,11 +333,13 @@ async def merchant_refund_by_details(
     f"expires (7 days on the programme clock). Codes: {PURCHASE_CODES}.",
     **ANSWER,
 )
-async def authorise(card_id: CardPath, body: Purchase, ctx: SimCtx) -> CardCode:
+async def authorise(
+    card_id: CardPath, body: Purchase, ctx: SimCtx, container: AppContainer
+) -> CardCode:
     card = await _card(ctx, card_id)
     if card is None:
         return _answer(NOT_FOUND)
-    outcome, _ = await money.authorise(ctx, card, _attempt(body))
+    outcome, _ = await money.authorise(ctx, card, _attempt(body, card, container.card_keys()))
     return _answer(outcome)
 
 
