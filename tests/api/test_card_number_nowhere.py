@@ -53,6 +53,7 @@ class Card:
     number: str
     expiry: str
     cvvs: set[str] = field(default_factory=set)
+    mmyy: set[str] = field(default_factory=set)  # start and expiry months, shown openly
 
 
 @dataclass
@@ -104,6 +105,7 @@ def pdf_text(content: bytes) -> str:
 @dataclass
 class Secrets:
     cards: list[Card] = field(default_factory=list)
+    pins: set[str] = field(default_factory=set)
 
     def leaks(self, text: str) -> list[str]:
         found = []
@@ -128,9 +130,11 @@ class Secrets:
                     re.I,
                 ):
                     found.append(f"cvv of card {card.id}")
-        near = rf"(?<!\d){PIN}(?!\d)"
-        if re.search(rf"{NAMED}{near}|{near}\W{{0,12}}{SECRET_WORDS}", text, re.I):
-            found.append("pin")
+        for pin in self.pins:
+            # Four digits: leaked when a word names it (a bare figure is any amount).
+            near = rf"(?<!\d){pin}(?!\d)"
+            if re.search(rf"{NAMED}{near}|{near}\W{{0,12}}{SECRET_WORDS}", text, re.I):
+                found.append(f"pin {pin}")
         return found
 
 
@@ -186,6 +190,7 @@ async def test_a_cards_whole_journey_shows_its_number_cvv_and_pin_nowhere(
             secrets.cards.append(known)
         assert known.number == number
         known.expiry = c["expiryMmyy"]
+        known.mmyy |= {c["startMmyy"], c["expiryMmyy"]}
         known.cvvs.add(await reveal(c["cvv"]["value"], "CVV"))
         return known
 
@@ -313,11 +318,22 @@ async def test_a_cards_whole_journey_shows_its_number_cvv_and_pin_nowhere(
 
     # A physical card: upgrade with a PIN of the owner's, activate, read and reveal the PIN,
     # block the PIN by the simulator, unblock it, reset contactless, replace as damaged.
+    secrets.pins.add(PIN)
     pin_token = await tokenize(client, ident, PIN)
     await call("POST", f"{cards}/{pre.id}/physical", upgrade_body(pin={"value": pin_token}))
     await call("POST", f"{cards}/{pre.id}/physical/activate", {"activationCode": CODE})
     token = (await call("GET", f"{cards}/{pre.id}/physical/pin")).json()["pin"]["value"]
     assert await reveal(token, "PIN") == PIN
+    # Card-present purchases with the PIN entered at the terminal: right, wrong, by details.
+    wrong_pin = f"{(int(PIN) + 1) % 10000:04d}"
+    assert (await simulate(f"{pre.id}/purchase", buy(20, cardPresent=True, pin=PIN)))[
+        "code"
+    ] == "APPROVED"
+    denied = await simulate(f"{pre.id}/purchase", buy(20, cardPresent=True, pin=wrong_pin))
+    assert denied["code"] == "DENIED_OTHER", denied
+    present = buy(15, cardPresent=True, pin=PIN, **details)
+    assert (await simulate("purchase", present))["code"] == "APPROVED"
+    await call("POST", f"{SIM}/cards/purchase", {**present, "pin": "12a4"}, 400, headers=sim)
     await call("POST", f"{SIM}/cards/{pre.id}/pin_block", headers=sim)
     await call("PATCH", f"{cards}/{pre.id}/physical/pin/unblock")
     await call("POST", f"{cards}/{pre.id}/physical/contactless_limit/reset", ok=(204, 409))
@@ -350,11 +366,27 @@ async def test_a_cards_whole_journey_shows_its_number_cvv_and_pin_nowhere(
     token = (await call("GET", f"{cards}/{new_id}/physical/pin")).json()["pin"]["value"]
     assert await reveal(token, "PIN") == PIN
 
-    # A pool card, made through the operator API and assigned.
+    # Pool cards, virtual and physical (a random PIN), made through the operator API, assigned.
     made = await make_pool(client, admin_headers, p)
     r = await assign(client, ident, made[0])
     assert r.status_code == 200, r.text
     pooled = await learn(r.json()["id"])
+    r = await call(
+        "POST",
+        f"{portal}/card_pool",
+        headers=admin_headers,
+        ok=201,
+        json_body={
+            "profileId": p.profiles["corporatePrepaidManagedCard"],
+            "count": 1,
+            "physical": True,
+        },
+    )
+    r = await assign(client, ident, r.json()["cards"][0])
+    assert r.status_code == 200, r.text
+    physical_pooled = await learn(r.json()["id"])
+    token = (await call("GET", f"{cards}/{physical_pooled.id}/physical/pin")).json()["pin"]["value"]
+    secrets.pins.add(await reveal(token, "PIN"))
     await pool_state(client, admin_headers, p)
     for action in ("about_to_expire", "renew", "expire"):
         await call("POST", f"{SIM}/cards/{pooled.id}/{action}", headers=sim, ok=(200, 204, 409))
@@ -386,8 +418,15 @@ async def test_a_cards_whole_journey_shows_its_number_cvv_and_pin_nowhere(
     client.event_hooks["response"].remove(recorder.hook)
 
     # The search.
-    assert len(secrets.cards) == 4 and all(len(c.cvvs) >= 1 for c in secrets.cards)
+    assert (
+        len(secrets.cards) == 5
+        and len(secrets.pins) in (1, 2)
+        and all(len(c.cvvs) >= 1 for c in secrets.cards)
+    )
     assert len(pre.cvvs) >= 2  # the renewal drew a new CVV
+    # A drawn PIN that happens to be a card's MMYY would be found by `"expiryMmyy": "MMYY"`.
+    secrets.pins -= {m for c in secrets.cards for m in c.mmyy}
+    assert PIN in secrets.pins
     found: list[str] = []
     searched = recorder.texts()
     searched += [
