@@ -121,11 +121,11 @@ class Secrets:
                 # A CVV is three digits: leaked when it stands by the expiry or by a word that
                 # names it (a bare three-digit figure is any amount).
                 near = rf"(?<!\d){cvv}(?!\d)"
-                exp = card.expiry
+                months = "|".join(f"{m}|{m[:2]}/{m[2:]}" for m in card.mmyy | {card.expiry})
+                exp = rf"(?<!\d)(?:{months})(?!\d)"
                 if re.search(
                     rf"{NAMED}{near}|{near}\W{{0,12}}{SECRET_WORDS}"
-                    rf"|{exp}\W{{0,12}}{near}|{near}\W{{0,12}}{exp}"
-                    rf"|{exp[:2]}/{exp[2:]}\W{{0,12}}{near}",
+                    rf"|{exp}\D{{0,24}}{near}|{near}\D{{0,24}}{exp}",
                     text,
                     re.I,
                 ):
