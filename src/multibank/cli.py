@@ -119,7 +119,9 @@ app = OperatorApp(
     "for a ready-made corporate and consumer to try the API with.",
 )
 db_app = OperatorApp(help="The database schema.")
-programme_app = OperatorApp(help="Programmes (tenants): create, show, list, set payment fees.")
+programme_app = OperatorApp(
+    help="Programmes (tenants): create, show, list, set payment and card fees."
+)
 app.add_typer(db_app, name="db")
 app.add_typer(programme_app, name="programme")
 ledger_app = OperatorApp(help="The double-entry ledger.")
@@ -135,7 +137,8 @@ cards_app.add_typer(pool_app, name="pool")
 
 DEFAULT_PROGRAMME = "default"
 PROGRAMME_JSON_HELP = (
-    "Print the programme as JSON (id, API key, profiles, currencies, fee types, payment fees)."
+    "Print the programme as JSON (id, API key, profiles, currencies, fee types, payment fees, "
+    "card fees)."
 )
 
 
@@ -593,6 +596,73 @@ def programme_movement_fee(
     typer.echo(json.dumps(description.movementFees.model_dump()))
 
 
+CARD_FEE_KINDS = ("purchase", "refund", "atmWithdrawal")
+
+
+def _card_fee_kind(value: str) -> str:
+    if value not in CARD_FEE_KINDS:
+        raise typer.BadParameter(f"no card fee {value!r}: one of {', '.join(CARD_FEE_KINDS)}")
+    return value
+
+
+@programme_app.command("card-fee")
+def programme_card_fee(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The programme's name.")],
+    fee: Annotated[
+        str,
+        typer.Option(
+            "--fee",
+            metavar="KIND",
+            callback=_card_fee_kind,
+            help="purchase, refund or atmWithdrawal (ATM cash withdrawal).",
+        ),
+    ],
+    currency: Annotated[
+        str, typer.Option("--currency", metavar="CURRENCY", help="ISO-4217 code, e.g. EUR.")
+    ],
+    amount: Annotated[
+        int,
+        typer.Option(
+            "--amount", min=0, metavar="MINOR_UNITS", help="The fee, in minor units (cents)."
+        ),
+    ],
+) -> None:
+    """Set what one kind of card payment costs the cardholder in one currency.
+
+    Charged when the payment settles, and never more than the card's balance leaves. Prints the
+    programme's card fees."""
+    from pydantic import ValidationError
+
+    from multibank.programmes import service
+    from multibank.programmes.schemas import CardFeeWrite
+
+    try:
+        changes = CardFeeWrite.model_validate({fee: {currency: amount}})
+    except ValidationError as exc:
+        problems = "; ".join(e["msg"] for e in exc.errors())
+        raise typer.BadParameter(problems, param_hint="'--currency'/'--amount'") from None
+
+    async def work(db: Database) -> dict[str, Any]:
+        async with db.transaction() as session:
+            programme = await service.require_programme_by_name(session, name)
+            fees = await service.set_card_fees(
+                session, programme, changes.model_dump(exclude_none=True)
+            )
+            return fees.model_dump()
+
+    try:
+        fees = _run(work)
+    except NotFound as exc:
+        _fail(exc.message)
+        return
+    except Conflict as exc:
+        _fail(
+            f"cannot set the card fee: {exc.error_code} ({currency} is not a currency of {name!r})"
+        )
+        return
+    typer.echo(json.dumps(fees))
+
+
 def _print_description(description: ProgrammeDescription, as_json: bool) -> None:
     data = description.model_dump()
     if as_json:
@@ -607,6 +677,9 @@ def _print_description(description: ProgrammeDescription, as_json: bool) -> None
     for kind, fees in data["movementFees"].items():
         listed = ", ".join(f"{c} {amount}" for c, amount in fees.items())
         typer.echo(f"  {kind} fee (minor units): {listed}")
+    for kind, fees in data["cardFees"].items():
+        listed = ", ".join(f"{c} {amount}" for c, amount in fees.items())
+        typer.echo(f"  card {kind} fee (minor units): {listed}")
 
 
 @ledger_app.command("verify")

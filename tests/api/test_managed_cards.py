@@ -334,6 +334,9 @@ async def test_every_filter_of_the_list(client, programme):
         ([("friendlyName", "Two")], [debit["id"]]),
         ([("state", "ACTIVE")], [debit["id"], prepaid["id"]]),
         ([("state", "BLOCKED"), ("state", "DESTROYED")], [removed["id"], blocked["id"]]),
+        # As the official demo app sends them (decision 0053): joined by commas, or empty.
+        ([("state", "BLOCKED,DESTROYED")], [removed["id"], blocked["id"]]),
+        ([("state", "")], everything),
         ([("state", "BLOCKED"), ("state.blockedReason", "USER")], [blocked["id"]]),
         ([("state", "BLOCKED"), ("state.blockedReason", "SYSTEM")], []),
         (
@@ -379,6 +382,8 @@ async def test_every_filter_of_the_list(client, programme):
         [("state", "ACTIVE"), ("state.blockedReason", "USER")],
         [("state", "BLOCKED"), ("state.destroyedReason", "USER")],
         [("state", "GONE")],
+        [("state", "ACTIVE,GONE")],
+        [("state", "ACTIVE,,BLOCKED")],
         [("limit", 0)],
         [("limit", 101)],
         [("offset", -1)],

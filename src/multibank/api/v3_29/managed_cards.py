@@ -38,7 +38,12 @@ from multibank.programmes.context import Ctx
 
 router = APIRouter(tags=["Managed Cards"], route_class=UnitOfWorkRoute)
 CardId = Annotated[str, Path(pattern=r"^[0-9]+$")]
-StateValue = Annotated[str, Query(pattern="^(ACTIVE|BLOCKED|DESTROYED)$")]
+# A state, or several joined by commas, or nothing: the official demo app sends
+# `state=ACTIVE,BLOCKED` and `state=` (all cards), as the reference accepts (decision 0053).
+StateValue = Annotated[
+    str,
+    Query(pattern="^((ACTIVE|BLOCKED|DESTROYED)(,(ACTIVE|BLOCKED|DESTROYED))*)?$"),
+]
 BlockedReasonValue = Annotated[str, Query(pattern="^(USER|SYSTEM|LOST)$")]
 DestroyedReasonValue = Annotated[str, Query(pattern="^(SYSTEM|USER|LOST|STOLEN|EXPIRED)$")]
 ManufacturingValue = Annotated[
@@ -179,10 +184,11 @@ async def managed_cards_get(
     manufacturingState: Annotated[list[ManufacturingValue] | None, Query()] = None,
 ) -> dict[str, Any]:
     """The caller's identity's cards, newest first, filtered (filters combine with AND); repeat
-    the key for the array filters (`?state=BLOCKED&state=DESTROYED`). `state.blockedReason`
+    the key for the array filters (`?state=BLOCKED&state=DESTROYED`; `state` also takes values
+    joined by commas, and an empty one filters nothing). `state.blockedReason`
     needs `BLOCKED` among the `state` values and `state.destroyedReason` needs `DESTROYED`
     (400 otherwise); each applies only to the cards in its state. Pages of at most 100."""
-    states = state or []
+    states = [each for value in state or () for each in value.split(",") if each]
     if blocked_reason and "BLOCKED" not in states:
         raise BadRequest("state.blockedReason needs state BLOCKED")
     if destroyed_reason and "DESTROYED" not in states:
