@@ -36,6 +36,7 @@ from tests.api.test_card_funding import ACCOUNTS, CARDS, body, move, ref
 from tests.api.test_card_lifecycle import advance_to, month_start, relogin
 from tests.api.test_managed_cards import LATEST, V3291, card_body, create, get, luhn_ok
 from tests.api.test_physical_cards import CODE, tokenize, upgrade_body
+from tests.api.test_portal_web import browser, submit  # noqa: F401 (the fixture)
 from tests.api.test_webhooks import deliver, deliveries, hooked  # noqa: F401 (the fixture)
 from tests.factories import Identity, deposit, open_account, verified
 
@@ -146,6 +147,7 @@ async def test_a_cards_whole_journey_shows_its_number_cvv_and_pin_nowhere(
     client,
     container,
     hooked,  # noqa: F811
+    browser,  # noqa: F811
     admin_headers,
     caplog,
 ):
@@ -154,6 +156,7 @@ async def test_a_cards_whole_journey_shows_its_number_cvv_and_pin_nowhere(
     p, receiver = hooked
     recorder = Recorder()
     client.event_hooks["response"].append(recorder.hook)
+    browser.event_hooks["response"].append(recorder.hook)
     secrets = Secrets()
     sim = {"programme-key": p.api_key}
     portal = f"/portal/api/programmes/{p.id}"
@@ -404,9 +407,8 @@ async def test_a_cards_whole_journey_shows_its_number_cvv_and_pin_nowhere(
     left = (await get(client, ident, pre.id))["balances"]["actualBalance"]
     r = await move(client, ident, body(p, ref(CARDS, pre.id), ref(ACCOUNTS, account), left))
     assert r.status_code == 200, r.text
-    for action in ("block", "unblock", "remove"):
+    for action in ("block", "unblock"):
         await call("POST", f"{cards}/{pre.id}/{action}")
-    await call("GET", f"{cards}/{pre.id}/statement", ok=(200, 409))
 
     # The webhooks, delivered; the operator's listing of them.
     await deliver(container)
@@ -415,7 +417,52 @@ async def test_a_cards_whole_journey_shows_its_number_cvv_and_pin_nowhere(
     assert listing, listing
     for path in (f"{portal}/card_pool", f"{portal}/webhooks/deliveries"):
         await call("GET", path, headers=admin_headers)
+
+    # The operator's card routes (API) and pages (web portal), SYSTEM block and unblock.
+    every = [c.id for c in secrets.cards]
+    for path in (
+        "card_profiles",
+        "card_fees",
+        "managed_cards",
+        f"managed_cards?identityId={ident.id}",
+    ):
+        await call("GET", f"{portal}/{path}", headers=admin_headers)
+    for cid in every:
+        await call("GET", f"{portal}/managed_cards/{cid}", headers=admin_headers)
+        await call("GET", f"{portal}/managed_cards/{cid}/authorisations", headers=admin_headers)
+    for action in ("block", "unblock"):
+        await call(
+            "POST",
+            f"{portal}/managed_cards/{pre.id}/{action}",
+            headers=admin_headers,
+            ok=(200, 204),
+        )
+    web = f"/portal/programmes/{p.id}"
+    pages = [
+        web,
+        f"{web}/cards",
+        f"{web}/cards?identity={ident.id}",
+        f"{web}/customers/{ident.id}",
+        f"{web}/webhooks",
+        f"{web}/payments",
+        f"{web}/ledger",
+    ]
+    pages += [f"{web}/cards/{cid}" for cid in every]
+    for url in pages:
+        r = await browser.get(url)
+        assert r.status_code == 200, (url, r.text[:300])
+    assert f"{pre.number[:6]}******{pre.number[-4:]}" in (await browser.get(f"{web}/cards")).text
+    for action in ("block", "unblock"):
+        url = f"{web}/cards/{pre.id}"
+        r = await submit(browser, f"{url}/{action}", url)
+        assert r.status_code == 303, r.text[:300]
+    # Removed at last; its events delivered and listed too.
+    await call("POST", f"{cards}/{pre.id}/remove")
+    await call("GET", f"{cards}/{pre.id}/statement", ok=(200, 409))
+    await deliver(container)
+    await call("GET", f"{portal}/webhooks/deliveries", headers=admin_headers, params={"limit": 100})
     client.event_hooks["response"].remove(recorder.hook)
+    browser.event_hooks["response"].remove(recorder.hook)
 
     # The search.
     assert (
