@@ -3,8 +3,9 @@
 One consumer runs every card operation there is — prepaid and debit cards, list filters, spend
 rules, funding by transfer, every step of the card simulator (by card id and by card details,
 approved, declined and malformed), statements as JSON, CSV and PDF, physical cards with their
-PIN, lost and damaged replacements, a pool card, expiry and renewal on the programme clock,
-block / unblock / remove — on a programme whose webhooks go to a live receiver. Everything the
+PIN, lost and damaged replacements, pool cards, expiry and renewal on the programme clock,
+block / unblock / remove, the operator's card routes and web pages with a SYSTEM block — on a
+programme whose webhooks go to a live receiver. Everything the
 server lets out is recorded: every HTTP answer (body and headers), every log record of every
 logger at DEBUG (the access log and SQLAlchemy's statement log included), every webhook
 delivered, the operator's listing of deliveries, and afterwards every column of every table.
