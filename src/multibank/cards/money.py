@@ -333,10 +333,18 @@ async def reserved_book(ctx: Ctx, account_id: int, currency: str) -> int:
     )
 
 
-async def scheme_account(ctx: Ctx, currency: str) -> int:
-    """The programme's card scheme settlement account in `currency` (D23)."""
-    return await _system_book(
-        ctx, CARD_SCHEME, f"{ctx.programme.id}:{CARD_SCHEME}:{currency}", currency
+async def scheme_account(ctx: Ctx, account_id: int, currency: str) -> int:
+    """The programme's card scheme settlement account in `currency` (D23): one of its shards,
+    picked by the spending account as revenue's is, so purchases of different accounts do not
+    wait on one row's lock. The scheme's balance is the sum of its shards (shard 0 keeps the
+    unsharded account's key)."""
+    return await ledger.system_account(
+        ctx.db,
+        ctx.programme.id,
+        CARD_SCHEME,
+        currency,
+        ctx.now,
+        shard=ledger.revenue_shard(account_id),
     )
 
 
@@ -574,7 +582,7 @@ async def settle(
     if settled <= 0:
         return Outcome(DENIED_AMOUNT_NOT_POSITIVE, authorisation_id=auth.id)
     held = auth.open_amount
-    scheme = await scheme_account(ctx, auth.currency)
+    scheme = await scheme_account(ctx, auth.account_id, auth.currency)
     revenue = await revenue_account(ctx, auth.account_id, auth.currency)
     await _lock_accounts(ctx, [auth.account_id, auth.reserved_account_id, scheme, revenue])
     left = await available_of(ctx, auth.account_id) + held - settled
@@ -735,7 +743,7 @@ async def refund(
     if related is not None and attempt.amount > related.settled_amount - related.refunded_amount:
         return Outcome(DENIED_NOT_ENOUGH_FUNDS, authorisation_id=related.id)
     account_id = spending_account(card)
-    scheme = await scheme_account(ctx, card.currency)
+    scheme = await scheme_account(ctx, account_id, card.currency)
     revenue = await revenue_account(ctx, account_id, card.currency)
     await _lock_accounts(ctx, [account_id, scheme, revenue])
     left = await available_of(ctx, account_id) + attempt.amount
