@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Body, Depends, Path
 from pydantic import BaseModel, Field, StringConstraints
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from multibank.api.deps import AppContainer, Db
 from multibank.api.routing import UnitOfWorkRoute
@@ -169,19 +169,26 @@ def _attempt(body: Purchase) -> money.Attempt:
     )
 
 
+# Built once with bound parameters: every card step of the simulator runs it.
+_CARD = (
+    select(ManagedCard)
+    .where(
+        ManagedCard.id == bindparam("card_id"),
+        ManagedCard.programme_id == bindparam("programme_id"),
+    )
+    .with_for_update()
+    .execution_options(populate_existing=True)
+)
+
+
 async def _card(ctx: Ctx, card_id: str) -> ManagedCard | None:
     """The programme's card, its row locked (an authorisation reads its spend, then decides);
     another programme's card is not found (D26)."""
     number = parse_id(card_id)
     if number is None:
         return None
-    stmt = (
-        select(ManagedCard)
-        .where(ManagedCard.id == number, ManagedCard.programme_id == ctx.programme.id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
-    return (await ctx.db.execute(stmt)).scalar_one_or_none()
+    params = {"card_id": number, "programme_id": ctx.programme.id}
+    return (await ctx.db.execute(_CARD, params)).scalar_one_or_none()
 
 
 async def _card_by_details(
