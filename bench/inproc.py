@@ -3,7 +3,7 @@ one authenticated read, to see where a request's CPU goes while changing the req
 Not a substitute for the wrk figures; a quick loop for profiling (e.g. under py-spy or cProfile).
 
 Usage: .venv/bin/python bench/inproc.py [--requests 3000] [--database-url URL]
-       [--path acct|corp|list|health|fee|transfer|login] [--profile FILE] [--statements]
+       [--path acct|corp|list|health|fee|transfer|login|purchase] [--profile FILE] [--statements]
        [--spread]
 """
 
@@ -104,21 +104,57 @@ async def main() -> None:
                 ).json()
                 accounts.append(acc["id"])
             method, body = "GET", b""
-            if args.path in ("fee", "transfer"):
+            card: dict[str, Any] = {}
+            if args.path in ("fee", "transfer", "purchase"):
                 sim = {"programme-key": key}
                 iban = (await c.post(f"/multi/managed_accounts/{acc['id']}/iban", headers=h)).json()
                 if iban["state"] == "PENDING_ALLOCATION":
                     await c.post(
                         f"/simulate/api/managed_accounts/{acc['id']}/iban/allocate", headers=sim
                     )
+                # A purchase's deposit stays within one deposit's scheme limit (10**12 does not).
+                funds = 10**10 if args.path == "purchase" else 10**12
                 await c.post(
                     f"/simulate/api/accounts/{acc['id']}/deposit",
                     headers=sim,
-                    json={"depositAmount": {"currency": "EUR", "amount": 10**12}},
+                    json={"depositAmount": {"currency": "EUR", "amount": funds}},
                 )
                 method = "POST"
+                if args.path == "purchase":  # a debit card on the funded account (issue 34)
+                    card = (
+                        await c.post(
+                            "/multi/managed_cards",
+                            headers=h,
+                            json={
+                                "profileId": profiles["corporateDebitManagedCard"],
+                                "friendlyName": "Bench",
+                                "nameOnCard": "Bench Card",
+                                "cardholderMobileNumber": "+35699123456",
+                                "billingAddress": {
+                                    "addressLine1": "1 Bench Street",
+                                    "city": "Valletta",
+                                    "postCode": "VLT 1000",
+                                    "country": "MT",
+                                },
+                                "mode": "DEBIT_MODE",
+                                "parentManagedAccountId": acc["id"],
+                            },
+                        )
+                    ).json()
+                    limit = {"value": {"currency": "EUR", "amount": 10**12}, "interval": "ALWAYS"}
+                    await c.post(
+                        f"/multi/managed_cards/{card['id']}/spend_rules",
+                        headers=h,
+                        json={"spendLimit": [limit]},
+                    )
+                    h = {"programme-key": key}
                 body = json.dumps(
                     {
+                        "merchantName": "Bench Merchant",
+                        "transactionAmount": {"currency": "EUR", "amount": 100},
+                    }
+                    if args.path == "purchase"
+                    else {
                         "feeType": "ADMIN_FEE",
                         "source": {"type": "managed_accounts", "id": acc["id"]},
                     }
@@ -146,6 +182,7 @@ async def main() -> None:
             "fee": ("/multi/corporates/fees/charge", b""),
             "transfer": ("/multi/transfers", b""),
             "login": ("/multi/login_with_password", b""),
+            "purchase": (f"/simulate/api/cards/{card['id']}/purchase" if card else "", b""),
         }[args.path]
         headers = [(k.encode(), v.encode()) for k, v in h.items()] + [(b"host", b"t")]
         if method == "POST":
@@ -175,7 +212,7 @@ async def main() -> None:
                 # As the wrk benches send them: fee and payment calls with a ref, logins without.
                 + (
                     [(b"idempotency-ref", b"r%d" % next(refs))]
-                    if method == "POST" and args.path != "login"
+                    if method == "POST" and args.path not in ("login", "purchase")
                     else []
                 ),
                 "client": ("127.0.0.1", 1),
@@ -213,7 +250,7 @@ async def main() -> None:
         if args.profile:
             import cProfile
 
-            profiler = cProfile.Profile()
+            profiler = cProfile.Profile(time.process_time)  # CPU, not waits
             profiler.enable()
         # The best of 5 rounds: the machine's noise only ever adds.
         rounds = []

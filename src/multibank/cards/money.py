@@ -21,10 +21,10 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pycountry
-from sqlalchemy import case, func, select, update
+from sqlalchemy import Table, bindparam, case, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from multibank.cards import events
@@ -212,10 +212,7 @@ def limits_of(card: ManagedCard) -> list[dict[str, Any]]:
     return stored or [{"value": {"currency": card.currency, "amount": 0}, "interval": "ALWAYS"}]
 
 
-async def spent(ctx: Ctx, card: ManagedCard) -> dict[str, int]:
-    """What the card spent in each interval's current window: held plus settled plus fees minus
-    refunds of the authorisations made in the window (D22)."""
-    starts = {interval: window_start(interval, ctx.now) for interval in INTERVALS}
+def _spent_statement() -> Any:
     amount = (
         CardAuthorisation.open_amount
         + CardAuthorisation.settled_amount
@@ -223,21 +220,43 @@ async def spent(ctx: Ctx, card: ManagedCard) -> dict[str, int]:
         - CardAuthorisation.refunded_amount
     )
     columns = [
-        func.coalesce(func.sum(case((CardAuthorisation.created_at >= start, amount), else_=0)), 0)
-        for start in starts.values()
+        func.coalesce(
+            func.sum(case((CardAuthorisation.created_at >= bindparam(f"s_{i}"), amount), else_=0)),
+            0,
+        )
+        for i in range(len(INTERVALS))
     ]
-    row = (await ctx.db.execute(select(*columns).where(CardAuthorisation.card_id == card.id))).one()
-    return {interval: int(value) for interval, value in zip(starts, row, strict=True)}
+    return select(*columns).where(CardAuthorisation.card_id == bindparam("card_id"))
+
+
+# Built once with bound parameters: building it per authorisation cost more than running it.
+_SPENT = _spent_statement()
+
+
+async def spent(ctx: Ctx, card: ManagedCard) -> dict[str, int]:
+    """What the card spent in each interval's current window: held plus settled plus fees minus
+    refunds of the authorisations made in the window (D22)."""
+    params: dict[str, Any] = {
+        f"s_{i}": window_start(interval, ctx.now) for i, interval in enumerate(INTERVALS)
+    }
+    params["card_id"] = card.id
+    row = (await ctx.db.execute(_SPENT, params)).one()
+    return {interval: int(value) for interval, value in zip(INTERVALS, row, strict=True)}
 
 
 async def available_to_spend(ctx: Ctx, card: ManagedCard) -> list[dict[str, Any]]:
     """A debit card's `availableToSpend`: each limit less what was spent in its window."""
-    used = await spent(ctx, card)
+    return to_spend_after(card, await spent(ctx, card))
+
+
+def to_spend_after(card: ManagedCard, used: dict[str, int], more: int = 0) -> list[dict[str, Any]]:
+    """`availableToSpend` from the spend of each window (`spent`), with `more` spent since in
+    every window (a step just written: its authorisation is in every current window)."""
     return [
         {
             "value": {
                 "currency": limit["value"]["currency"],
-                "amount": int(limit["value"]["amount"]) - used[limit["interval"]],
+                "amount": int(limit["value"]["amount"]) - used[limit["interval"]] - more,
             },
             "interval": limit["interval"],
         }
@@ -377,17 +396,27 @@ async def _system_book(ctx: Ctx, kind: str, key: str, currency: str) -> int:
     return account.id
 
 
+def _reserved_key(ctx: Ctx, account_id: int) -> str:
+    return f"{ctx.programme.id}:{CARD_RESERVED}:{account_id}"
+
+
 async def reserved_book(ctx: Ctx, account_id: int, currency: str) -> int:
     """The spending account's reserved book: the counterpart of its card holds."""
-    return await _system_book(
-        ctx, CARD_RESERVED, f"{ctx.programme.id}:{CARD_RESERVED}:{account_id}", currency
-    )
+    return await _system_book(ctx, CARD_RESERVED, _reserved_key(ctx, account_id), currency)
 
 
-async def scheme_account(ctx: Ctx, currency: str) -> int:
-    """The programme's card scheme settlement account in `currency` (D23)."""
-    return await _system_book(
-        ctx, CARD_SCHEME, f"{ctx.programme.id}:{CARD_SCHEME}:{currency}", currency
+async def scheme_account(ctx: Ctx, account_id: int, currency: str) -> int:
+    """The programme's card scheme settlement account in `currency` (D23): one of its shards,
+    picked by the spending account as revenue's is, so purchases of different accounts do not
+    wait on one row's lock. The scheme's balance is the sum of its shards (shard 0 keeps the
+    unsharded account's key)."""
+    return await ledger.system_account(
+        ctx.db,
+        ctx.programme.id,
+        CARD_SCHEME,
+        currency,
+        ctx.now,
+        shard=ledger.revenue_shard(account_id),
     )
 
 
@@ -408,6 +437,40 @@ async def _lock_accounts(ctx: Ctx, ids: list[int]) -> None:
     for account_id in sorted(set(ids)):
         stmt = select(LedgerAccount.id).where(LedgerAccount.id == account_id).with_for_update()
         await ctx.db.execute(stmt)
+
+
+# The accounts of a purchase locked in one statement: the rows come locked in id order (the
+# locking step takes them from the sort), the order every movement takes them in, and the
+# reserved book is found by its key in the same statement.
+_LOCK_PURCHASE = (
+    select(LedgerAccount.id, LedgerAccount.available, LedgerAccount.system_key)
+    .where(
+        or_(
+            LedgerAccount.id.in_(bindparam("ids", expanding=True)),
+            LedgerAccount.system_key == bindparam("book_key"),
+        )
+    )
+    .order_by(LedgerAccount.id)
+    .with_for_update()
+)
+
+
+async def _lock_purchase(
+    ctx: Ctx, account_id: int, currency: str, others: list[int]
+) -> tuple[int, int]:
+    """Locks the spending account, its reserved book and `others` in id order; returns the
+    book's id and the spending account's available balance as the lock found it."""
+    key = _reserved_key(ctx, account_id)
+    params = {"ids": [account_id, *others], "book_key": key}
+    rows = (await ctx.db.execute(_LOCK_PURCHASE, params)).all()
+    if not any(row.system_key == key for row in rows):
+        # The account's first card hold: its book is created (by this transaction or a
+        # concurrent one), then everything is locked again in id order.
+        await reserved_book(ctx, account_id, currency)
+        rows = (await ctx.db.execute(_LOCK_PURCHASE, params)).all()
+    book = next(int(row.id) for row in rows if row.system_key == key)
+    available = next(int(row.available) for row in rows if row.id == account_id)
+    return book, available
 
 
 async def available_of(ctx: Ctx, account_id: int) -> int:
@@ -488,11 +551,11 @@ async def decline(ctx: Ctx, card: ManagedCard, attempt: Attempt, refused: Declin
     return Outcome(refused.code)
 
 
-async def authorise(
-    ctx: Ctx, card: ManagedCard, attempt: Attempt, refused: Decline | None = None
-) -> tuple[Outcome, CardAuthorisation | None]:
-    """Checks D22's table in order (the caller has done #1 and #2, passing #2's failure as
-    `refused`, and holds the card's row lock); an approved authorisation holds the amount."""
+async def _checked(
+    ctx: Ctx, card: ManagedCard, attempt: Attempt, refused: Decline | None
+) -> tuple[Attempt, dict[str, Any], Decline | None, dict[str, int] | None]:
+    """D22's checks in order (see `authorise`): the attempt with its merchant fixed, the first
+    refusal, and a debit card's spend in each window (read once; what follows is derived)."""
     merchant = attempt.merchant()
     attempt = _with_merchant(attempt, merchant)
     refused = refused or standing_decline(card, attempt, ctx.now)
@@ -502,10 +565,21 @@ async def authorise(
         profile_rules = await profile_spend_rules(ctx, card)
         for rules in (card.spend_rules or {}, profile_rules):
             refused = refused or spend_rule_decline(rules, attempt, merchant)
+    used = None
     if refused is None and card.mode == DEBIT:
-        left = await available_to_spend(ctx, card)
+        used = await spent(ctx, card)
+        left = to_spend_after(card, used)
         if any(attempt.amount > limit["value"]["amount"] for limit in left):
             refused = spend_control("SPEND_LIMIT_EXCEEDED")
+    return attempt, merchant, refused, used
+
+
+async def authorise(
+    ctx: Ctx, card: ManagedCard, attempt: Attempt, refused: Decline | None = None
+) -> tuple[Outcome, CardAuthorisation | None]:
+    """Checks D22's table in order (the caller has done #1 and #2, passing #2's failure as
+    `refused`, and holds the card's row lock); an approved authorisation holds the amount."""
+    attempt, merchant, refused, _ = await _checked(ctx, card, attempt, refused)
     if refused is not None:
         return await decline(ctx, card, attempt, refused), None
     account_id = spending_account(card)
@@ -583,10 +657,15 @@ def _with_merchant(attempt: Attempt, merchant: dict[str, Any]) -> Attempt:
     )
 
 
+_PROFILE_RULES = select(Profile.spend_rules).where(Profile.id == bindparam("profile_id"))
+
+
 async def profile_spend_rules(ctx: Ctx, card: ManagedCard) -> dict[str, Any]:
     """The card profile's spend rules (D22): what the operator set, or none."""
-    stmt = select(Profile.spend_rules).where(Profile.id == card.profile_id)
-    found: dict[str, Any] | None = (await ctx.db.execute(stmt)).scalar_one_or_none()
+    params = {"profile_id": card.profile_id}
+    found: dict[str, Any] | None = (
+        await ctx.db.execute(_PROFILE_RULES, params)
+    ).scalar_one_or_none()
     return dict(found or {})
 
 
@@ -629,7 +708,7 @@ async def settle(
     if settled <= 0:
         return Outcome(DENIED_AMOUNT_NOT_POSITIVE, authorisation_id=auth.id)
     held = auth.open_amount
-    scheme = await scheme_account(ctx, auth.currency)
+    scheme = await scheme_account(ctx, auth.account_id, auth.currency)
     revenue = await revenue_account(ctx, auth.account_id, auth.currency)
     await _lock_accounts(ctx, [auth.account_id, auth.reserved_account_id, scheme, revenue])
     left = await available_of(ctx, auth.account_id) + held - settled
@@ -790,7 +869,7 @@ async def refund(
     if related is not None and attempt.amount > related.settled_amount - related.refunded_amount:
         return Outcome(DENIED_NOT_ENOUGH_FUNDS, authorisation_id=related.id)
     account_id = spending_account(card)
-    scheme = await scheme_account(ctx, card.currency)
+    scheme = await scheme_account(ctx, account_id, card.currency)
     revenue = await revenue_account(ctx, account_id, card.currency)
     await _lock_accounts(ctx, [account_id, scheme, revenue])
     left = await available_of(ctx, account_id) + attempt.amount
@@ -845,16 +924,146 @@ async def refund(
     )
 
 
+_INSERT_AUTHORISATION = insert(cast(Table, CardAuthorisation.__table__))
+_INSERT_MOVEMENTS = insert(cast(Table, CardMovement.__table__))
+
+
 async def purchase(
     ctx: Ctx, card: ManagedCard, attempt: Attempt, refused: Decline | None = None
 ) -> Outcome:
     """The simulator's purchase: an authorisation and its full settlement, in one database
-    transaction (D23)."""
-    outcome, auth = await authorise(ctx, card, attempt, refused)
-    if auth is None:
-        return outcome
-    settled = await settle(ctx, card, auth)
-    return Outcome(APPROVED, authorisation_id=auth.id, settlement_id=settled.settlement_id)
+    transaction (D23), recorded exactly as `authorise` then `settle` record them, in fewer
+    statements: the spend windows are read once and the balances the events carry derived; the
+    accounts are locked up front (in id order, in one statement), so the funds check reads the
+    locked balance and no guard can refuse afterwards (no savepoint); the authorisation is
+    written as settled, its ledger transaction as COMPLETED."""
+    attempt, merchant, refused, used = await _checked(ctx, card, attempt, refused)
+    if refused is not None:
+        return await decline(ctx, card, attempt, refused)
+    account_id, currency, amount = spending_account(card), card.currency, attempt.amount
+    scheme = await scheme_account(ctx, account_id, currency)
+    revenue = await revenue_account(ctx, account_id, currency)
+    book, available = await _lock_purchase(ctx, account_id, currency, [scheme, revenue])
+    if available < amount:  # the guarded update's check (D22 #13), on the locked row
+        return await decline(ctx, card, attempt, NOT_ENOUGH_FUNDS)
+    kind = ATM_WITHDRAWAL if merchant["merchantTransactionType"] == CASH_WITHDRAWAL else PURCHASE
+    fee = max(0, min(card_fee(ctx.programme, kind, currency), available - amount))
+    auth_id, settlement_id, code = new_id(), new_id(), auth_code()
+    details = _details(card, merchant, code, -amount, 0)
+    details["authorisationId"] = str(auth_id)
+    details["forexPaddingCurrency"] = currency
+    details["forexPaddingAmount"] = "0"
+    # The guards below cannot refuse while the rows are locked: an InsufficientFunds here would
+    # be a bug, and rolls the whole request back.
+    await ledger.post(
+        ctx.db,
+        programme_id=ctx.programme.id,
+        type_=AUTHORISATION,
+        legs=[
+            ledger.Leg(account_id, currency, -amount, 0),
+            ledger.Leg(book, currency, amount, 0, guarded=False),
+        ],
+        now_ms=ctx.now,
+        state=COMPLETED,  # settled below, in this transaction
+        details=details,
+        transaction_id=auth_id,
+    )
+    settlement_details = _details(card, merchant, code, -amount, fee)
+    settlement_details["authorisationId"] = str(auth_id)
+    settlement_details["authorisationRelatedId"] = str(auth_id)
+    legs = [
+        ledger.Leg(book, currency, -amount, 0, guarded=False),
+        ledger.Leg(account_id, currency, -fee, -(amount + fee)),
+        ledger.Leg(scheme, currency, amount, amount, guarded=False),
+    ]
+    if fee:
+        legs.append(ledger.Leg(revenue, currency, fee, fee, guarded=False))
+    await ledger.post(
+        ctx.db,
+        programme_id=ctx.programme.id,
+        type_=SETTLEMENT,
+        legs=legs,
+        now_ms=ctx.now,
+        details=settlement_details,
+        transaction_id=settlement_id,
+    )
+    # Core INSERTs of prepared statements, not the unit of work: nothing in this request reads
+    # the rows back as objects, and making them cost more than writing them.
+    await ctx.db.execute(
+        _INSERT_AUTHORISATION,
+        {
+            "id": auth_id,
+            "programme_id": ctx.programme.id,
+            "card_id": card.id,
+            "account_id": account_id,
+            "reserved_account_id": book,
+            "currency": currency,
+            "held_amount": amount,
+            "open_amount": 0,
+            "settled_amount": amount,
+            "fee_amount": fee,
+            "refunded_amount": 0,
+            "state": COMPLETED,
+            "auth_code": code,
+            "merchant": merchant,
+            "settlement_id": settlement_id,
+            "expires_at": ctx.now + AUTHORISATION_TTL_MS,
+            "created_at": ctx.now,
+        },
+    )
+    await ctx.db.execute(
+        _INSERT_MOVEMENTS,
+        [
+            {
+                "transaction_id": step_id,
+                "programme_id": ctx.programme.id,
+                "card_id": card.id,
+                "account_id": account_id,
+                "kind": step,
+                "created_at": ctx.now,
+            }
+            for step_id, step in ((auth_id, AUTHORISATION), (settlement_id, SETTLEMENT))
+        ],
+    )
+
+    def after(spent_since: int) -> tuple[int | None, list[dict[str, Any]] | None]:
+        # What `_balances_for_event` would read once `spent_since` has left the account.
+        if used is not None:
+            return None, to_spend_after(card, used, spent_since)
+        return available - spent_since, None
+
+    balance, to_spend = after(amount)
+    await events.authorisation(
+        ctx,
+        card,
+        transaction_id=auth_id,
+        authorisation_type="AUTHORISED",
+        amount=-amount,
+        merchant=merchant,
+        approved=True,
+        decline_reason="NO_REASON",
+        rule_failed="NONE",
+        auth_code=code,
+        available_balance=balance,
+        available_to_spend=to_spend,
+        related_authorisation_id=None,
+    )
+    balance, to_spend = after(amount + fee)
+    await events.settlement(
+        ctx,
+        card,
+        transaction_id=settlement_id,
+        settlement_type=merchant["merchantTransactionType"],
+        amount=-amount,
+        fee=fee,
+        merchant=merchant,
+        auth_code=code,
+        available_balance=balance,
+        available_to_spend=to_spend,
+        related_authorisation_id=auth_id,
+        related_settlement_id=None,
+    )
+    return Outcome(APPROVED, authorisation_id=auth_id, settlement_id=settlement_id)
 
 
 async def merchant_refund(

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Body, Depends, Path
 from pydantic import BaseModel, Field, StringConstraints
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from multibank.api.deps import AppContainer, Db
 from multibank.api.routing import UnitOfWorkRoute
@@ -201,19 +201,28 @@ async def _as_the_clock_has_it(ctx: Ctx, card: ManagedCard | None) -> ManagedCar
     return card
 
 
+# Built once with bound parameters: every card step of the simulator runs it.
+_CARD = (
+    select(ManagedCard)
+    .where(
+        ManagedCard.id == bindparam("card_id"),
+        ManagedCard.programme_id == bindparam("programme_id"),
+    )
+    .with_for_update()
+    .execution_options(populate_existing=True)
+)
+
+
 async def _card(ctx: Ctx, card_id: str) -> ManagedCard | None:
     """The programme's card, its row locked (an authorisation reads its spend, then decides),
     as the clock has it; another programme's card is not found (D26)."""
     number = parse_id(card_id)
     if number is None:
         return None
-    stmt = (
-        select(ManagedCard)
-        .where(ManagedCard.id == number, ManagedCard.programme_id == ctx.programme.id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
+    params = {"card_id": number, "programme_id": ctx.programme.id}
+    return await _as_the_clock_has_it(
+        ctx, (await ctx.db.execute(_CARD, params)).scalar_one_or_none()
     )
-    return await _as_the_clock_has_it(ctx, (await ctx.db.execute(stmt)).scalar_one_or_none())
 
 
 async def _card_by_details(
