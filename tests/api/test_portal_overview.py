@@ -1,0 +1,136 @@
+"""A programme's overview page in the portal (issue 35, decision 0054): after a known journey
+(two customers sign up, money comes in through the simulator, a transfer, a fee, a wire transfer
+left waiting) it shows the counts, the balances per currency, the money that moved today and the
+wire transfer waiting for the operator, with thousands separators, as inline SVG under the
+portal's Content-Security-Policy; and it is where choosing a programme leads."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+
+from tests.api.payments_support import balances, customer, settings
+from tests.api.test_outgoing_wire_transfers import body as owt_body
+from tests.api.test_portal_web import browser, page
+from tests.conftest import Prog
+from tests.factories import open_account, verified
+
+__all__ = ["browser"]  # the signed-in portal client fixture, shared with test_portal_web
+
+DEPOSIT = 12_345_678  # 123,456.78 EUR
+MOVED = 5_000
+WIRED = 2_500
+
+
+def money(minor: int) -> str:
+    return f"{minor // 100:,}.{minor % 100:02d} EUR"
+
+
+def row(html: str, attribute: str) -> str:
+    found = re.search(rf"<tr data-{attribute}[^>]*>(.*?)</tr>", html, re.S)
+    assert found, f"no row {attribute} on the page"
+    return found.group(1)
+
+
+def count(html: str, name: str) -> int:
+    found = re.search(rf'data-count="{name}">([0-9,]+)<', html)
+    assert found, f"no count {name} on the page"
+    return int(found.group(1).replace(",", ""))
+
+
+async def journey(client: httpx.AsyncClient, admin_headers: dict[str, str], p: Prog) -> Any:
+    """Two customers; the corporate's money in, a transfer between its accounts, a fee and a
+    wire transfer submitted to the scheme (waiting). Answers what the API says afterwards."""
+    await settings(client, admin_headers, p, owtScaRequired=False)
+    ident, acc = await customer(client, p, funds=DEPOSIT, sms=False)
+    await verified(client, p, "consumers")
+    second = (await open_account(client, ident, "EUR"))["id"]
+    r = await client.post(
+        "/multi/transfers",
+        headers=ident.headers,
+        json={
+            "profileId": p.profiles["transfers"],
+            "source": {"type": "managed_accounts", "id": acc},
+            "destination": {"type": "managed_accounts", "id": second},
+            "destinationAmount": {"currency": "EUR", "amount": MOVED},
+        },
+    )
+    assert r.status_code == 200 and r.json()["state"] == "COMPLETED", r.text
+    r = await client.post(
+        "/multi/corporates/fees/charge",
+        headers=ident.headers,
+        json={"feeType": "ADMIN_FEE", "source": {"type": "managed_accounts", "id": acc}},
+    )
+    assert r.status_code == 200, r.text
+    r = await client.post(
+        "/multi/outgoing_wire_transfers", headers=ident.headers, json=owt_body(p, acc, amount=WIRED)
+    )
+    assert r.status_code == 200 and r.json()["state"] == "SUBMITTED", r.text
+    return ident, acc, second, r.json()["id"]
+
+
+async def test_the_overview_after_a_known_journey(client, browser, programme, admin_headers):
+    p = await programme()
+    ident, acc, second, wire = await journey(client, admin_headers, p)
+    home = f"/portal/programmes/{p.id}"
+    # Choosing the programme in the list leads to its overview; the navigation names it.
+    listing = await page(browser, "/portal/")
+    assert f'href="{home}/overview"' in listing
+    html = await page(browser, f"{home}/overview")
+    assert f'<a href="{home}/overview">Overview</a>' in html
+
+    assert count(html, "customers-CORPORATE") == 1
+    assert count(html, "customers-CONSUMER") == 1
+    assert count(html, "customers") == 2
+    assert count(html, "accounts-ACTIVE") == 2 and count(html, "accounts") == 2
+    assert count(html, "cards") == 0
+    assert count(html, "payments-COMPLETED") == 1
+    assert count(html, "payments-SUBMITTED") == 1
+    assert count(html, "payments") == 2
+
+    # Balances: the customers' money as the API reports it, the rest of the deposit is revenue.
+    available, actual = (0, 0)
+    for account in (acc, second):
+        a, b = await balances(client, ident, account)
+        available, actual = available + a, actual + b
+    fees = DEPOSIT - actual
+    assert fees > 0 and actual - available >= WIRED  # the wire transfer (and its fee) held
+    held = row(html, 'balance="accounts-EUR"')
+    assert money(available) in held and money(actual) in held
+    assert money(fees) in row(html, 'balance="revenue-EUR"')
+    assert 'data-balance="cards-' not in html
+
+    # Money moved today: in = the deposit and the transfer's credit; out = its debit and fees.
+    days = re.findall(r'<tr data-day="EUR-[0-9]+">(.*?)</tr>', html, re.S)
+    assert len(days) == 1
+    assert money(DEPOSIT + MOVED) in days[0] and "123,506.78 EUR" in days[0]
+    assert money(MOVED + fees) in days[0]
+    chart = re.search(r'<svg class="chart"[^>]*data-currency="EUR">(.*?)</svg>', html, re.S)
+    assert chart and chart.group(1).count('<rect class="bar in"') == 1
+    assert chart.group(1).count('<rect class="bar out"') == 1
+    assert "<script" not in html
+
+    # The wire transfer waits for the operator, with a link and the sandbox's actions.
+    waiting = row(html, f'waiting="{wire}"')
+    assert money(WIRED) in waiting
+    assert f'href="{home}/accounts/{acc}"' in waiting
+    assert f'href="{home}/wire/{wire}/reject"' in waiting
+    assert f'action="{home}/wire/{wire}/accept"' in waiting
+    assert "Waiting for action (1)" in html
+
+
+async def test_an_empty_programme_and_an_unknown_one(browser, programme):
+    p = await programme()
+    html = await page(browser, f"/portal/programmes/{p.id}/overview")
+    assert "No money moved in the last 30 days." in html and "Nothing waits." in html
+    assert count(html, "customers") == 0 and count(html, "payments") == 0
+    r = await browser.get("/portal/programmes/999999999/overview")
+    assert r.status_code == 404
+
+
+async def test_signed_out_the_overview_asks_to_sign_in(client, programme):
+    p = await programme()
+    r = await client.get(f"/portal/programmes/{p.id}/overview")
+    assert r.status_code in (302, 303, 307) and r.headers["location"].endswith("/portal/login")
