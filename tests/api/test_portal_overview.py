@@ -7,14 +7,20 @@ portal's Content-Security-Policy; and it is where choosing a programme leads."""
 from __future__ import annotations
 
 import re
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import httpx
+from playwright.async_api import async_playwright
 
 from tests.api.payments_support import balances, customer, settings
+from tests.api.test_ledger_concurrency import _env, fresh_database
 from tests.api.test_outgoing_wire_transfers import body as owt_body
-from tests.api.test_portal_web import browser, page
-from tests.conftest import Prog
+from tests.api.test_payment_concurrency import _start
+from tests.api.test_portal_browser import CHROMIUM, HAVE_CHROMIUM, sign_in
+from tests.api.test_portal_web import PORTAL_API, browser, page
+from tests.conftest import ADMIN_TOKEN, Prog
 from tests.factories import open_account, verified
 
 __all__ = ["browser"]  # the signed-in portal client fixture, shared with test_portal_web
@@ -134,3 +140,62 @@ async def test_signed_out_the_overview_asks_to_sign_in(client, programme):
     p = await programme()
     r = await client.get(f"/portal/programmes/{p.id}/overview")
     assert r.status_code in (302, 303, 307) and r.headers["location"].endswith("/portal/login")
+
+
+def said(console: list[str], message: Any) -> None:
+    console.append(message.text)
+
+
+async def test_the_overview_in_chromium_at_a_laptop_and_a_phone_width(tmp_path: Path) -> None:
+    """The charts render (an SVG with a bar for today's money in and out) and, at a phone's
+    width, nothing makes the page scroll sideways; no CSP violation on the console."""
+    assert HAVE_CHROMIUM, f"Chromium is needed at {CHROMIUM} (scripts/browser.sh installs it)"
+    async with fresh_database(tmp_path) as url:
+        env = {**_env(url), "MULTIBANK_ADMIN_TOKEN": ADMIN_TOKEN}
+        proc, base = await _start(env, tmp_path)
+        try:
+            admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+            async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+                r = await http.post(PORTAL_API, headers=admin, json={"name": "overviewshots"})
+                assert r.status_code in (200, 201), r.text
+                made = r.json()
+                pid = made["programmeId"]
+                p = Prog(pid, made["apiKey"], made["profiles"], made["feeTypes"])
+                await journey(http, admin, p)
+            async with async_playwright() as pw:
+                chromium = await pw.chromium.launch(
+                    executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"]
+                )
+                try:
+                    for width, height in ((1366, 900), (390, 844)):
+                        view = await chromium.new_page(viewport={"width": width, "height": height})
+                        console: list[str] = []
+                        view.on("console", partial(said, console))
+                        await sign_in(view, base)
+                        await view.click(f"a[href='/portal/programmes/{pid}/overview']")
+                        await view.wait_for_url(f"{base}/portal/programmes/{pid}/overview")
+                        chart = view.locator("svg.chart[data-currency=EUR]")
+                        await chart.wait_for()
+                        box = await chart.bounding_box()
+                        assert box and box["width"] > 200 and box["height"] > 50, box
+                        assert await chart.locator("rect.bar.in").count() == 1
+                        assert await chart.locator("rect.bar.out").count() == 1
+                        bar = await chart.locator("rect.bar.in").bounding_box()
+                        assert bar and bar["height"] > 10, bar  # drawn, and the busiest day
+                        assert await view.locator("svg.counts rect.bar").count() == 2
+                        assert await view.locator("#waiting button:has-text('Settle')").count() == 1
+                        overflow = await view.evaluate(
+                            "document.documentElement.scrollWidth - window.innerWidth"
+                        )
+                        assert overflow <= 0, (width, overflow)
+                        await view.screenshot(
+                            path=str(tmp_path / f"overview-{width}.png"), full_page=True
+                        )
+                        violations = [m for m in console if "Content Security Policy" in m]
+                        assert not violations, violations
+                        await view.close()
+                finally:
+                    await chromium.close()
+        finally:
+            proc.terminate()
+            await proc.wait()
