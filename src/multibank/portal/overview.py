@@ -166,6 +166,7 @@ def day_name(day: int) -> str:
 
 
 WIDTH, HEIGHT, TOP, BOTTOM = 600, 180, 10, 24
+COUNTS = 400  # the counts chart's width: narrower than the day chart, so its text stays legible
 IN_COLOUR, OUT_COLOUR = "#2e7d32", "#c62828"
 
 
@@ -178,7 +179,7 @@ def day_chart(currency: str, days: list[Day]) -> Markup:
     plot = HEIGHT - TOP - BOTTOM
     parts = [
         f'<svg class="chart" role="img" viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" '
-        f'preserveAspectRatio="none" data-currency="{escape(currency)}">',
+        f'data-currency="{escape(currency)}">',
         f"<title>Money in and out per day, {escape(currency)}</title>",
         f'<line x1="0" y1="{HEIGHT - BOTTOM}" x2="{WIDTH}" y2="{HEIGHT - BOTTOM}" stroke="#999"/>',
     ]
@@ -216,16 +217,16 @@ def count_chart(counts: dict[str, int]) -> Markup:
     row = 22
     height = row * len(counts)
     parts = [
-        f'<svg class="chart counts" role="img" viewBox="0 0 {WIDTH} {height}" width="100%">',
+        f'<svg class="chart counts" role="img" viewBox="0 0 {COUNTS} {height}" width="100%">',
         "<title>Payments by state</title>",
     ]
     for i, (name, n) in enumerate(counts.items()):
         y = i * row
-        w = max(300 * n / peak, 1.0)
+        w = max((COUNTS - 190) * n / peak, 1.0)
         label = f"{name.replace('_', ' ').lower()} {n:,}"
         parts.append(
             f'<text x="0" y="{y + 15}" font-size="13" fill="#333">{escape(label)}</text>'
-            f'<rect class="bar" x="{WIDTH - 310}" y="{y + 4}" width="{w:.1f}" height="14" '
+            f'<rect class="bar" x="185" y="{y + 4}" width="{w:.1f}" height="14" '
             f'fill="#1565c0"><title>{escape(label)}</title></rect>'
         )
     parts.append("</svg>")
