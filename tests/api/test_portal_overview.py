@@ -14,14 +14,14 @@ from typing import Any
 import httpx
 from playwright.async_api import async_playwright
 
-from tests.api.payments_support import balances, customer, settings
+from tests.api.payments_support import advance, balances, customer, settings
 from tests.api.test_ledger_concurrency import _env, fresh_database
 from tests.api.test_outgoing_wire_transfers import body as owt_body
 from tests.api.test_payment_concurrency import _start
 from tests.api.test_portal_browser import CHROMIUM, HAVE_CHROMIUM, sign_in
 from tests.api.test_portal_web import PORTAL_API, browser, page
 from tests.conftest import ADMIN_TOKEN, Prog
-from tests.factories import open_account, verified
+from tests.factories import deposit, open_account, verified
 
 __all__ = ["browser"]  # the signed-in portal client fixture, shared with test_portal_web
 
@@ -32,6 +32,13 @@ WIRED = 2_500
 
 def money(minor: int) -> str:
     return f"{minor // 100:,}.{minor % 100:02d} EUR"
+
+
+def minor(shown: str) -> int:
+    """`123,456.78 EUR` as minor units."""
+    number, currency = shown.split(" ")
+    assert currency == "EUR" and re.fullmatch(r"[0-9]{1,3}(,[0-9]{3})*\.[0-9]{2}", number), shown
+    return int(number.replace(",", "").replace(".", ""))
 
 
 def row(html: str, attribute: str) -> str:
@@ -108,14 +115,17 @@ async def test_the_overview_after_a_known_journey(client, browser, programme, ad
     assert money(fees) in row(html, 'balance="revenue-EUR"')
     assert 'data-balance="cards-' not in html
 
-    # Money moved today: in = the deposit and the transfer's credit; out = its debit and fees.
+    # Money moved today (two days if the journey crossed midnight): in = the deposit and the
+    # transfer's credit; out = its debit and the fees.
     days = re.findall(r'<tr data-day="EUR-[0-9]+">(.*?)</tr>', html, re.S)
-    assert len(days) == 1
-    assert money(DEPOSIT + MOVED) in days[0] and "123,506.78 EUR" in days[0]
-    assert money(MOVED + fees) in days[0]
+    assert 1 <= len(days) <= 2
+    moved = [re.findall(r'<td class="num">([^<]*)</td>', d) for d in days]
+    assert sum(minor(m[0]) for m in moved) == DEPOSIT + MOVED
+    assert sum(minor(m[1]) for m in moved) == MOVED + fees
+    if len(days) == 1:
+        assert "123,506.78 EUR" in days[0]  # thousands separated
     chart = re.search(r'<svg class="chart"[^>]*data-currency="EUR">(.*?)</svg>', html, re.S)
-    assert chart and chart.group(1).count('<rect class="bar in"') == 1
-    assert chart.group(1).count('<rect class="bar out"') == 1
+    assert chart and chart.group(1).count('<rect class="bar in"') == len(days)
     assert "<script" not in html
 
     # The wire transfer waits for the operator, with a link and the sandbox's actions.
@@ -125,6 +135,26 @@ async def test_the_overview_after_a_known_journey(client, browser, programme, ad
     assert f'href="{home}/wire/{wire}/reject"' in waiting
     assert f'action="{home}/wire/{wire}/accept"' in waiting
     assert "Waiting for action (1)" in html
+
+
+async def test_days_follow_the_programme_clock_and_keep_thirty(client, browser, programme):
+    """Money on two days of the programme's clock shows as two days; 31 days later neither is
+    within the last 30 days, while the balances stay."""
+    p = await programme()
+    _, acc = await customer(client, p, funds=DEPOSIT, sms=False)
+    await advance(client, p, 86_400)
+    assert await deposit(client, p, acc, 1_000) == "COMPLETED"
+    url = f"/portal/programmes/{p.id}/overview"
+    html = await page(browser, url)
+    days = re.findall(r'<tr data-day="EUR-([0-9]+)">(.*?)</tr>', html, re.S)
+    assert len(days) == 2 and int(days[1][0]) - int(days[0][0]) == 1
+    assert money(DEPOSIT) in days[0][1] and money(1_000) in days[1][1]
+    chart = re.search(r'<svg class="chart"[^>]*data-currency="EUR">(.*?)</svg>', html, re.S)
+    assert chart and chart.group(1).count('<rect class="bar in"') == 2
+    await advance(client, p, 31 * 86_400)
+    html = await page(browser, url)
+    assert "No money moved in the last 30 days." in html and "data-day=" not in html
+    assert money(DEPOSIT + 1_000) in row(html, 'balance="accounts-EUR"')
 
 
 async def test_an_empty_programme_and_an_unknown_one(browser, programme):
@@ -178,10 +208,13 @@ async def test_the_overview_in_chromium_at_a_laptop_and_a_phone_width(tmp_path: 
                         await chart.wait_for()
                         box = await chart.bounding_box()
                         assert box and box["width"] > 200 and box["height"] > 50, box
-                        assert await chart.locator("rect.bar.in").count() == 1
-                        assert await chart.locator("rect.bar.out").count() == 1
-                        bar = await chart.locator("rect.bar.in").bounding_box()
-                        assert bar and bar["height"] > 10, bar  # drawn, and the busiest day
+                        # A bar in and out for each day with money (one, or two across midnight).
+                        days = await view.locator("tr[data-day^='EUR-']").count()
+                        assert 1 <= days <= 2
+                        assert await chart.locator("rect.bar.in").count() == days
+                        assert await chart.locator("rect.bar.out").count() >= 1
+                        boxes = [await b.bounding_box() for b in await chart.locator("rect").all()]
+                        assert max(b["height"] for b in boxes if b) > 10, boxes  # drawn
                         # One bar per payment state the table lists (a running server's
                         # scheduler may already have completed the wire transfer).
                         states = await view.locator("#payments-by-state tbody tr").count()
