@@ -40,6 +40,12 @@ PG_ADMIN_URL = os.environ.get(
 # create and drop their databases on the server itself (PgBouncer forwards any database name).
 PG_SERVER_URL = os.environ.get("MULTIBANK_TEST_PGBOUNCER_URL") or PG_ADMIN_URL
 ADMIN_TOKEN = "test-admin-token-" + "x" * 32
+# A live server refuses to start without its own card keys (D29); tests that build one pass these.
+LIVE_CARD_KEYS = {
+    "card_data_key": "k1:" + "d" * 40,
+    "card_verification_key": "v" * 40,
+}
+LIVE_CARD_ENV = {f"MULTIBANK_{k.upper()}": v for k, v in LIVE_CARD_KEYS.items()}
 # Letters, digits and underscores, short enough that a whole name stays within PostgreSQL's 63.
 PG_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,29}")
 BASES = ("/multi", "/3.29.1/multi", "/3.1.0/multi")

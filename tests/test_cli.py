@@ -27,10 +27,24 @@ import typer
 from click.testing import Result
 from typer.testing import CliRunner
 
+from multibank.app import build_container, startup
 from multibank.cli import app as cli_app
-from multibank.settings import get_settings
+from multibank.settings import Settings, get_settings
 from tests.conftest import DB_KIND
 from tests.factories import DEFAULT_MOVEMENT_FEES, PAYMENT_SETTINGS, PROFILE_KINDS
+
+# A new programme's card fees (D19): a purchase costs 10 minor units, the rest nothing.
+DEFAULT_CARD_FEES = {
+    "purchase": {"EUR": 10, "GBP": 10, "USD": 10},
+    "refund": {"EUR": 0, "GBP": 0, "USD": 0},
+    "atmWithdrawal": {"EUR": 0, "GBP": 0, "USD": 0},
+}
+CARD_PROFILE_KINDS = (
+    "corporatePrepaidManagedCard",
+    "corporateDebitManagedCard",
+    "consumerPrepaidManagedCard",
+    "consumerDebitManagedCard",
+)
 
 PORTAL = "/portal/api/programmes"
 STRONG_PASSWORD = {"password": {"value": "Abcdef1!"}}
@@ -41,6 +55,7 @@ D4_FEE_TYPES = {
     }
 }
 DIGITS = re.compile(r"^[0-9]{1,19}$")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 MULTIBANK = Path(sys.executable).with_name("multibank")
 READY_TIMEOUT = 30.0
 
@@ -93,6 +108,7 @@ def assert_d4_shape(data: dict[str, Any]) -> None:
         "currencies",
         "feeTypes",
         "movementFees",
+        "cardFees",
     ]
     assert DIGITS.match(data["programmeId"])
     assert list(data["profiles"]) == list(PROFILE_KINDS)
@@ -102,6 +118,7 @@ def assert_d4_shape(data: dict[str, Any]) -> None:
     assert data["currencies"] == ["EUR", "GBP", "USD"]
     assert data["feeTypes"] == D4_FEE_TYPES
     assert data["movementFees"] == DEFAULT_MOVEMENT_FEES
+    assert data["cardFees"] == DEFAULT_CARD_FEES
 
 
 # programme create / show / list
@@ -244,6 +261,75 @@ async def test_movement_fee_of_an_unknown_programme_fails(cli_env):
         "1",
     )
     assert result.exit_code != 0
+    assert "not found" in result.output
+
+
+# programme card-fee (D19, D33)
+
+
+async def test_programme_json_names_the_four_card_profiles_and_the_card_fees(cli_env):
+    name = unique_name()
+    created = json.loads(ok(await cli("programme", "create", "--name", name, "--json")))
+    shown = json.loads(ok(await cli("programme", "show", name, "--json")))
+    for data in (created, shown):
+        card_ids = [data["profiles"][kind] for kind in CARD_PROFILE_KINDS]
+        assert all(DIGITS.match(i) for i in card_ids)
+        others = [v for k, v in data["profiles"].items() if k not in CARD_PROFILE_KINDS]
+        assert len(set(card_ids)) == 4 and not set(card_ids) & set(others)
+        assert data["cardFees"] == DEFAULT_CARD_FEES
+
+
+async def test_card_fee_sets_one_fee_in_one_currency(cli_env, client, admin_headers):
+    name = unique_name()
+    data = json.loads(ok(await cli("programme", "create", "--name", name, "--json")))
+    out = ok(
+        await cli(
+            "programme", "card-fee", name, "--fee", "purchase", "--currency", "GBP",
+            "--amount", "35",
+        )
+    )  # fmt: skip
+    expected = {**DEFAULT_CARD_FEES, "purchase": {"EUR": 10, "GBP": 35, "USD": 10}}
+    assert json.loads(out) == expected
+    assert json.loads(ok(await cli("programme", "show", name, "--json")))["cardFees"] == expected
+    ok(await cli("programme", "card-fee", name, "--fee", "atmWithdrawal", "--currency", "EUR",
+                 "--amount", "0"))  # fmt: skip
+    ok(await cli("programme", "card-fee", name, "--fee", "refund", "--currency", "USD",
+                 "--amount", "7"))  # fmt: skip
+    expected["refund"] = {"EUR": 0, "GBP": 0, "USD": 7}
+    # The operator API sees the same fees: one rule, two doors.
+    r = await client.get(f"{PORTAL}/{data['programmeId']}/card_fees", headers=admin_headers)
+    assert r.status_code == 200, r.text
+    assert r.json() == expected
+    shown = ok(await cli("programme", "show", name))
+    assert "  card purchase fee (minor units): EUR 10, GBP 35, USD 10" in shown.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["--fee", "cashback", "--currency", "EUR", "--amount", "1"], 2, "no card fee 'cashback'"),
+        (["--fee", "purchase", "--currency", "EUR", "--amount", "-1"], 2, "--amount"),
+        (["--fee", "purchase", "--currency", "eur", "--amount", "1"], 2, "--currency"),
+        (["--fee", "refund", "--currency", "CHF", "--amount", "1"], 1,
+         "CURRENCY_NOT_SUPPORTED_BY_PROFILE (CHF is not a currency of"),
+    ],
+    ids=["unknown-kind", "negative", "malformed-currency", "currency-not-the-programmes"],
+)  # fmt: skip
+async def test_card_fee_refusals_say_why_and_change_nothing(cli_env, args, code, says):
+    name = unique_name()
+    ok(await cli("programme", "create", "--name", name, "--json"))
+    result = await cli("programme", "card-fee", name, *args)
+    assert result.exit_code == code, result.output
+    flat = " ".join(ANSI.sub("", result.output).replace("│", " ").split())
+    assert says in flat, result.output
+    shown = json.loads(ok(await cli("programme", "show", name, "--json")))
+    assert shown["cardFees"] == DEFAULT_CARD_FEES
+
+
+async def test_card_fee_of_an_unknown_programme_fails(cli_env):
+    args = ("--fee", "purchase", "--currency", "EUR", "--amount", "1")
+    result = await cli("programme", "card-fee", unique_name(), *args)
+    assert result.exit_code == 1
     assert "not found" in result.output
 
 
@@ -569,11 +655,18 @@ EVERY_COMMAND = [
     ("programme", "list"),
     ("programme", "movement-fee", "default", "--payment", "sends", "--currency", "EUR",
      "--amount", "1"),
+    ("programme", "card-fee", "default", "--fee", "purchase", "--currency", "EUR",
+     "--amount", "1"),
     ("ledger", "verify"),
     ("webhooks", "listen", "--port", "0"),
     ("webhooks", "deliver"),
     ("sandbox", "seed"),
     ("cards", "pool", "create", "--profile", "1", "--count", "1"),
+    ("webhooks", "trigger", "login.VERIFIED"),
+    ("webhooks", "replay", "1"),
+    ("programme", "reset", "default", "--yes"),
+    ("programme", "export", "default"),
+    ("programme", "import", "missing.json", "--name", "copy"),
 ]  # fmt: skip
 # Those that work on a database `serve` or `db upgrade` made, and never make one themselves.
 ON_A_MADE_DATABASE = [args for args in EVERY_COMMAND if args[0] not in ("serve", "db")]
@@ -727,6 +820,62 @@ async def test_serve_with_wrong_settings_is_one_line(tmp_path, settings):
     line = one_line(err)
     assert line.startswith("invalid settings: ") and "MULTIBANK_" in line, line
     assert not database.exists()
+
+
+LIVE_SECRETS = {"MULTIBANK_ADMIN_TOKEN": "a" * 40, "MULTIBANK_JWT_KEYS": "k1:" + "s" * 48}
+
+
+async def test_a_live_server_refuses_to_start_without_its_card_keys(tmp_path):
+    """Card numbers must be readable only with keys the operator holds (D29): a live server
+    never generates its own, and says which variable is missing."""
+    database = tmp_path / "live.db"
+    code, out, err, _ = await multibank(
+        "serve",
+        "--port",
+        str(_free_port()),
+        settings={
+            "MULTIBANK_DATABASE_URL": f"sqlite+aiosqlite:///{database}",
+            "MULTIBANK_MODE": "live",
+            **LIVE_SECRETS,
+            "MULTIBANK_CARD_VERIFICATION_KEY": "v" * 40,
+        },
+    )
+    assert (code, out) == (2, ""), (code, out, err)
+    line = one_line(err)
+    assert line.startswith("invalid settings: "), line
+    assert "live mode refuses to start without MULTIBANK_CARD_DATA_KEY" in line
+    assert "MULTIBANK_CARD_VERIFICATION_KEY" not in line  # that one was given
+    assert "v" * 40 not in line and "s" * 48 not in line  # never a secret
+    assert not database.exists()
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ({}, "MULTIBANK_CARD_DATA_KEY, MULTIBANK_CARD_VERIFICATION_KEY"),
+        ({"card_data_key": "k1:" + "d" * 40}, "MULTIBANK_CARD_VERIFICATION_KEY"),
+        ({"card_verification_key": "v" * 40}, "MULTIBANK_CARD_DATA_KEY"),
+    ],
+    ids=["neither", "no-verification-key", "no-data-key"],
+)
+def test_live_settings_name_each_missing_card_key(given, named):
+    secrets_ = {"admin_token": "a" * 40, "jwt_keys": "k1:" + "s" * 48}
+    with pytest.raises(ValueError, match=rf"live mode refuses to start without {named} \["):
+        Settings(mode="live", **secrets_, **given)
+    both = {"card_data_key": "k1:" + "d" * 40, "card_verification_key": "v" * 40}
+    assert Settings(mode="live", **secrets_, **both).card_data_key == both["card_data_key"]
+    # A sandbox generates its own on first start.
+    assert Settings(mode="sandbox").card_data_key is None
+
+
+async def test_a_live_container_without_card_keys_does_not_start(settings):
+    """Settings copied into live mode skip the validator; start-up checks again."""
+    live = build_container(settings.model_copy(update={"mode": "live", "card_data_key": None}))
+    try:
+        with pytest.raises(RuntimeError, match="MULTIBANK_CARD_DATA_KEY"):
+            await startup(live)
+    finally:
+        await live.db.dispose()
 
 
 async def test_serve_on_a_taken_port_says_so_before_anything(tmp_path):

@@ -68,10 +68,17 @@ async def startup(container: Container) -> bool:
     """Loads (in sandbox: creates once) the signing keys and admin token. Returns True when the
     admin token was generated just now, so `serve` can print it."""
     now = container.clock.system_ms()
+    s = container.settings
     spec = await server_secrets.jwt_keys(
         container.db, container.settings.jwt_keys, now, TokenKeyring.generate_spec()
     )
     container.keyring = TokenKeyring.parse(spec)
+    missing = [n for n in ("card_data_key", "card_verification_key") if not getattr(s, n)]
+    if s.mode == "live" and missing:
+        # Settings refuse this already; a container built from copied settings is checked here
+        # so no live server ever generates (and stores beside the data) its own card keys (D29).
+        names = ", ".join(f"MULTIBANK_{n.upper()}" for n in missing)
+        raise RuntimeError(f"live mode refuses to start without {names}")
     data_keys, verification_key = await server_secrets.card_keys(
         container.db,
         container.settings.card_data_key,

@@ -119,7 +119,9 @@ app = OperatorApp(
     "for a ready-made corporate and consumer to try the API with.",
 )
 db_app = OperatorApp(help="The database schema.")
-programme_app = OperatorApp(help="Programmes (tenants): create, show, list, set payment fees.")
+programme_app = OperatorApp(
+    help="Programmes (tenants): create, show, list, set payment and card fees."
+)
 app.add_typer(db_app, name="db")
 app.add_typer(programme_app, name="programme")
 ledger_app = OperatorApp(help="The double-entry ledger.")
@@ -135,7 +137,8 @@ cards_app.add_typer(pool_app, name="pool")
 
 DEFAULT_PROGRAMME = "default"
 PROGRAMME_JSON_HELP = (
-    "Print the programme as JSON (id, API key, profiles, currencies, fee types, payment fees)."
+    "Print the programme as JSON (id, API key, profiles, currencies, fee types, payment fees, "
+    "card fees)."
 )
 
 
@@ -593,6 +596,73 @@ def programme_movement_fee(
     typer.echo(json.dumps(description.movementFees.model_dump()))
 
 
+CARD_FEE_KINDS = ("purchase", "refund", "atmWithdrawal")
+
+
+def _card_fee_kind(value: str) -> str:
+    if value not in CARD_FEE_KINDS:
+        raise typer.BadParameter(f"no card fee {value!r}: one of {', '.join(CARD_FEE_KINDS)}")
+    return value
+
+
+@programme_app.command("card-fee")
+def programme_card_fee(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The programme's name.")],
+    fee: Annotated[
+        str,
+        typer.Option(
+            "--fee",
+            metavar="KIND",
+            callback=_card_fee_kind,
+            help="purchase, refund or atmWithdrawal (ATM cash withdrawal).",
+        ),
+    ],
+    currency: Annotated[
+        str, typer.Option("--currency", metavar="CURRENCY", help="ISO-4217 code, e.g. EUR.")
+    ],
+    amount: Annotated[
+        int,
+        typer.Option(
+            "--amount", min=0, metavar="MINOR_UNITS", help="The fee, in minor units (cents)."
+        ),
+    ],
+) -> None:
+    """Set what one kind of card payment costs the cardholder in one currency.
+
+    Charged when the payment settles, and never more than the card's balance leaves. Prints the
+    programme's card fees."""
+    from pydantic import ValidationError
+
+    from multibank.programmes import service
+    from multibank.programmes.schemas import CardFeeWrite
+
+    try:
+        changes = CardFeeWrite.model_validate({fee: {currency: amount}})
+    except ValidationError as exc:
+        problems = "; ".join(e["msg"] for e in exc.errors())
+        raise typer.BadParameter(problems, param_hint="'--currency'/'--amount'") from None
+
+    async def work(db: Database) -> dict[str, Any]:
+        async with db.transaction() as session:
+            programme = await service.require_programme_by_name(session, name)
+            fees = await service.set_card_fees(
+                session, programme, changes.model_dump(exclude_none=True)
+            )
+            return fees.model_dump()
+
+    try:
+        fees = _run(work)
+    except NotFound as exc:
+        _fail(exc.message)
+        return
+    except Conflict as exc:
+        _fail(
+            f"cannot set the card fee: {exc.error_code} ({currency} is not a currency of {name!r})"
+        )
+        return
+    typer.echo(json.dumps(fees))
+
+
 def _print_description(description: ProgrammeDescription, as_json: bool) -> None:
     data = description.model_dump()
     if as_json:
@@ -607,6 +677,9 @@ def _print_description(description: ProgrammeDescription, as_json: bool) -> None
     for kind, fees in data["movementFees"].items():
         listed = ", ".join(f"{c} {amount}" for c, amount in fees.items())
         typer.echo(f"  {kind} fee (minor units): {listed}")
+    for kind, fees in data["cardFees"].items():
+        listed = ", ".join(f"{c} {amount}" for c, amount in fees.items())
+        typer.echo(f"  card {kind} fee (minor units): {listed}")
 
 
 @ledger_app.command("verify")
@@ -872,6 +945,190 @@ def cards_pool_create(
         return
     for reference, code in made:
         typer.echo(f"{reference}\t{code}")
+
+
+# The developer loop (issue 35, decision 0051): each command's work is in `multibank.devloop`,
+# imported when the command runs.
+
+
+@programme_app.command("export")
+def programme_export(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The sandbox programme's name.")],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", metavar="FILE", help="Write to FILE instead of standard output."),
+    ] = None,
+) -> None:
+    """Write a sandbox programme's whole state as JSON, to share it as a fixture.
+
+    Settings, profiles, fee types, customers, users (password hashes as stored), accounts,
+    cards (data as stored, sealed), the ledger, payments and the webhook URL; no API key."""
+    from multibank.devloop.transfer import TransferError, dumps, export_programme
+
+    try:
+        document = _run(lambda db: export_programme(db, name))
+    except NotFound as exc:
+        _fail(exc.message)
+        return
+    except TransferError as exc:
+        _fail(f"cannot export programme {name!r}: {exc}")
+        return
+    text_ = dumps(document)
+    if out is None:
+        typer.echo(text_)
+        return
+    try:
+        out.write_text(text_ + "\n", encoding="utf-8")
+    except OSError as exc:
+        _fail(f"cannot write {out}: {exc.strerror or exc}")
+
+
+@programme_app.command("import")
+def programme_import(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="A `programme export` file.")],
+    name: Annotated[
+        str, typer.Option("--name", metavar="NAME", help="The new sandbox programme's name.")
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help=PROGRAMME_JSON_HELP)] = False,
+) -> None:
+    """Create a new sandbox programme from a `programme export` file, in one transaction.
+
+    Every id is new (references kept consistent), and so are IBANs and the API key; the
+    ledger's balances and postings are the file's."""
+    from pydantic import ValidationError
+
+    from multibank.devloop.transfer import TransferError, import_programme
+    from multibank.programmes import service
+
+    settings = _settings()
+
+    async def work(db: Database) -> ProgrammeDescription:
+        # Read once the database is known to be there, as every command checks it first.
+        try:
+            document = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise TransferError(f"unreadable: {getattr(exc, 'strerror', None) or exc}") from None
+        made = await import_programme(db, settings, document, name)
+        async with db.transaction() as session:
+            found = await service.require_programme(session, made.programme_id)
+            return await service.describe(session, found, api_key=made.api_key)
+
+    try:
+        description = _run(work, settings)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        _fail(f"cannot import as {name!r}: {problems}")
+        return
+    except (TransferError, Conflict) as exc:
+        reason = exc.error_code if isinstance(exc, Conflict) else str(exc)
+        _fail(f"cannot import {file} as {name!r}: {reason}")
+        return
+    _print_description(description, as_json)
+
+
+@programme_app.command("reset")
+def programme_reset(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The sandbox programme's name.")],
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Empty a sandbox programme: no customers, accounts, cards or money left.
+
+    Keeps its name, API keys, settings, profiles (and their ids), fee types and webhook URL;
+    its programme id changes. The old data stays in the database, archived and shown nowhere
+    (the ledger is append-only)."""
+    from multibank.devloop.reset import ResetError, reset
+
+    if not yes and not typer.confirm(
+        f"Reset programme {name!r}: every customer, account, card and payment of it goes?"
+    ):
+        _fail("not reset")
+    try:
+        done = _run(lambda db: reset(db, name))
+    except NotFound as exc:
+        _fail(exc.message)
+        return
+    except ResetError as exc:
+        _fail(f"cannot reset programme {name!r}: {exc}")
+        return
+    typer.echo(f"programme {name} reset: id {done.new_id} (was {done.old_id}, archived)")
+
+
+@webhooks_app.command("trigger")
+def webhooks_trigger(
+    event: Annotated[
+        str,
+        typer.Argument(
+            metavar="EVENT", help="The event type, e.g. managed_accounts.CREATED (see --list)."
+        ),
+    ] = "",
+    programme: Annotated[
+        str, typer.Option(metavar="NAME", help="The sandbox programme (its name).")
+    ] = DEFAULT_PROGRAMME,
+    listed: Annotated[
+        bool, typer.Option("--list", help="List the event types that can be triggered.")
+    ] = False,
+) -> None:
+    """Make one real event of a type happen in a sandbox programme.
+
+    Drives the API in this process (sign-up, login, accounts, payments...) with new sandbox
+    customers until the event is written; it is delivered to the programme's webhook URL by
+    the process that delivers events (`multibank serve`, `multibank webhooks deliver`)."""
+    from multibank.devloop.trigger import TRIGGERS, TriggerError, trigger
+
+    if listed or not event:
+        typer.echo("\n".join(sorted(TRIGGERS)))
+        if not listed:
+            _fail("name an EVENT (one of the above)")
+        return
+    settings = _settings()
+
+    try:
+        done = _run(lambda db: trigger(db, settings, programme, event), settings)
+    except NotFound as exc:
+        _fail(exc.message)
+        return
+    except TriggerError as exc:
+        _fail(f"cannot trigger {event} in programme {programme!r}: {exc}")
+        return
+    for event_id in done.event_ids:
+        typer.echo(f"{event_id}\t{event}")
+    if done.others:
+        typer.echo(f"({done.others} other event(s) came with it)", err=True)
+
+
+@webhooks_app.command("replay")
+def webhooks_replay(
+    event_id: Annotated[str, typer.Argument(metavar="EVENT_ID", help="The stored event's id.")],
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            metavar="URL",
+            help="Base URL to send it to instead of the programme's (e.g. a listener's).",
+        ),
+    ] = None,
+) -> None:
+    """Send a stored webhook event again, with the same call-ref, signed as delivery signs.
+
+    Goes to the programme's webhook URL (or --to) plus the event's path; prints the answer's
+    status. The event's delivery state does not change."""
+    from multibank.devloop.replay import ReplayError, replay
+
+    settings = _settings()
+    try:
+        done = _run(lambda db: replay(db, event_id, to, settings.webhooks_allow_private), settings)
+    except NotFound as exc:
+        _fail(exc.message)
+        return
+    except ReplayError as exc:
+        _fail(f"cannot replay event {event_id}: {exc}")
+        return
+    result = done.result
+    said = f"HTTP {result.status}" if result.status is not None else (result.error or "?")
+    line = f"{done.event_type} call-ref {done.call_ref} -> {done.url}: {said}"
+    if not result.delivered:
+        _fail(f"replay not accepted: {line}")
+    typer.echo(line)
 
 
 def main() -> None:

@@ -15,6 +15,9 @@ from multibank.kernel.tokens import TokenKeyring
 
 # A live admin token is guessed only by brute force: at least 32 characters (decision 0038).
 ADMIN_TOKEN_MIN_LIVE = 32
+# What a live server never generates for itself: a sandbox keeps generated ones in its database,
+# but live card data must be decryptable only with keys the operator holds (D29).
+LIVE_SECRETS = ("admin_token", "jwt_keys", "card_data_key", "card_verification_key")
 
 
 class Settings(BaseSettings):
@@ -138,7 +141,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _live_needs_secrets(self) -> Settings:
         if self.mode == "live":
-            missing = [n for n in ("admin_token", "jwt_keys") if not getattr(self, n)]
+            missing = [n for n in LIVE_SECRETS if not getattr(self, n)]
             if missing:
                 names = ", ".join(f"MULTIBANK_{n.upper()}" for n in missing)
                 raise ValueError(f"live mode refuses to start without {names}")

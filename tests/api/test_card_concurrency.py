@@ -34,6 +34,10 @@ pytestmark = pytest.mark.skipif(
 )
 AMOUNT, PARALLEL, FUNDED_FOR, SETTLERS = 100, 100, 30, 20
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+# Idle connections are dropped well before the server closes them (uvicorn keeps one 5 s, the
+# client's default too): a request sent on one the server is closing at that moment fails with
+# ReadError. It did, on the 100 requests that follow the seconds of `ledger verify`.
+LIMITS = httpx.Limits(max_connections=PARALLEL, keepalive_expiry=1)
 
 
 def _sim(p: Prog) -> dict[str, str]:
@@ -111,10 +115,9 @@ async def test_two_serve_processes_authorise_and_settle_card_payments_once(tmp_p
         two_servers(url, tmp_path) as bases,
         contextlib.AsyncExitStack() as stack,
     ):
-        limits = httpx.Limits(max_connections=PARALLEL)
         clients = [
             await stack.enter_async_context(
-                httpx.AsyncClient(base_url=b, timeout=120, limits=limits)
+                httpx.AsyncClient(base_url=b, timeout=120, limits=LIMITS)
             )
             for b in bases
         ]

@@ -23,7 +23,7 @@ from multibank.kernel.context import Container
 from multibank.kernel.migrate import upgrade
 from multibank.landing import Sandbox, render
 from multibank.settings import Settings
-from tests.conftest import ADMIN_TOKEN, BASES, DB_KIND
+from tests.conftest import ADMIN_TOKEN, BASES, DB_KIND, LIVE_CARD_KEYS
 
 BASE = "http://testserver"  # the `client` fixture's base URL: the page writes it into every command
 DOCS = (
@@ -199,7 +199,9 @@ async def test_the_page_without_a_default_programme(
 
 async def test_a_live_server_shows_no_key(settings: Settings, container: Container) -> None:
     await default_key(container)
-    live = build_container(settings.model_copy(update={"mode": "live", "admin_token": ADMIN_TOKEN}))
+    live = build_container(
+        settings.model_copy(update={"mode": "live", "admin_token": ADMIN_TOKEN, **LIVE_CARD_KEYS})
+    )
     try:
         transport = httpx.ASGITransport(app=create_app(container=live), raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:

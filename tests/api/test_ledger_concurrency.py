@@ -45,7 +45,15 @@ from tests.api.fees_support import (
     ledger_ok,
     revenue,
 )
-from tests.conftest import ADMIN_TOKEN, DB_KIND, PG_ADMIN_URL, Prog, _pg_admin, pg_database_name
+from tests.conftest import (
+    ADMIN_TOKEN,
+    DB_KIND,
+    PG_ADMIN_URL,
+    PG_SERVER_URL,
+    Prog,
+    _pg_admin,
+    pg_database_name,
+)
 from tests.factories import Identity, deposit, login, open_account, verified
 
 MULTIBANK = Path(sys.executable).with_name("multibank")
@@ -242,6 +250,10 @@ async def fresh_database(tmp_path: Path) -> AsyncIterator[str]:
             await upgrade(db)
         finally:
             await db.dispose()
+        if name is not None:
+            # Migrated directly; the servers and the test use the server URL (through PgBouncer
+            # in the PgBouncer slice of scripts/test, as tests/conftest.py's `database_url`).
+            url = make_url(PG_SERVER_URL).set(database=name).render_as_string(hide_password=False)
         yield url
     finally:
         if name is not None:

@@ -19,7 +19,15 @@ from tests.factories import (
 
 PORTAL = "/portal/api/programmes"
 STRONG_PASSWORD = {"password": {"value": "Abcdef1!"}}
-D4_KEYS = {"programmeId", "apiKey", "profiles", "currencies", "feeTypes", "movementFees"}
+D4_KEYS = {
+    "programmeId",
+    "apiKey",
+    "profiles",
+    "currencies",
+    "feeTypes",
+    "movementFees",
+    "cardFees",
+}
 DEFAULT_FEE_TYPES = {
     "ADMIN_FEE": {
         "DEFAULT": {"EUR": 100, "GBP": 100, "USD": 100},
@@ -173,6 +181,7 @@ async def test_get_programme(client, admin_headers):
         "currencies",
         "feeTypes",
         "movementFees",
+        "cardFees",
         "creationTimestamp",
     }
     assert got["programmeId"] == created["programmeId"]

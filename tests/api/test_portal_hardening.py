@@ -44,7 +44,7 @@ from tests.api.test_portal_web import (
     sign_in,
     submit,
 )
-from tests.conftest import ADMIN_TOKEN
+from tests.conftest import ADMIN_TOKEN, LIVE_CARD_ENV, LIVE_CARD_KEYS
 from tests.factories import CODE, open_account, sign_up
 
 MULTIBANK = Path(sys.executable).with_name("multibank")
@@ -129,8 +129,9 @@ async def test_the_operator_api_declares_its_429(client):
 def test_live_mode_wants_an_admin_token_of_32_characters():
     keys = "k1:" + "s" * 48
     with pytest.raises(ValueError, match="shorter than 32 characters"):
-        Settings(mode="live", admin_token="x" * 31, jwt_keys=keys)
-    assert Settings(mode="live", admin_token="x" * 32, jwt_keys=keys).admin_token == "x" * 32
+        Settings(mode="live", admin_token="x" * 31, jwt_keys=keys, **LIVE_CARD_KEYS)
+    live = Settings(mode="live", admin_token="x" * 32, jwt_keys=keys, **LIVE_CARD_KEYS)
+    assert live.admin_token == "x" * 32
     # A sandbox may keep a short token of its own choosing.
     assert Settings(mode="sandbox", admin_token="x").admin_token == "x"
 
@@ -141,6 +142,7 @@ async def test_serve_in_live_mode_refuses_a_short_admin_token_in_one_line(tmp_pa
         "MULTIBANK_MODE": "live",
         "MULTIBANK_ADMIN_TOKEN": "1",
         "MULTIBANK_JWT_KEYS": "k1:" + "s" * 48,
+        **LIVE_CARD_ENV,
         "MULTIBANK_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'live.db'}",
     }
     proc = await asyncio.create_subprocess_exec(

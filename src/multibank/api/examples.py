@@ -47,8 +47,12 @@ async def load(db: Database) -> None:
             .where(Programme.name == "default", Programme.mode == "sandbox")
             .order_by(Profile.created_at, Profile.id)
         )
+        found: dict[str, str] = {}
         for kind, profile_id in (await session.execute(stmt)).all():
-            PROFILES.setdefault(str(kind), str(profile_id))
+            found.setdefault(str(kind), str(profile_id))  # the oldest of each kind
+    # This database's ids replace any read before (another database in the same process).
+    PROFILES.clear()
+    PROFILES.update(found)
 
 
 # An id the client fills in: digits, as every id is, naming nothing.

@@ -289,8 +289,13 @@ async def refresh(db: Database, clock: Clock, ctx: Ctx, cards: Iterable[ManagedC
     own (the read's statements commit one at a time, and a step's change and its events must
     commit together). True when any was due: read the cards again."""
     due = [card.id for card in cards if is_due(ctx, card)]
+    if not due:
+        return False
+    # The read gives its connection back to the pool before a step takes another: a read holding
+    # one while it waits for a second would, with as many such reads at once as the pool has
+    # connections, wait on itself until the pool's timeout (a 503). The read is autocommit, so
+    # this undoes nothing; it also expires the read's loaded rows: its next query reloads them.
+    await ctx.db.rollback()
     for card_id in due:
         await _alone(db, clock, card_id)
-    if due:
-        ctx.db.expire_all()  # the read's loaded rows are stale: its next query reloads them
-    return bool(due)
+    return True

@@ -84,7 +84,7 @@ router = APIRouter(
 IdPath = Annotated[str, Path(pattern=r"^[0-9]{1,19}$")]
 
 
-def _int_id(value: str, what: str) -> int:
+def int_id(value: str, what: str) -> int:
     number = int(value)
     if number > INT64_MAX:
         raise NotFound(f"{what} not found")
@@ -92,7 +92,7 @@ def _int_id(value: str, what: str) -> int:
 
 
 async def programme_path(db: Db, programme_id: IdPath) -> Programme:
-    return await service.require_programme(db, _int_id(programme_id, "Programme"))
+    return await service.require_programme(db, int_id(programme_id, "Programme"))
 
 
 ProgrammePath = Annotated[Programme, Depends(programme_path)]
@@ -170,7 +170,7 @@ async def revoke_key(
 ) -> ApiKeyRead:
     """Revokes a key: the next request with it answers 401 (in another server process, one
     that comes half a second later: api/authcache.py)."""
-    return await service.revoke_api_key(db, container.clock, programme, _int_id(key_id, "API key"))
+    return await service.revoke_api_key(db, container.clock, programme, int_id(key_id, "API key"))
 
 
 # `fees` only on movement profiles (D12).
@@ -218,7 +218,7 @@ async def update_profile(
     `spendRules` (card profiles) replaces the profile-level spend rules, checked with each
     card's own at authorisation (`{}` clears them).
     A programme's currencies are its profiles': a currency no profile had yet becomes one."""
-    return await service.update_profile(db, programme, _int_id(profile_id, "Profile"), body)
+    return await service.update_profile(db, programme, int_id(profile_id, "Profile"), body)
 
 
 @router.get("/{programme_id}/fee_types", operation_id="feeTypesList")
@@ -261,7 +261,7 @@ PortalCtx = Annotated[Ctx, Depends(_ctx)]
 
 async def _account(ctx: Ctx, account_id: str) -> ManagedAccount:
     account = await accounts_repo.get_in_programme(
-        ctx.db, ctx.programme.id, _int_id(account_id, "Managed account"), for_update=True
+        ctx.db, ctx.programme.id, int_id(account_id, "Managed account"), for_update=True
     )
     if account is None:
         raise NotFound("Managed account not found")
@@ -336,7 +336,7 @@ async def webhook_deliveries(
     responses=not_found("no webhook delivery of that id in this programme"),
 )
 async def webhook_delivery(delivery_id: IdPath, programme: ProgrammePath, db: Db) -> dict[str, Any]:
-    return await webhooks.get(db, programme.id, _int_id(delivery_id, "Webhook delivery"))
+    return await webhooks.get(db, programme.id, int_id(delivery_id, "Webhook delivery"))
 
 
 @router.post(
@@ -350,7 +350,7 @@ async def webhook_delivery(delivery_id: IdPath, programme: ProgrammePath, db: Db
 )
 async def webhook_redeliver(delivery_id: IdPath, ctx: PortalCtx) -> dict[str, Any]:
     """Sends the event again (same call-ref and payload) as a new series of attempts."""
-    return await webhooks.redeliver(ctx, _int_id(delivery_id, "Webhook delivery"))
+    return await webhooks.redeliver(ctx, int_id(delivery_id, "Webhook delivery"))
 
 
 @router.get("/{programme_id}/ledger/verify", operation_id="ledgerVerify")
@@ -365,6 +365,8 @@ ROUTERS: list[APIRouter] = [router]
 
 
 def build_portal() -> FastAPI:
+    from multibank.portal import cards  # its routes build on this module's dependencies
+
     app = DescribedApp(
         title="multibank operator API",
         version="1",
@@ -373,6 +375,6 @@ def build_portal() -> FastAPI:
         redoc_url="/redoc",
     )
     install_error_handlers(app)
-    for r in ROUTERS:
+    for r in [*ROUTERS, cards.router]:
         app.include_router(r)
     return app

@@ -48,6 +48,8 @@ from multibank.accounts.models import ManagedAccount
 from multibank.api.routing import UnitOfWorkRoute, after_commit, container_of
 from multibank.api.v3_29.statements import CSV_COLUMNS, entry_body, to_csv
 from multibank.cards import clock as card_clock
+from multibank.cards import operator as card_ops
+from multibank.cards.models import ManagedCard
 from multibank.identities import service as identities
 from multibank.identities.models import Identity
 from multibank.kernel.errors import DomainError
@@ -67,6 +69,7 @@ from multibank.programmes import repository, service
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import Programme
 from multibank.programmes.schemas import (
+    CardFeeWrite,
     ProfileUpdate,
     ProgrammeCreate,
     ProgrammeSettingsUpdate,
@@ -537,6 +540,8 @@ async def programme_page(request: Request, programme_id: str) -> Response:
         active_keys=sum(1 for k in keys if not k.revokedTimestamp),
         profiles=await service.list_profiles(db, programme),
         fee_types=await service.list_fee_types(db, programme),
+        card_profiles=await card_ops.card_profiles(db, programme),
+        card_fees=(await service.card_fees_of(db, programme)).model_dump(),
         now=_ctx(request, programme).now,
     )
 
@@ -1298,3 +1303,107 @@ async def inbox_page(request: Request, programme_id: str, offset: Offset = 0) ->
         messages=list(rows.scalars()),
         pager=pager(request, offset, PAGE, count),
     )
+
+
+# Cards (D24, D32): the programme's cards with their numbers masked, each card's
+# authorisations, and the operator's SYSTEM block; card fees are a form of the programme page.
+
+
+@programme_form("card_fee")
+async def card_fee(request: Request, form: dict[str, str], programme: Programme) -> Flash:
+    kind = form.get("kind", "")
+    # The operator API's model: an unknown kind or a malformed currency is refused by it.
+    changes = CardFeeWrite.model_validate(
+        {kind: {form.get("currency", ""): whole(form.get("amount"), "The fee")}}
+    )
+    await service.set_card_fees(_db(request), programme, changes.model_dump(exclude_none=True))
+    return Flash("Card fee set.")
+
+
+@router.get("/programmes/{programme_id}/cards")
+async def cards_page(
+    request: Request,
+    programme_id: str,
+    identity: Annotated[str | None, Query(max_length=40)] = None,
+    offset: Offset = 0,
+) -> Response:
+    opened = await _open_programme(request, programme_id)
+    if isinstance(opened, Response):
+        return opened
+    signed, programme = opened
+    who = (identity or "").strip()
+    number = parse_id(who) if who else None
+    count, rows = 0, list[tuple[ManagedCard, LedgerAccount | None]]()
+    if not who or number is not None:
+        count, rows = await card_ops.page(_db(request), programme.id, number, (), offset, PAGE)
+    return await show(
+        request,
+        signed,
+        "cards.html",
+        title="Cards",
+        programme=programme,
+        cards=[card_ops.card_view(card, balance) for card, balance in rows],
+        identity=who,
+        pager=pager(request, offset, PAGE, count),
+    )
+
+
+async def _card(request: Request, programme: Programme, value: str) -> Any:
+    number = parse_id(value)
+    if number is None:
+        return None
+    try:
+        return await card_ops.get(_db(request), programme.id, number, for_update=True)
+    except DomainError:
+        return None
+
+
+@router.get("/programmes/{programme_id}/cards/{card_id}")
+async def card_page(
+    request: Request, programme_id: str, card_id: str, offset: Offset = 0
+) -> Response:
+    opened = await _open_programme(request, programme_id)
+    if isinstance(opened, Response):
+        return opened
+    signed, programme = opened
+    number = parse_id(card_id)
+    if number is None:
+        return _not_found("card")
+    db = _db(request)
+    try:
+        card, balance = await card_ops.get(db, programme.id, number)
+    except DomainError:
+        return _not_found("card")
+    count, found = await card_ops.authorisations(db, programme.id, card.id, offset, PAGE)
+    return await show(
+        request,
+        signed,
+        "card.html",
+        title=card.friendly_name,
+        programme=programme,
+        card=card_ops.card_view(card, balance),
+        authorisations=found,
+        pager=pager(request, offset, PAGE, count),
+    )
+
+
+@router.post("/programmes/{programme_id}/cards/{card_id}/{action}")
+async def card_action(request: Request, programme_id: str, card_id: str, action: str) -> Response:
+    opened = await _posted_programme(request, programme_id)
+    if isinstance(opened, Response):
+        return opened
+    signed, _, programme = opened
+    found = await _card(request, programme, card_id)
+    if found is None or action not in ("block", "unblock"):
+        return _not_found("card")
+    card = found[0]
+    ctx = _ctx(request, programme)
+
+    async def work() -> Flash:
+        if action == "block":
+            await card_ops.system_block(ctx, card)
+            return Flash("Card blocked (SYSTEM): its users cannot unblock it.")
+        await card_ops.system_unblock(ctx, card)
+        return Flash("Card unblocked.")
+
+    return await act(request, signed, f"/portal/programmes/{programme.id}/cards/{card.id}", work)

@@ -9,6 +9,11 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from multibank.kernel.db import ID, Base
 
+# The mode of a programme's old row after `multibank programme reset` (decision 0051): it keeps
+# the customers and ledger it had (postings are never deleted), no key, profile nor name of use,
+# and no API, portal or CLI answer shows it.
+ARCHIVED = "archived"
+
 
 class Programme(Base):
     __tablename__ = "programmes"

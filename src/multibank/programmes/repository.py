@@ -7,20 +7,23 @@ from collections.abc import Sequence
 from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from multibank.programmes.models import ApiKey, FeeType, Profile, Programme
+from multibank.programmes.models import ARCHIVED, ApiKey, FeeType, Profile, Programme
 
 
 async def get_programme(session: AsyncSession, programme_id: int) -> Programme | None:
-    return await session.get(Programme, programme_id)
+    """The programme, unless archived by a reset (decision 0051): then none, as everywhere."""
+    programme = await session.get(Programme, programme_id)
+    return None if programme is None or programme.mode == ARCHIVED else programme
 
 
 async def get_programme_by_name(session: AsyncSession, name: str) -> Programme | None:
-    result = await session.execute(select(Programme).where(Programme.name == name))
-    return result.scalar_one_or_none()
+    stmt = select(Programme).where(Programme.name == name, Programme.mode != ARCHIVED)
+    return (await session.execute(stmt)).scalar_one_or_none()
 
 
 async def list_programmes(session: AsyncSession) -> Sequence[Programme]:
-    return (await session.execute(select(Programme).order_by(Programme.id))).scalars().all()
+    stmt = select(Programme).where(Programme.mode != ARCHIVED).order_by(Programme.id)
+    return (await session.execute(stmt)).scalars().all()
 
 
 async def programme_for_key_hash(session: AsyncSession, key_hash: str) -> Programme | None:

@@ -152,6 +152,22 @@ class MovementFeesRead(BaseModel):
     outgoingWireTransfers: dict[str, int]
 
 
+class CardFeesRead(BaseModel):
+    """`cardFees` of D19: each card fee per currency of the programme, in minor units."""
+
+    purchase: dict[str, int]
+    refund: dict[str, int]
+    atmWithdrawal: dict[str, int]
+
+
+class CardFeeWrite(_Strict):
+    """The card fees to change; each kind names the currencies whose fee changes (D19)."""
+
+    purchase: MovementFees | None = None
+    refund: MovementFees | None = None
+    atmWithdrawal: MovementFees | None = None
+
+
 class ProgrammeDescription(BaseModel):
     """The exact JSON shape of D4, printed by the CLI and answered by the portal API."""
 
@@ -161,6 +177,8 @@ class ProgrammeDescription(BaseModel):
     currencies: list[str]
     feeTypes: dict[str, dict[str, dict[str, int]]]
     movementFees: MovementFeesRead
+    # D19, D33: what a purchase, a refund and an ATM withdrawal cost, per currency.
+    cardFees: CardFeesRead
 
 
 class ProgrammeRead(BaseModel):
@@ -172,6 +190,7 @@ class ProgrammeRead(BaseModel):
     currencies: list[str]
     feeTypes: dict[str, dict[str, dict[str, int]]]
     movementFees: MovementFeesRead
+    cardFees: CardFeesRead
     creationTimestamp: int
 
 

@@ -9,6 +9,7 @@ from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from multibank.cards.fees import card_fees, with_fee
 from multibank.kernel.clock import Clock
 from multibank.kernel.errors import Conflict, NotFound
 from multibank.kernel.ids import new_id
@@ -25,6 +26,7 @@ from multibank.programmes.models import (
 from multibank.programmes.schemas import (
     ApiKeyCreated,
     ApiKeyRead,
+    CardFeesRead,
     FeeTypeCreate,
     FeeTypeRead,
     FeeTypeWrite,
@@ -175,6 +177,7 @@ async def describe(
         currencies=currencies,
         feeTypes=fees,
         movementFees=movement,
+        cardFees=CardFeesRead(**card_fees(programme, currencies)),
     )
 
 
@@ -189,6 +192,7 @@ async def read(session: AsyncSession, programme: Programme) -> ProgrammeRead:
         currencies=currencies,
         feeTypes=fees,
         movementFees=movement,
+        cardFees=CardFeesRead(**card_fees(programme, currencies)),
         creationTimestamp=programme.created_at,
     )
 
@@ -364,6 +368,29 @@ async def update_profile(
         profile.spend_rules = data.spendRules.stored() or None
     await session.flush()
     return profile_read(profile)
+
+
+# Card fees (D19)
+
+
+async def card_fees_of(session: AsyncSession, programme: Programme) -> CardFeesRead:
+    _, currencies, _, _ = await _profiles_and_fees(session, programme)
+    return CardFeesRead(**card_fees(programme, currencies))
+
+
+async def set_card_fees(
+    session: AsyncSession, programme: Programme, changes: dict[str, dict[str, int]]
+) -> CardFeesRead:
+    """Changes the card fees named (`{kind: {currency: amount}}`); a currency that is not the
+    programme's is refused whole (`CURRENCY_NOT_SUPPORTED_BY_PROFILE`), as for payment fees."""
+    _, currencies, _, _ = await _profiles_and_fees(session, programme)
+    for kind, by_currency in changes.items():
+        for currency, amount in by_currency.items():
+            if currency not in currencies:
+                raise Conflict("CURRENCY_NOT_SUPPORTED_BY_PROFILE")
+            programme.card_fees = with_fee(programme, kind, currency, amount)
+    await session.flush()
+    return CardFeesRead(**card_fees(programme, currencies))
 
 
 async def set_movement_fee(
