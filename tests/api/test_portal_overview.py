@@ -16,6 +16,8 @@ from playwright.async_api import async_playwright
 
 from tests.api.payments_support import advance, balances, customer, settings
 from tests.api.test_ledger_concurrency import _env, fresh_database
+from tests.api.test_managed_cards import create as create_card
+from tests.api.test_managed_cards import debit_card
 from tests.api.test_outgoing_wire_transfers import body as owt_body
 from tests.api.test_payment_concurrency import _start
 from tests.api.test_portal_browser import CHROMIUM, HAVE_CHROMIUM, sign_in
@@ -155,6 +157,28 @@ async def test_days_follow_the_programme_clock_and_keep_thirty(client, browser, 
     html = await page(browser, url)
     assert "No money moved in the last 30 days." in html and "data-day=" not in html
     assert money(DEPOSIT + 1_000) in row(html, 'balance="accounts-EUR"')
+
+
+async def test_cards_are_counted_and_a_prepaid_cards_money_is_shown(client, browser, programme):
+    p = await programme()
+    ident, acc = await customer(client, p, funds=DEPOSIT, sms=False)
+    card = await create_card(client, ident, currency="EUR")
+    await debit_card(client, ident)
+    r = await client.post(
+        "/multi/transfers",
+        headers=ident.headers,
+        json={
+            "profileId": p.profiles["transfers"],
+            "source": {"type": "managed_accounts", "id": acc},
+            "destination": {"type": "managed_cards", "id": card["id"]},
+            "destinationAmount": {"currency": "EUR", "amount": MOVED},
+        },
+    )
+    assert r.status_code == 200 and r.json()["state"] == "COMPLETED", r.text
+    html = await page(browser, f"/portal/programmes/{p.id}/overview")
+    assert count(html, "cards") == 2
+    assert count(html, "cards-PREPAID_MODE") == 1 and count(html, "cards-DEBIT_MODE") == 1
+    assert money(MOVED) in row(html, 'balance="cards-EUR"')
 
 
 async def test_an_empty_programme_and_an_unknown_one(browser, programme):
