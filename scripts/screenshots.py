@@ -100,6 +100,7 @@ def shoot(page: Page, base: str, out: Path, pid: str, identity: str, width: str)
     home = f"{base}/portal/programmes/{pid}"
     pages = {
         "programmes": f"{base}/portal/",
+        "overview": f"{home}/overview",
         "programme": home,
         "customers": f"{home}/customers",
         "customer": f"{home}/customers/{identity}",

@@ -63,7 +63,7 @@ from multibank.payments import owt
 from multibank.payments import repository as payments_repo
 from multibank.payments import steps as payment_steps
 from multibank.payments.models import OWT, Payment
-from multibank.portal import sessions
+from multibank.portal import overview, sessions
 from multibank.portal.guard import AdminThrottled, admin_authenticated
 from multibank.programmes import repository, service
 from multibank.programmes.context import Ctx
@@ -138,6 +138,7 @@ def _yesno(value: bool) -> Markup:
 
 
 templates.globals.update(when=_when, money=_money, describe=statement_pdf.describe, yesno=_yesno)
+templates.filters["amount"] = overview.amount
 
 
 def _db(request: Request) -> AsyncSession:
@@ -542,6 +543,28 @@ async def programme_page(request: Request, programme_id: str) -> Response:
         card_profiles=await card_ops.card_profiles(db, programme),
         card_fees=(await service.card_fees_of(db, programme)).model_dump(),
         now=_ctx(request, programme).now,
+    )
+
+
+@router.get("/programmes/{programme_id}/overview")
+async def overview_page(request: Request, programme_id: str) -> Response:
+    """The programme's landing page: counts, balances, money moved, payments waiting."""
+    opened = await _open_programme(request, programme_id)
+    if isinstance(opened, Response):
+        return opened
+    signed, programme = opened
+    now = _ctx(request, programme).now
+    return await show(
+        request,
+        signed,
+        "overview.html",
+        title=f"{programme.name} overview",
+        programme=programme,
+        now=now,
+        view=await overview.read(_db(request), programme.id, now),
+        day_chart=overview.day_chart,
+        count_chart=overview.count_chart,
+        day_name=overview.day_name,
     )
 
 
