@@ -3,7 +3,8 @@
 The banking API needs two headers at once (`api-key` and `Authorization`), and schemathesis,
 when it leaves out the one a scenario is about, drops the other too; the server then rightly
 answers 400 for the missing api-key where schemathesis expects 401 for the missing token. The
-api-key is put back unless the scenario is about the api-key itself.
+api-key is put back unless the scenario is about the api-key itself (and the simulator's
+`programme-key` when the scenario is about the Bearer token of its secure session).
 
 A client sends a new `idempotency-ref` with each new request; schemathesis draws the same few
 values again and again, and the server rightly refuses a ref reused with another payload (400,
@@ -39,6 +40,12 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
         for name in [h for h in headers if h.lower() == "api-key"]:
             del headers[name]
         headers["api-key"] = key
+    elif not os.environ.get("MB_SEND_API_KEY") and key and _left_out(case) == "authorization":
+        # The simulator's secure session takes `programme-key` and the owner's Bearer token:
+        # a scenario about the missing token keeps the programme's key, as above.
+        for name in [h for h in headers if h.lower() == "programme-key"]:
+            del headers[name]
+        headers["programme-key"] = key
     for name in list(headers):
         value = headers[name]
         if name.lower() == "idempotency-ref" and isinstance(value, str) and value:

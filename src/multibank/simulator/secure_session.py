@@ -38,8 +38,13 @@ class TokenizeValue(SimRequest):
 
 class Tokenize(SimRequest):
     values: Annotated[
-        dict[Annotated[str, StringConstraints(min_length=1, max_length=50)], TokenizeValue],
-        Field(min_length=1, max_length=10),
+        # Names are the caller's labels for its values: letters, digits, `_`, `-`, `.`.
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,50}$")],
+            TokenizeValue,
+        ],
+        # A name outside the pattern is refused (400), so the description says so.
+        Field(min_length=1, max_length=10, json_schema_extra={"additionalProperties": False}),
     ]
 
 
@@ -59,6 +64,13 @@ class Detokenized(BaseModel):
 @router.post(
     "/secure_session/tokenize",
     operation_id="simulateSecureSessionTokenize",
+    # The owner's Bearer token is optional here (D21): the programme key alone, or both.
+    openapi_extra={
+        "x-security-alternatives": [
+            {"API_Secret_Key": []},
+            {"API_Secret_Key": [], "auth_token": []},
+        ]
+    },
     dependencies=[SimulatorIdempotent],
     responses=BEARER_RESPONSES,
 )
