@@ -343,13 +343,11 @@ async def webhook_delivery(delivery_id: IdPath, programme: ProgrammePath, db: Db
     "/{programme_id}/webhooks/deliveries/{delivery_id}/redeliver",
     operation_id="webhookDeliveryRedeliver",
     response_model=DeliveryRead,
-    responses={
-        **conflicts("WEBHOOK_DELIVERY_PENDING"),
-        **not_found("no webhook delivery of that id in this programme"),
-    },
+    responses=not_found("no webhook delivery of that id in this programme"),
 )
 async def webhook_redeliver(delivery_id: IdPath, ctx: PortalCtx) -> dict[str, Any]:
-    """Sends the event again (same call-ref and payload) as a new series of attempts."""
+    """Sends the event again (same call-ref and payload) as a new series of attempts due now,
+    in any state: a pending one is attempted now instead of at its next retry."""
     return await webhooks.redeliver(ctx, int_id(delivery_id, "Webhook delivery"))
 
 

@@ -1245,7 +1245,8 @@ async def webhooks_page(
     if isinstance(opened, Response):
         return opened
     signed, programme = opened
-    page = await webhooks.page(_db(request), programme.id, eventType, state or None, offset, PAGE)
+    db = _db(request)
+    page = await webhooks.page(db, programme.id, eventType or None, state or None, offset, PAGE)
     return await show(
         request,
         signed,
@@ -1254,9 +1255,38 @@ async def webhooks_page(
         programme=programme,
         settings=service.settings_of(programme),
         deliveries=page["deliveries"],
+        event_types=await webhooks.event_types(db, programme.id),
         event_type=eventType,
         state=state,
         pager=pager(request, offset, PAGE, page["count"]),
+    )
+
+
+EXCERPT_SHOWN = 200  # characters of a receiver's answer shown; the store keeps no more either
+
+
+@router.get("/programmes/{programme_id}/webhooks/{event_id}")
+async def webhook_page(request: Request, programme_id: str, event_id: str) -> Response:
+    opened = await _open_programme(request, programme_id)
+    if isinstance(opened, Response):
+        return opened
+    signed, programme = opened
+    number = parse_id(event_id)
+    if number is None:
+        return _not_found("delivery")
+    try:
+        delivery = await webhooks.get(_db(request), programme.id, number)
+    except DomainError:
+        return _not_found("delivery")
+    return await show(
+        request,
+        signed,
+        "webhook.html",
+        title=f"Delivery {delivery['id']}",
+        programme=programme,
+        d=delivery,
+        payload=json.dumps(delivery["payload"], indent=2, sort_keys=True, ensure_ascii=False),
+        excerpt_shown=EXCERPT_SHOWN,
     )
 
 
@@ -1265,7 +1295,7 @@ async def webhook_redeliver(request: Request, programme_id: str, event_id: str) 
     opened = await _posted_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
-    signed, _, programme = opened
+    signed, form, programme = opened
     number = parse_id(event_id)
     if number is None:
         return _not_found("delivery")
@@ -1275,7 +1305,10 @@ async def webhook_redeliver(request: Request, programme_id: str, event_id: str) 
         await webhooks.redeliver(ctx, number)
         return Flash("Sent again shortly.")
 
-    return await act(request, signed, f"/portal/programmes/{programme.id}/webhooks", work)
+    back = f"/portal/programmes/{programme.id}/webhooks"
+    if form.get("back") == "detail":
+        back = f"{back}/{number}"
+    return await act(request, signed, back, work)
 
 
 @router.get("/programmes/{programme_id}/inbox")

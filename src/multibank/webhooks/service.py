@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from multibank.kernel.errors import Conflict, NotFound
+from multibank.kernel.errors import NotFound
 from multibank.programmes.context import Ctx
 from multibank.webhooks.models import PENDING, WebhookAttempt, WebhookEvent
 
@@ -107,16 +107,27 @@ async def get(db: AsyncSession, programme_id: int, event_id: int) -> dict[str, A
     return delivery_body(event, (await _attempts(db, [event.id]))[event.id])
 
 
+async def event_types(db: AsyncSession, programme_id: int) -> list[str]:
+    """The event types the programme has recorded, sorted: what a filter can usefully offer."""
+    stmt = (
+        select(WebhookEvent.event_type)
+        .where(WebhookEvent.programme_id == programme_id)
+        .distinct()
+        .order_by(WebhookEvent.event_type)
+    )
+    return list((await db.execute(stmt)).scalars())
+
+
 async def redeliver(ctx: Ctx, event_id: int) -> dict[str, Any]:
-    """Sends a delivered or failed event again, with the same call-ref and payload, as a new
-    series of attempts (due now); one still pending is refused."""
+    """Sends the event again, with the same call-ref and payload, as a new series of attempts
+    due now, whatever its state. A pending one keeps its lease: a send already under way
+    finishes and is recorded, and no second process sends the event at the same time."""
     event = await _event(ctx.db, ctx.programme.id, event_id)
-    if event.state == PENDING:
-        raise Conflict("WEBHOOK_DELIVERY_PENDING", "the delivery is still being attempted")
+    if event.state != PENDING:
+        event.lease_until = None
     event.state = PENDING
     event.attempts = 0
     event.next_attempt_at = ctx.now
-    event.lease_until = None
     event.delivered_at = None
     await ctx.db.flush()
     return delivery_body(event, (await _attempts(ctx.db, [event.id]))[event.id])
