@@ -56,6 +56,7 @@ from multibank.kernel.errors import DomainError
 from multibank.kernel.money import Money
 from multibank.kernel.notify import OutboxMessage
 from multibank.kernel.validation import parse_id
+from multibank.kernel.vocabulary import KyiStatus
 from multibank.ledger import statements
 from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
 from multibank.ledger.verify import verify_alone
@@ -809,24 +810,54 @@ async def profile_update(request: Request, programme_id: str, profile_id: str) -
 # Customers
 
 
-def _customers_query(programme: Programme, q: str | None) -> Select[Identity, User]:
+CUSTOMER_TYPES = ("CORPORATE", "CONSUMER")
+DD_STATES = tuple(status.value for status in KyiStatus)
+
+
+def _contains(text: str) -> str:
+    """A LIKE pattern finding `text` anywhere, lower-cased, with the operator's `%`, `_` and the
+    escape character itself matching only themselves (used with ESCAPE '\\')."""
+    escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _customers_query(
+    programme: Programme, q: str | None, kind: str | None, dd: str | None
+) -> Select[Identity, User]:
     stmt = (
         select(Identity, User)
         .join(User, (User.identity_id == Identity.id) & (User.role == ROOT))
         .where(Identity.programme_id == programme.id)
     )
     if q and q.strip():
-        like = f"%{q.strip().lower()}%"
+        like = _contains(q.strip())
+        # Both sides lower-cased, so the match ignores case on SQLite and PostgreSQL alike; the
+        # names are those the list shows: the company's name, or "name surname" for a person.
         conditions: list[ColumnElement[bool]] = [
-            User.email_key.like(like),
-            User.name.ilike(like),
-            User.surname.ilike(like),
+            User.email_key.like(like, escape="\\"),
+            func.lower(User.name + " " + User.surname).like(like, escape="\\"),
+            func.lower(Identity.company["name"].as_string()).like(like, escape="\\"),
         ]
         number = parse_id(q.strip())
         if number is not None:
             conditions.append(Identity.id == number)
         stmt = stmt.where(or_(*conditions))
+    if kind:
+        stmt = stmt.where(Identity.type == kind)
+    if dd:
+        stmt = stmt.where(Identity.dd_status == dd)
     return stmt
+
+
+def _choice(raw: str | None, allowed: tuple[str, ...], what: str) -> tuple[str | None, str | None]:
+    """A filter's chosen value (None for "any") and, when it is not one of `allowed`, the
+    sentence the page shows instead of filtering."""
+    if not raw:
+        return None, None
+    value = raw.strip().upper()
+    if value in allowed:
+        return value, None
+    return None, f"{what} must be one of: {', '.join(a.lower() for a in allowed)}."
 
 
 def _name(identity: Identity, root: User) -> str:
@@ -840,6 +871,8 @@ async def customers_page(
     request: Request,
     programme_id: str,
     q: Annotated[str | None, Query(max_length=100)] = None,
+    kind_raw: Annotated[str | None, Query(alias="type")] = None,
+    dd: str | None = None,
     offset: Offset = 0,
 ) -> Response:
     opened = await _open_programme(request, programme_id)
@@ -847,7 +880,10 @@ async def customers_page(
         return opened
     signed, programme = opened
     db = _db(request)
-    stmt = _customers_query(programme, q)
+    kind, kind_error = _choice(kind_raw, CUSTOMER_TYPES, "Type")
+    dd_state, dd_error = _choice(dd, DD_STATES, "Due-diligence state")
+    problems = [e for e in (kind_error, dd_error) if e]
+    stmt = _customers_query(programme, q, kind, dd_state)
     count = await _count(db, stmt)
     rows = (await db.execute(stmt.order_by(Identity.id.desc()).offset(offset).limit(PAGE))).all()
     customers = [
@@ -868,6 +904,11 @@ async def customers_page(
         title="Customers",
         programme=programme,
         q=q,
+        type=kind,
+        dd=dd_state,
+        types=CUSTOMER_TYPES,
+        dd_states=DD_STATES,
+        problems=problems,
         customers=customers,
         pager=pager(request, offset, PAGE, count),
     )
