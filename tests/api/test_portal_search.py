@@ -87,6 +87,8 @@ async def test_a_bad_customer_filter_is_said_in_words(browser, client, programme
     assert r.status_code == 200
     assert "Type must be one of: corporate, consumer." in r.text
     assert "Due-diligence state must be one of" in r.text
+    r = await browser.get(f"{base}?q={'x' * 101}")
+    assert r.status_code == 200 and "Search text must be at most 100 characters" in r.text
 
 
 MA = "managed_accounts"
