@@ -28,6 +28,8 @@ import re
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import asdict, dataclass
+from datetime import UTC, date, datetime
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
@@ -38,7 +40,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from pydantic import ValidationError
-from sqlalchemy import ColumnElement, Select, func, or_, select
+from sqlalchemy import ColumnElement, Select, and_, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.accounts import repository as accounts_repo
@@ -53,16 +55,18 @@ from multibank.cards.models import ManagedCard
 from multibank.identities import service as identities
 from multibank.identities.models import Identity
 from multibank.kernel.errors import DomainError
-from multibank.kernel.money import Money
+from multibank.kernel.money import ISO_4217, Money, minor_unit_exponent
 from multibank.kernel.notify import OutboxMessage
 from multibank.kernel.validation import parse_id
+from multibank.kernel.vocabulary import KyiStatus
 from multibank.ledger import statements
 from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
 from multibank.ledger.verify import verify_alone
 from multibank.payments import owt
 from multibank.payments import repository as payments_repo
 from multibank.payments import steps as payment_steps
-from multibank.payments.models import OWT, Payment
+from multibank.payments.models import OWT, SEND, TRANSFER, Payment
+from multibank.payments.schemas import OWT_STATES, SEND_STATES, TRANSFER_STATES
 from multibank.portal import overview, sessions
 from multibank.portal.guard import AdminThrottled, admin_authenticated
 from multibank.programmes import repository, service
@@ -809,24 +813,55 @@ async def profile_update(request: Request, programme_id: str, profile_id: str) -
 # Customers
 
 
-def _customers_query(programme: Programme, q: str | None) -> Select[Identity, User]:
+CUSTOMER_TYPES = ("CORPORATE", "CONSUMER")
+DD_STATES = tuple(status.value for status in KyiStatus)
+SEARCH_LONGEST = 100  # longer than any name or e-mail the list shows
+
+
+def _contains(text: str) -> str:
+    """A LIKE pattern finding `text` anywhere, lower-cased, with the operator's `%`, `_` and the
+    escape character itself matching only themselves (used with ESCAPE '\\')."""
+    escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _customers_query(
+    programme: Programme, q: str | None, kind: str | None, dd: str | None
+) -> Select[Identity, User]:
     stmt = (
         select(Identity, User)
         .join(User, (User.identity_id == Identity.id) & (User.role == ROOT))
         .where(Identity.programme_id == programme.id)
     )
     if q and q.strip():
-        like = f"%{q.strip().lower()}%"
+        like = _contains(q.strip())
+        # Both sides lower-cased, so the match ignores case on SQLite and PostgreSQL alike; the
+        # names are those the list shows: the company's name, or "name surname" for a person.
         conditions: list[ColumnElement[bool]] = [
-            User.email_key.like(like),
-            User.name.ilike(like),
-            User.surname.ilike(like),
+            User.email_key.like(like, escape="\\"),
+            func.lower(User.name + " " + User.surname).like(like, escape="\\"),
+            func.lower(Identity.company["name"].as_string()).like(like, escape="\\"),
         ]
         number = parse_id(q.strip())
         if number is not None:
             conditions.append(Identity.id == number)
         stmt = stmt.where(or_(*conditions))
+    if kind:
+        stmt = stmt.where(Identity.type == kind)
+    if dd:
+        stmt = stmt.where(Identity.dd_status == dd)
     return stmt
+
+
+def _choice(raw: str | None, allowed: tuple[str, ...], what: str) -> tuple[str | None, str | None]:
+    """A filter's chosen value (None for "any") and, when it is not one of `allowed`, the
+    sentence the page shows instead of filtering."""
+    if not raw:
+        return None, None
+    value = raw.strip().upper()
+    if value in allowed:
+        return value, None
+    return None, f"{what} must be one of: {', '.join(a.lower() for a in allowed)}."
 
 
 def _name(identity: Identity, root: User) -> str:
@@ -839,7 +874,9 @@ def _name(identity: Identity, root: User) -> str:
 async def customers_page(
     request: Request,
     programme_id: str,
-    q: Annotated[str | None, Query(max_length=100)] = None,
+    q: str | None = None,
+    kind_raw: Annotated[str | None, Query(alias="type")] = None,
+    dd: str | None = None,
     offset: Offset = 0,
 ) -> Response:
     opened = await _open_programme(request, programme_id)
@@ -847,7 +884,13 @@ async def customers_page(
         return opened
     signed, programme = opened
     db = _db(request)
-    stmt = _customers_query(programme, q)
+    kind, kind_error = _choice(kind_raw, CUSTOMER_TYPES, "Type")
+    dd_state, dd_error = _choice(dd, DD_STATES, "Due-diligence state")
+    problems = [e for e in (kind_error, dd_error) if e]
+    if q and len(q) > SEARCH_LONGEST:
+        problems.append(f"Search text must be at most {SEARCH_LONGEST} characters; it was ignored.")
+        q = None
+    stmt = _customers_query(programme, q, kind, dd_state)
     count = await _count(db, stmt)
     rows = (await db.execute(stmt.order_by(Identity.id.desc()).offset(offset).limit(PAGE))).all()
     customers = [
@@ -868,6 +911,11 @@ async def customers_page(
         title="Customers",
         programme=programme,
         q=q,
+        type=kind,
+        dd=dd_state,
+        types=CUSTOMER_TYPES,
+        dd_states=DD_STATES,
+        problems=problems,
         customers=customers,
         pager=pager(request, offset, PAGE, count),
     )
@@ -1143,17 +1191,143 @@ async def ledger_page(request: Request, programme_id: str, offset: Offset = 0) -
     )
 
 
+PAYMENT_KINDS = {"TRANSFER": TRANSFER, "SEND": SEND, "OWT": OWT}
+PAYMENT_STATES = tuple(dict.fromkeys((*TRANSFER_STATES, *SEND_STATES, *OWT_STATES)))
+# What the operator has to settle or reject (sandbox wires waiting at the bank) comes first.
+NEEDS_ACTION = ("SUBMITTED", "APPROVED")
+DAY_MS = 86_400_000
+# A bigger amount than any column holds: the bounds are clamped to it, so no input overflows SQL.
+MOST_MINOR = 2**63 - 1
+# Bigger major amounts are refused before any arithmetic (1e999999999 would not fit memory).
+LARGEST_MAJOR = 10**15
+
+
+@dataclass
+class PaymentFilters:
+    state: str = ""
+    kind: str = ""
+    date_from: str = ""
+    date_to: str = ""
+    amount_min: str = ""
+    amount_max: str = ""
+
+
+def _day_ms(raw: str, what: str, problems: list[str]) -> int | None:
+    """Midnight UTC of a YYYY-MM-DD date on the programme clock, in ms (the clock payments are
+    stamped with); None and a sentence in `problems` when it is not such a date."""
+    try:
+        day = date.fromisoformat(raw)
+    except ValueError:
+        problems.append(f"{what} must be a date written as YYYY-MM-DD, such as 2026-01-31.")
+        return None
+    return int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)
+
+
+def _major(raw: str, what: str, problems: list[str]) -> Decimal | None:
+    """An amount as the list shows it (major units, thousands separators allowed)."""
+    try:
+        value = Decimal(raw.replace(",", "").replace(" ", ""))
+    except InvalidOperation:
+        value = None
+    if value is None or not value.is_finite():
+        problems.append(f"{what} must be a number, such as 1,250.00.")
+        return None
+    if value < 0:
+        problems.append(f"{what} cannot be negative.")
+        return None
+    if value > LARGEST_MAJOR:
+        problems.append(f"{what} must be at most {LARGEST_MAJOR:,}.")
+        return None
+    return value
+
+
+def _amount_bound(major: Decimal, at_least: bool) -> ColumnElement[bool]:
+    """Payment.amount (minor units) at least / at most `major` in the payment's own currency:
+    one branch per minor-unit exponent, so the database compares integers."""
+    odd = {e: sorted(c for c in ISO_4217 if minor_unit_exponent(c) == e) for e in (0, 3)}
+    odd_codes = [c for codes in odd.values() for c in codes]
+
+    def bound(exponent: int) -> ColumnElement[bool]:
+        scaled = major.scaleb(exponent)
+        minor = min(
+            int(scaled.to_integral_value(ROUND_CEILING if at_least else ROUND_FLOOR)), MOST_MINOR
+        )
+        return Payment.amount >= minor if at_least else Payment.amount <= minor
+
+    return or_(
+        *(and_(Payment.currency.in_(codes), bound(e)) for e, codes in odd.items()),
+        and_(Payment.currency.not_in(odd_codes), bound(2)),
+    )
+
+
+def _payment_conditions(
+    filters: PaymentFilters,
+) -> tuple[list[ColumnElement[bool]], list[str]]:
+    """The SQL conditions of the payments page's filters and, for each input that is not a
+    filter, a sentence saying what to type instead (that filter is then left out)."""
+    conditions: list[ColumnElement[bool]] = []
+    problems: list[str] = []
+    if filters.state:
+        state = filters.state.strip().upper()
+        if state in PAYMENT_STATES:
+            conditions.append(Payment.state == state)
+        else:
+            problems.append(f"State must be one of: {', '.join(PAYMENT_STATES)}.")
+    if filters.kind:
+        kind = PAYMENT_KINDS.get(filters.kind.strip().upper())
+        if kind:
+            conditions.append(Payment.kind == kind)
+        else:
+            problems.append("Kind must be transfer, send or OWT (outgoing wire transfer).")
+    start = _day_ms(filters.date_from.strip(), "From", problems) if filters.date_from else None
+    end = _day_ms(filters.date_to.strip(), "To", problems) if filters.date_to else None
+    if start is not None and end is not None and start > end:
+        problems.append("From must not be after To.")
+    else:
+        if start is not None:
+            conditions.append(Payment.created_at >= start)
+        if end is not None:  # the whole of the To day
+            conditions.append(Payment.created_at < end + DAY_MS)
+    low = _major(filters.amount_min, "Minimum amount", problems) if filters.amount_min else None
+    high = _major(filters.amount_max, "Maximum amount", problems) if filters.amount_max else None
+    if low is not None and high is not None and low > high:
+        problems.append("Minimum amount must not be more than maximum amount.")
+    else:
+        if low is not None:
+            conditions.append(_amount_bound(low, at_least=True))
+        if high is not None:
+            conditions.append(_amount_bound(high, at_least=False))
+    return conditions, problems
+
+
 @router.get("/programmes/{programme_id}/payments")
-async def payments_page(request: Request, programme_id: str, offset: Offset = 0) -> Response:
+async def payments_page(
+    request: Request,
+    programme_id: str,
+    offset: Offset = 0,
+    state: str = "",
+    kind: str = "",
+    date_from: Annotated[str, Query(alias="from")] = "",
+    date_to: Annotated[str, Query(alias="to")] = "",
+    amount_min: Annotated[str, Query(alias="min")] = "",
+    amount_max: Annotated[str, Query(alias="max")] = "",
+) -> Response:
     opened = await _open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, programme = opened
     db = _db(request)
-    stmt = select(Payment).where(Payment.programme_id == programme.id)
+    filters = PaymentFilters(
+        *(value[:40] for value in (state, kind, date_from, date_to, amount_min, amount_max))
+    )
+    conditions, problems = _payment_conditions(filters)
+    stmt = select(Payment).where(Payment.programme_id == programme.id, *conditions)
     count = await _count(db, stmt)
+    needs_action = case((and_(Payment.kind == OWT, Payment.state.in_(NEEDS_ACTION)), 0), else_=1)
     rows = await db.execute(
-        stmt.order_by(Payment.created_at.desc(), Payment.id.desc()).offset(offset).limit(PAGE)
+        stmt.order_by(needs_action, Payment.created_at.desc(), Payment.id.desc())
+        .offset(offset)
+        .limit(PAGE)
     )
     return await show(
         request,
@@ -1161,6 +1335,9 @@ async def payments_page(request: Request, programme_id: str, offset: Offset = 0)
         "payments.html",
         title="Payments",
         programme=programme,
+        filters=filters,
+        states=PAYMENT_STATES,
+        problems=problems,
         payments=list(rows.scalars()),
         pager=pager(request, offset, PAGE, count),
     )
