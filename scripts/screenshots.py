@@ -1,7 +1,11 @@
 """Screenshots of the web portal's main pages, for reviews and the README (not committed).
 
 Starts `multibank serve` on a fresh SQLite database, signs in, makes a customer with a funded
-account, and saves a PNG of each main page at a laptop's and at a phone's width.
+account, makes a transfer and an outgoing wire transfer waiting for the operator happen
+(`multibank webhooks trigger`, which also writes their webhook events), and saves a PNG of each
+main page at a laptop's and at a phone's width: the overview, customers, a customer, its
+statement, payments, a payment's detail, webhook events, a delivery's detail, the audit log,
+cards, the ledger and the inbox.
 
 Usage: .venv/bin/python scripts/screenshots.py [--out screenshots]
 """
@@ -108,13 +112,27 @@ def shoot(page: Page, base: str, out: Path, pid: str, identity: str, width: str)
         "inbox": f"{home}/inbox",
         "webhooks": f"{home}/webhooks",
         "payments": f"{home}/payments",
+        "cards": f"{home}/cards",
+        "audit": f"{home}/audit",
     }
     for name, url in pages.items():
-        page.goto(url)
+        answer = page.goto(url)
+        if answer is None or not answer.ok:
+            sys.exit(f"{url} answered {answer and answer.status}")
         page.screenshot(path=str(out / f"{name}-{width}.png"), full_page=True)
-    page.goto(f"{home}/customers/{identity}")
-    page.click("table a >> nth=0")
-    page.screenshot(path=str(out / f"statement-{width}.png"), full_page=True)
+    # Pages reached by a link on another: the first one of each list.
+    for name, start, link in (
+        ("statement", f"{home}/customers/{identity}", "table a[href*='/accounts/']"),
+        ("payment", f"{home}/payments", "table a[href*='/payments/']"),
+        ("delivery", f"{home}/webhooks", "table a[href*='/webhooks/']"),
+    ):
+        page.goto(start)
+        with page.expect_navigation() as went:
+            page.click(f"{link} >> nth=0")
+        answer = went.value
+        if answer is None or not answer.ok:
+            sys.exit(f"{page.url} ({name}) answered {answer and answer.status}")
+        page.screenshot(path=str(out / f"{name}-{width}.png"), full_page=True)
 
 
 def main() -> None:
@@ -158,6 +176,13 @@ def main() -> None:
                 except OSError:
                     time.sleep(0.2)
             identity = customer(base, key, profiles)
+            for event in ("transfers.COMPLETED", "outgoing_wire_transfers.SUBMITTED"):
+                subprocess.run(
+                    [str(BIN / "multibank"), "webhooks", "trigger", event],
+                    env=env,
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                )
             admin = {"Authorization": f"Bearer {ADMIN}"}
             pid = next(
                 p["programmeId"]
