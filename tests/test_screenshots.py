@@ -49,4 +49,6 @@ def test_the_screenshots_cover_every_page_at_both_widths(tmp_path: Path) -> None
             assert png.exists(), f"{png.name} missing: {done.stdout}"
             # A PNG, of a page with content (an empty or one-line error page is a few KB).
             assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-            assert png.stat().st_size > 8_000, f"{png.name} is nearly empty"  # every page answered 200
+            assert png.stat().st_size > 8_000, (
+                f"{png.name} is nearly empty"
+            )  # every page answered 200
