@@ -49,7 +49,9 @@ def _owner_name(identity: Any, root: Any) -> ColumnElement[str]:
     return func.coalesce(identity.company["name"].as_string(), person)
 
 
-def with_parties(*conditions: ColumnElement[bool]) -> Select[Any]:
+def with_parties(
+    *conditions: ColumnElement[bool],
+) -> Select[Payment, str, int, str, str, int, str]:
     """Payments (with `conditions`) with their parties' names, in one query."""
     src_acc, dst_acc = aliased(ManagedAccount), aliased(ManagedAccount)
     src_card, dst_card = aliased(ManagedCard), aliased(ManagedCard)
@@ -67,12 +69,8 @@ def with_parties(*conditions: ColumnElement[bool]) -> Select[Any]:
             dst_owner.label("dst_owner"),
             _owner_name(dst_who, dst_root).label("dst_owner_name"),
         )
-        .outerjoin(
-            src_acc, and_(Payment.source_type != CARDS, src_acc.id == Payment.source_id)
-        )
-        .outerjoin(
-            src_card, and_(Payment.source_type == CARDS, src_card.id == Payment.source_id)
-        )
+        .outerjoin(src_acc, and_(Payment.source_type != CARDS, src_acc.id == Payment.source_id))
+        .outerjoin(src_card, and_(Payment.source_type == CARDS, src_card.id == Payment.source_id))
         .outerjoin(
             dst_acc,
             and_(Payment.destination_type != CARDS, dst_acc.id == Payment.destination_id),
@@ -200,7 +198,9 @@ async def movements(db: AsyncSession, base: str, p: Payment) -> list[Movement]:
         return []
     rows = (
         await db.execute(
-            select(Posting, LedgerAccount.kind, LedgerAccount.currency, ManagedAccount.friendly_name)
+            select(
+                Posting, LedgerAccount.kind, LedgerAccount.currency, ManagedAccount.friendly_name
+            )
             .join(LedgerAccount, LedgerAccount.id == Posting.account_id)
             .outerjoin(ManagedAccount, ManagedAccount.id == Posting.account_id)
             .where(Posting.transaction_id.in_([t.id for t in found]))
@@ -255,10 +255,12 @@ def history(p: Payment, moved: list[Movement], sent: list[WebhookEvent]) -> list
     if p.sca_at is not None:
         steps.append(Step(p.sca_at, "Strong customer authentication passed", "payment"))
     for m in moved:
-        groups: dict[int, list[Line]] = {}
+        # A hold's postings, then what closed it: two steps even within one millisecond.
+        groups: dict[tuple[int, bool], list[Line]] = {}
         for line in m.lines:
-            groups.setdefault(line.posting.created_at, []).append(line)
-        for at, lines in groups.items():
+            holding = line.entry.startswith("hold")
+            groups.setdefault((line.posting.created_at, not holding), []).append(line)
+        for (at, _), lines in sorted(groups.items()):
             steps.append(Step(at, _ledger_step(p, m.transaction, lines), "ledger"))
     for e in sent:
         state = e.event_type.rpartition(".")[2]
@@ -282,6 +284,6 @@ def _ledger_step(p: Payment, tx: LedgerTransaction, lines: list[Line]) -> str:
         return f"Hold released ({tx.state})"
     if closes:
         return "Money moved: the hold was settled"
-    if all(line.posting.actual_amount == 0 for line in lines):
+    if all(line.entry.startswith("hold") for line in lines):
         return "Amount and fee held on the source account"
     return "Money moved"

@@ -1361,9 +1361,7 @@ async def payment_page(request: Request, programme_id: str, payment_id: str) -> 
     base = f"/portal/programmes/{programme.id}"
     row = (
         await db.execute(
-            payment_detail.with_parties(
-                Payment.programme_id == programme.id, Payment.id == number
-            )
+            payment_detail.with_parties(Payment.programme_id == programme.id, Payment.id == number)
         )
     ).one_or_none()
     if row is None:
