@@ -1324,13 +1324,11 @@ async def payments_page(
     stmt = select(Payment).where(Payment.programme_id == programme.id, *conditions)
     count = await _count(db, stmt)
     needs_action = case((and_(Payment.kind == OWT, Payment.state.in_(NEEDS_ACTION)), 0), else_=1)
-    # The parties' names in the same query (payment_detail.with_parties): no query per row.
-    listed = payment_detail.with_parties(Payment.programme_id == programme.id, *conditions)
-    rows = await db.execute(
-        listed.order_by(needs_action, Payment.created_at.desc(), Payment.id.desc())
-        .offset(offset)
-        .limit(PAGE)
-    )
+    ordering = (needs_action, Payment.created_at.desc(), Payment.id.desc())
+    # The page's payments with their parties' names, in one query (no query per row): the
+    # names are joined to the page's rows only, not to every payment the filters match.
+    shown = stmt.with_only_columns(Payment.id).order_by(*ordering).offset(offset).limit(PAGE)
+    rows = await db.execute(payment_detail.with_parties(Payment.id.in_(shown)).order_by(*ordering))
     base = f"/portal/programmes/{programme.id}"
     return await show(
         request,
