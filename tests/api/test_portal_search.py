@@ -97,7 +97,9 @@ MA = "managed_accounts"
 def listed(html: str) -> list[tuple[str, str]]:
     """The payments page's rows in order: (day on the programme clock, payment id)."""
     return re.findall(
-        r"<tr><td>(\d{4}-\d\d-\d\d) [^<]*</td><td>[^<]*</td><td><code>(\d+)</code>", html
+        r"<tr><td[^>]*>(\d{4}-\d\d-\d\d) [^<]*</td><td[^>]*>[^<]*</td>"
+        r"<td[^>]*>(?:<a [^>]*>)?<code>(\d+)</code>",
+        html,
     )
 
 

@@ -67,7 +67,7 @@ from multibank.payments import repository as payments_repo
 from multibank.payments import steps as payment_steps
 from multibank.payments.models import OWT, SEND, TRANSFER, Payment
 from multibank.payments.schemas import OWT_STATES, SEND_STATES, TRANSFER_STATES
-from multibank.portal import overview, sessions
+from multibank.portal import overview, payment_detail, sessions
 from multibank.portal.guard import AdminThrottled, admin_authenticated
 from multibank.programmes import repository, service
 from multibank.programmes.context import Ctx
@@ -1324,11 +1324,12 @@ async def payments_page(
     stmt = select(Payment).where(Payment.programme_id == programme.id, *conditions)
     count = await _count(db, stmt)
     needs_action = case((and_(Payment.kind == OWT, Payment.state.in_(NEEDS_ACTION)), 0), else_=1)
-    rows = await db.execute(
-        stmt.order_by(needs_action, Payment.created_at.desc(), Payment.id.desc())
-        .offset(offset)
-        .limit(PAGE)
-    )
+    ordering = (needs_action, Payment.created_at.desc(), Payment.id.desc())
+    # The page's payments with their parties' names, in one query (no query per row): the
+    # names are joined to the page's rows only, not to every payment the filters match.
+    shown = stmt.with_only_columns(Payment.id).order_by(*ordering).offset(offset).limit(PAGE)
+    rows = await db.execute(payment_detail.with_parties(Payment.id.in_(shown)).order_by(*ordering))
+    base = f"/portal/programmes/{programme.id}"
     return await show(
         request,
         signed,
@@ -1338,9 +1339,59 @@ async def payments_page(
         filters=filters,
         states=PAYMENT_STATES,
         problems=problems,
-        payments=list(rows.scalars()),
+        payments=[payment_detail.listed(base, row) for row in rows.all()],
         pager=pager(request, offset, PAGE, count),
     )
+
+
+@router.get("/programmes/{programme_id}/payments/{payment_id}")
+async def payment_page(request: Request, programme_id: str, payment_id: str) -> Response:
+    """One payment: its parties by name, state history, ledger postings, webhook events, and
+    the operator's actions on a sandbox wire transfer (decision 0056)."""
+    opened = await _open_programme(request, programme_id)
+    if isinstance(opened, Response):
+        return opened
+    signed, programme = opened
+    number = parse_id(payment_id)
+    if number is None:
+        return _not_found("payment")
+    db = _db(request)
+    base = f"/portal/programmes/{programme.id}"
+    row = (
+        await db.execute(
+            payment_detail.with_parties(Payment.programme_id == programme.id, Payment.id == number)
+        )
+    ).one_or_none()
+    if row is None:
+        return _not_found("payment")
+    shown = payment_detail.listed(base, row)
+    payment: Payment = shown["p"]
+    moved = await payment_detail.movements(db, base, payment)
+    sent = await payment_detail.events(db, payment)
+    details = (payment.beneficiary or {}).get("bankAccountDetails") or {}
+    return await show(
+        request,
+        signed,
+        "payment.html",
+        title=f"{payment_detail.KIND_NAMES[payment.kind]} {payment.id}",
+        programme=programme,
+        kind_name=payment_detail.KIND_NAMES[payment.kind],
+        bank_details=[(BANK_FIELDS.get(k, k), str(v)) for k, v in details.items()],
+        history=payment_detail.history(payment, moved, sent),
+        movements=moved,
+        events=sent,
+        needs_action=NEEDS_ACTION,
+        **shown,
+    )
+
+
+# How a wire transfer's beneficiary bank details are labelled on its page.
+BANK_FIELDS = {
+    "iban": "IBAN",
+    "bankIdentifierCode": "BIC",
+    "sortCode": "Sort code",
+    "accountNumber": "Account number",
+}
 
 
 async def _wire(
@@ -1364,24 +1415,69 @@ async def _wire(
     return signed, form, programme, payment
 
 
-@router.get("/programmes/{programme_id}/wire/{payment_id}/reject")
-async def wire_reject_confirm(request: Request, programme_id: str, payment_id: str) -> Response:
+def _wire_back(request: Request, programme: Programme, payment: Payment) -> str:
+    """Where a wire transfer's action goes back to: the payment's page when it was started
+    there (`?from=detail`), else the payments list."""
+    base = f"/portal/programmes/{programme.id}/payments"
+    return f"{base}/{payment.id}" if request.query_params.get("from") == "detail" else base
+
+
+def _wire_confirm(request: Request, programme: Programme, payment: Payment, action: str) -> str:
+    suffix = "?from=detail" if request.query_params.get("from") == "detail" else ""
+    return f"/portal/programmes/{programme.id}/wire/{payment.id}/{action}{suffix}"
+
+
+# What the confirmation page of each irreversible wire action says, and its button.
+WIRE_CONFIRM = {
+    "reject": (
+        "Reject the wire transfer {id} of {amount}? It ends REJECTED and its amount and fee go "
+        "back to the account; it cannot be undone.",
+        "Reject the wire transfer",
+    ),
+    "return": (
+        "Return the wire transfer {id} of {amount}, as the beneficiary's bank would? It ends "
+        "RETURNED: the amount comes back to the source account (and the fee too when the wire "
+        "transfer profile refunds it on a return); it cannot be undone.",
+        "Return the wire transfer",
+    ),
+}
+
+
+@router.get("/programmes/{programme_id}/wire/{payment_id}/{action}")
+async def wire_confirm(
+    request: Request, programme_id: str, payment_id: str, action: str
+) -> Response:
     opened = await _wire(request, programme_id, payment_id, posted=False)
     if isinstance(opened, Response):
         return opened
+    if action not in WIRE_CONFIRM:
+        return _not_found("action")
     signed, _, programme, payment = opened
-    base = f"/portal/programmes/{programme.id}"
-    text = (
-        f"Reject the wire transfer {payment.id} of {_money(payment.amount, payment.currency)}? "
-        "It ends REJECTED and its amount and fee go back to the account; it cannot be undone."
-    )
+    text, button = WIRE_CONFIRM[action]
+    amount = _money(payment.amount, payment.currency)
     return _confirm_page(
         signed,
         programme,
-        text,
-        f"{base}/wire/{payment.id}/reject",
-        "Reject the wire transfer",
-        f"{base}/payments",
+        text.format(id=payment.id, amount=amount),
+        _wire_confirm(request, programme, payment, action),
+        button,
+        _wire_back(request, programme, payment),
+    )
+
+
+def _wire_refusal(action: str, code: str, state: str) -> str:
+    """Why the bank's simulator refused a wire action, in plain words."""
+    if action == "return":
+        return (
+            f"Not returned: only a COMPLETED wire transfer can be returned, and this one is "
+            f"{state}. Nothing changed."
+        )
+    said = "settled" if action == "accept" else "rejected"
+    if code == "DENIED_WIRE_TRANSFER_ALREADY_COMPLETED":
+        return f"Not {said}: the wire transfer has already ended {state}. Nothing changed."
+    return (
+        f"Not {said}: the wire transfer is {state}; only one waiting at the bank (SUBMITTED "
+        "or APPROVED) can be settled or rejected. Nothing changed."
     )
 
 
@@ -1393,21 +1489,22 @@ async def wire_action(
     if isinstance(opened, Response):
         return opened
     signed, form, programme, payment = opened
-    base = f"/portal/programmes/{programme.id}"
-    if action not in ("accept", "reject"):
+    if action not in ("accept", "reject", "return"):
         return _not_found("action")
-    if action == "reject" and not _confirmed(form):
-        return RedirectResponse(f"{base}/wire/{payment.id}/reject", status_code=303)
+    if action in WIRE_CONFIRM and not _confirmed(form):
+        return RedirectResponse(_wire_confirm(request, programme, payment, action), 303)
     ctx = _ctx(request, programme)
+    state = payment.state
 
     async def work() -> Flash:
+        # The simulator's own service (simulator/router.py owt_accept, _reject, _return).
         code = await owt.simulate(ctx, payment, action)
-        said = "Settle" if action == "accept" else "Reject"
         if code != "COMPLETED":
-            raise Refused(f"{said}: {code}.")
+            raise Refused(_wire_refusal(action, code, state))
+        said = {"accept": "Settle", "reject": "Reject", "return": "Return"}[action]
         return Flash(f"{said}: {code}.")
 
-    return await act(request, signed, f"{base}/payments", work)
+    return await act(request, signed, _wire_back(request, programme, payment), work)
 
 
 @router.get("/programmes/{programme_id}/webhooks")
