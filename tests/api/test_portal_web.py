@@ -70,8 +70,9 @@ async def landed(c: httpx.AsyncClient, r: httpx.Response) -> str:
 
 
 def flash_of(html: str) -> str:
-    found = re.search(r'<div class="flash[^"]*" role="status">([^<]*)</div>', html)
-    return found.group(1) if found else ""
+    """The flash's text as read, its errorCode in small print included (tags dropped)."""
+    found = re.search(r'<div class="flash[^"]*" role="status">(.*?)</div>', html, re.S)
+    return re.sub(r"<[^>]+>", "", found.group(1)) if found else ""
 
 
 async def submitted(c: httpx.AsyncClient, url: str, form_page: str, **fields: Any) -> str:
