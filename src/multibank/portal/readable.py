@@ -185,7 +185,7 @@ def _phrase(error: Mapping[str, Any], wire: str) -> str:
     if kind == "string_too_long":
         return f"may be at most {ctx.get('max_length', 'a few'):,} characters long"
     if kind == "extra_forbidden":
-        return "is not a field of this form"
+        return "is not one of this form's choices: choose one from its list"
     if kind == "value_error":
         return str(error.get("msg", "")).removeprefix("Value error, ") or "is not valid"
     return "is not valid"
@@ -200,7 +200,7 @@ def validation_sentence(exc: ValidationError) -> tuple[str, str]:
         line = f"{words} {_phrase(error, wire)}"
         if line not in said:
             said.append(line)
-            wires.append(wire)
+        wires.append(".".join(str(part) for part in error["loc"]) or wire)
     text = "; ".join(said)
     return f"{text[0].upper()}{text[1:]}. Correct it and send the form again."[:600], (
         "invalid: " + ", ".join(dict.fromkeys(wires))
