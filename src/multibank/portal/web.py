@@ -456,9 +456,7 @@ async def script() -> Response:
     """The portal's one script (copy buttons, decision 0058): first-party, so `default-src
     'self'` lets it run; the pages load it with `<script src defer>` and no inline script."""
     js = (HERE / "static" / "portal.js").read_text()
-    return Response(
-        js, media_type="text/javascript", headers={"cache-control": "max-age=3600"}
-    )
+    return Response(js, media_type="text/javascript", headers={"cache-control": "max-age=3600"})
 
 
 # Paging
@@ -1237,11 +1235,7 @@ async def account_download(
         text = " ".join(span.problems)
         return render("message.html", status=400, title="Not a date", text=text)
     dates = "".join(f"-{k}-{v}" for k, v in span.query.items())
-    name = (
-        f"statement-{account.id}{dates}"
-        + (f"-from-{offset + 1}" if offset else "")
-        + f".{kind}"
-    )
+    name = f"statement-{account.id}{dates}" + (f"-from-{offset + 1}" if offset else "") + f".{kind}"
     disposition = {"content-disposition": f'attachment; filename="{name}"'}
     bodies = [entry_body(e) for e in page.entries]
     if kind == "json":
