@@ -1105,7 +1105,8 @@ async def account_action(
         )
         if code != "COMPLETED":
             raise Refused(readable.sentence(code), code)
-        return Flash(f"Deposit: {code}.")
+        said = _money(amount, account.currency)
+        return Flash(f"Deposited {said} into {account.friendly_name}.", code=code)
 
     return await act(request, signed, url, work)
 
