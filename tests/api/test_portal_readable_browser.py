@@ -135,8 +135,20 @@ async def test_pages_read_without_sideways_scroll(world: World, width: str) -> N
 
         await page.goto(home)
         await seen_without_sideways_scroll(
-            page, "#settings-form button[type=submit]", "#settings-form small.help"
+            page,
+            "#settings-form button[type=submit]",
+            "#settings-form small.help",
+            "#profiles td[data-label='Fee per payment']",
+            "#api-keys a:has-text('Revoke')",
         )
+        # The other pages of the programme fold their tables too.
+        for path, cell in (
+            ("ledger", "td[data-label='Postings'] .amount"),
+            ("webhooks", "td[data-label='State']"),
+            ("inbox", "td[data-label='To']"),
+        ):
+            await page.goto(f"{home}/{path}")
+            await seen_without_sideways_scroll(page, cell)
 
 
 async def test_a_copy_button_puts_the_exact_value_on_the_clipboard(world: World) -> None:
