@@ -1129,7 +1129,9 @@ class StatementRange:
 
     @property
     def query(self) -> dict[str, str]:
-        return {k: v for k, v in (("from", self.date_from), ("to", self.date_to)) if v}
+        """The bounds in use, for the download links: the range the page shows."""
+        bounds = (("from", self.date_from, self.from_ms), ("to", self.date_to, self.to_ms))
+        return {k: v for k, v, ms in bounds if ms is not None}
 
 
 def _statement_range(raw_from: str, raw_to: str) -> StatementRange:
