@@ -255,7 +255,7 @@ async def test_customers_verification_deposit_statement_and_sandbox_tools(
     said = await submitted(browser, f"{base}/accounts/{acc}/iban", detail)
     assert said.startswith("IBAN ") and said.endswith(" allocated.")
     said = await submitted(browser, f"{base}/accounts/{acc}/deposit", detail, amount="12345")
-    assert said == "Deposited 123.45 EUR into Main. COMPLETED"  # the code in small print
+    assert said == "Deposited 123.45 EUR. COMPLETED"  # the code in small print
     got = await client.get(f"/multi/managed_accounts/{acc}", headers=ident.headers)
     assert got.json()["balances"]["actualBalance"] == 12345
     statement = await page(browser, f"{base}/accounts/{acc}")

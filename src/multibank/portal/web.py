@@ -1105,8 +1105,7 @@ async def account_action(
         )
         if code != "COMPLETED":
             raise Refused(readable.sentence(code), code)
-        said = _money(amount, account.currency)
-        return Flash(f"Deposited {said} into {account.friendly_name}.", code=code)
+        return Flash(f"Deposited {_money(amount, account.currency)}.", code=code)
 
     return await act(request, signed, url, work)
 
