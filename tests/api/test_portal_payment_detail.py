@@ -172,7 +172,7 @@ async def test_settle_then_return_from_the_page_and_reject_after_confirming(
     )
     assert r.headers["location"] == detail
     shown = await landed(browser, r)
-    assert flash_of(shown) == "Settle: COMPLETED."
+    assert flash_of(shown) == ("Settled: the wire transfer has left the account.")
     assert await state_of(client, ident, owt) == "COMPLETED"
     words = text(shown)
     assert "Money moved: the hold was settled" in words and "Settlement EUR" in words
@@ -191,7 +191,9 @@ async def test_settle_then_return_from_the_page_and_reject_after_confirming(
     )
     assert r.headers["location"] == detail
     shown = await landed(browser, r)
-    assert flash_of(shown) == "Return: COMPLETED."
+    assert flash_of(shown) == (
+        "Returned: the bank sent the wire transfer's money back to the account."
+    )
     assert await state_of(client, ident, owt) == "RETURNED"
     available, actual = await balances(client, ident, acc)
     assert available - after_settle[0] >= 5_000 and actual - after_settle[1] >= 5_000
@@ -209,7 +211,9 @@ async def test_settle_then_return_from_the_page_and_reject_after_confirming(
         f"{base}/wire/{second}/reject", data={"csrf": csrf_of(confirm), "confirm": "yes"}
     )
     assert r.headers["location"] == f"{base}/payments"
-    assert flash_of(await landed(browser, r)) == "Reject: COMPLETED."
+    assert flash_of(await landed(browser, r)) == (
+        "Rejected: the wire transfer's money is back on the account."
+    )
     assert await state_of(client, ident, second) == "REJECTED"
     assert "Hold released (REJECTED)" in text(await page(browser, f"{base}/payments/{second}"))
 
@@ -249,7 +253,10 @@ async def test_a_refused_return_says_why_and_changes_nothing(
     assert await state_of(client, ident, owt) == "SUBMITTED"
     assert await balances(client, ident, acc) == before
     # Settling twice: the second is refused in plain words.
-    for expected in ("Settle: COMPLETED.", "Not settled: the wire transfer has already ended"):
+    for expected in (
+        "Settled: the wire transfer has left the account.",
+        "Not settled: the wire transfer has already ended",
+    ):
         r = await browser.post(
             f"{base}/wire/{owt}/accept?from=detail",
             data={"csrf": csrf_of(await page(browser, detail))},

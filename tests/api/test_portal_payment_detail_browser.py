@@ -124,7 +124,7 @@ async def test_return_through_its_confirmation_page(served: Any) -> None:
         await page.wait_for_selector("#confirm-text:has-text('Return the wire transfer')")
         await seen_without_sideways_scroll(page, "button:has-text('Return the wire transfer')")
         await page.click("button:has-text('Return the wire transfer')")
-        await page.wait_for_selector(".flash:has-text('Return: COMPLETED.')")
+        await page.wait_for_selector(".flash:has-text('Returned: the bank sent')")
         assert page.url == f"{home}/payments/{made['done']}"
         assert (await page.text_content("#payment-state") or "").strip() == "RETURNED"
         assert await page.locator("a:has-text('Return')").count() == 0

@@ -70,8 +70,9 @@ async def landed(c: httpx.AsyncClient, r: httpx.Response) -> str:
 
 
 def flash_of(html: str) -> str:
-    found = re.search(r'<div class="flash[^"]*" role="status">([^<]*)</div>', html)
-    return found.group(1) if found else ""
+    """The flash's text as read, its errorCode in small print included (tags dropped)."""
+    found = re.search(r'<div class="flash[^"]*" role="status">(.*?)</div>', html, re.S)
+    return re.sub(r"<[^>]+>", "", found.group(1)) if found else ""
 
 
 async def submitted(c: httpx.AsyncClient, url: str, form_page: str, **fields: Any) -> str:
@@ -254,7 +255,7 @@ async def test_customers_verification_deposit_statement_and_sandbox_tools(
     said = await submitted(browser, f"{base}/accounts/{acc}/iban", detail)
     assert said.startswith("IBAN ") and said.endswith(" allocated.")
     said = await submitted(browser, f"{base}/accounts/{acc}/deposit", detail, amount="12345")
-    assert said == "Deposit: COMPLETED."
+    assert said == "Deposited 123.45 EUR. COMPLETED"  # the code in small print
     got = await client.get(f"/multi/managed_accounts/{acc}", headers=ident.headers)
     assert got.json()["balances"]["actualBalance"] == 12345
     statement = await page(browser, f"{base}/accounts/{acc}")
@@ -302,7 +303,7 @@ async def test_payments_and_webhooks_pages(browser, client, programme, admin_hea
     payments = await page(browser, f"{base}/payments")
     assert owt_id in payments and "SUBMITTED" in payments
     said = await submitted(browser, f"{base}/wire/{owt_id}/accept", f"{base}/payments")
-    assert said == "Settle: COMPLETED."
+    assert said == ("Settled: the wire transfer has left the account.")
     r = await client.get(f"/multi/outgoing_wire_transfers/{owt_id}", headers=ident.headers)
     assert r.json()["state"] == "COMPLETED"
     hooks = await page(browser, f"{base}/webhooks")

@@ -155,7 +155,7 @@ async def test_card_fees_form_on_the_programme_page(
     assert said == "Card fee set."
     r = await client.get(f"{PORTAL_API}/{p.id}/card_fees", headers=admin_headers)
     assert r.json()["atmWithdrawal"] == {"EUR": 0, "GBP": 200, "USD": 0}
-    assert "GBP 200" in await page(browser, home)
+    assert "2.00 GBP" in await page(browser, home)  # 200 minor units, as amounts are written
     for fields, says in (
         ({"kind": "purchase", "currency": "CHF", "amount": "5"}, "CURRENCY_NOT_SUPPORTED"),
         ({"kind": "cashback", "currency": "EUR", "amount": "5"}, "cashback"),

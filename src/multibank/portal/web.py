@@ -5,8 +5,11 @@ Signed in with the admin token (`portal.sessions`: a database session behind an 
 SameSite=Strict cookie; signing out ends it). Every page answers a visitor without a session
 with a redirect to the sign-in page; every form posts a CSRF token (the session's, or on the
 sign-in form a cookie's), and a post without it is refused (403) before anything is read. Pages
-are server-rendered (Jinja2, autoescaped) with one stylesheet served here: no script, no CDN,
-and a Content-Security-Policy that would refuse any (decision 0038).
+are server-rendered (Jinja2, autoescaped) with one stylesheet and one small script (copy buttons)
+served here: nothing from elsewhere, and a Content-Security-Policy that refuses any other script
+and any inline one (decisions 0038, 0058). Every amount goes through one formatter
+(`overview.amount`, the `money` global and `amount` filter); every refusal is said in plain words
+with the API's errorCode in small print (`portal.readable`).
 
 Every form post answers 303 to a page (POST/redirect/GET), so reloading never repeats an action.
 What the action did, or why it was refused, travels to that page in a signed, HttpOnly cookie
@@ -36,6 +39,7 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
@@ -67,7 +71,7 @@ from multibank.payments import repository as payments_repo
 from multibank.payments import steps as payment_steps
 from multibank.payments.models import OWT, SEND, TRANSFER, Payment
 from multibank.payments.schemas import OWT_STATES, SEND_STATES, TRANSFER_STATES
-from multibank.portal import overview, payment_detail, sessions
+from multibank.portal import overview, payment_detail, readable, sessions
 from multibank.portal.guard import AdminThrottled, admin_authenticated
 from multibank.programmes import repository, service
 from multibank.programmes.context import Ctx
@@ -104,7 +108,11 @@ class PortalRoute(UnitOfWorkRoute):
         inner = super().wrap(handler)
 
         async def run(request: Request) -> Response:
-            response = await inner(request)
+            try:
+                response = await inner(request)
+            except RequestValidationError as exc:
+                # A query string a page cannot use (a letter in `offset`): said on a page.
+                response = _bad_address(exc)
             response.headers.update(SECURITY_HEADERS)
             return response
 
@@ -132,7 +140,19 @@ def _when(ms: int | None) -> str:
 
 
 def _money(amount: int, currency: str) -> str:
-    return Money(amount, currency).format()
+    """The one way the portal writes an amount: `overview.amount` (thousands separated, the
+    currency's own decimals); statements' CSV and PDF keep their own machine formats."""
+    return overview.amount(amount, currency)
+
+
+def _describe(entry: statements.Entry) -> str:
+    """The PDF's description of a statement entry, with its fee written as the portal writes
+    amounts (the PDF keeps its own)."""
+    text = statement_pdf.describe(entry)
+    pdf_fee = f", fee {Money(entry.fee, entry.currency).format()}"
+    if entry.fee and text.endswith(pdf_fee):
+        return f"{text.removesuffix(pdf_fee)}, fee {_money(entry.fee, entry.currency)}"
+    return text
 
 
 def _yesno(value: bool) -> Markup:
@@ -141,7 +161,7 @@ def _yesno(value: bool) -> Markup:
     return Markup(f'<option value="true"{yes}>yes</option><option value="false"{no}>no</option>')
 
 
-templates.globals.update(when=_when, money=_money, describe=statement_pdf.describe, yesno=_yesno)
+templates.globals.update(when=_when, money=_money, describe=_describe, yesno=_yesno)
 templates.filters["amount"] = overview.amount
 
 
@@ -158,6 +178,7 @@ def render(template: str, status: int = 200, **context: Any) -> HTMLResponse:
     context.setdefault("programme", None)
     context.setdefault("msg", None)
     context.setdefault("error", False)
+    context.setdefault("code", None)
     context.setdefault("secret", None)
     context.setdefault("csrf", None)
     context.setdefault("title", "Portal")
@@ -186,6 +207,7 @@ class Flash:
     error: bool = False
     secret: str | None = None
     secret_id: str | None = None
+    code: str | None = None  # the API's errorCode, shown in small print after the text
 
 
 def _flash_mac(request: Request, signed: sessions.Signed, payload: str) -> str:
@@ -230,7 +252,7 @@ async def show(
     """A signed-in page, with the message the last post left for it (once)."""
     flash = _taken_flash(request, signed)
     if flash is not None:
-        context.update(msg=flash.text, error=flash.error)
+        context.update(msg=flash.text, error=flash.error, code=flash.code)
         if flash.secret and flash.secret_id:
             context["secret"] = {
                 "id": flash.secret_id,
@@ -254,7 +276,12 @@ async def signed_in(request: Request) -> sessions.Signed | None:
 
 
 class Refused(Exception):
-    """A form's value the action cannot take, said in plain words; nothing changed."""
+    """A form's value the action cannot take, said in plain words; nothing changed. `code`: the
+    API's errorCode of the same refusal, if it has one."""
+
+    def __init__(self, text: str, code: str | None = None) -> None:
+        super().__init__(text)
+        self.code = code
 
 
 WHOLE = re.compile(r"-?[0-9]{1,30}")  # ASCII digits only: int() alone takes "1_0" and "١٢"
@@ -269,20 +296,17 @@ def whole(raw: str | None, what: str) -> int:
     return int(text)
 
 
-def _problems(exc: ValidationError) -> str:
-    said = "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors()
+def _bad_address(exc: RequestValidationError) -> HTMLResponse:
+    """A page's answer to a query string it cannot use: a page in plain words, never JSON."""
+    fields = [str(e["loc"][-1]) for e in exc.errors() if e.get("loc")]
+    named = ", ".join(dict.fromkeys(fields)) or "a value"
+    text = (
+        f"The address of this page has a value it cannot use ({named}): follow the page's own "
+        "links and forms instead of editing the address, or go back to the portal's start."
     )
-    return f"Refused: {said}"[:300]
-
-
-def _refusal(exc: DomainError) -> str:
-    body = exc.body() or {}
-    code = body.get("errorCode") or body.get("code")
-    message = body.get("message")
-    if code and message and message != code:
-        return f"Refused: {code} ({message})."
-    return f"Refused: {code or message or type(exc).__name__}."
+    return render(
+        "message.html", status=400, title="Not a page", text=text, code=f"invalid: {named}"
+    )
 
 
 async def act(
@@ -299,13 +323,14 @@ async def act(
         flash = await work()
     except (ValidationError, DomainError, Refused) as exc:
         await _db(request).rollback()
+        code: str | None
         if isinstance(exc, ValidationError):
-            text = _problems(exc)
+            text, code = readable.validation_sentence(exc)
         elif isinstance(exc, DomainError):
-            text = _refusal(exc)
+            text, code = readable.refusal(exc)
         else:
-            text = str(exc)
-        return done(request, signed, url, Flash(text, error=True))
+            text, code = str(exc), exc.code
+        return done(request, signed, url, Flash(text, error=True, code=code))
     return done(request, signed, to() if to else url, flash)
 
 
@@ -369,7 +394,11 @@ async def login(request: Request) -> Response:
         )
         return _login_page(request, 429, text, exc.headers())
     if not ok:
-        return _login_page(request, 401, "Wrong admin token.")
+        text = (
+            "Wrong admin token: type the server's MULTIBANK_ADMIN_TOKEN (a sandbox's "
+            "`multibank serve` prints it when it starts) and sign in again."
+        )
+        return _login_page(request, 401, text)
     value = await sessions.sign_in(_db(request), _now(request), container.admin_token or "")
     response = RedirectResponse("/portal/", status_code=303)
     response.set_cookie(
@@ -420,6 +449,14 @@ async def logout(request: Request) -> Response:
 async def stylesheet() -> Response:
     css = (HERE / "static" / "portal.css").read_text()
     return Response(css, media_type="text/css", headers={"cache-control": "max-age=3600"})
+
+
+@router.get("/static/portal.js")
+async def script() -> Response:
+    """The portal's one script (copy buttons, decision 0058): first-party, so `default-src
+    'self'` lets it run; the pages load it with `<script src defer>` and no inline script."""
+    js = (HERE / "static" / "portal.js").read_text()
+    return Response(js, media_type="text/javascript", headers={"cache-control": "max-age=3600"})
 
 
 # Paging
@@ -522,7 +559,11 @@ def _ctx(request: Request, programme: Programme) -> Ctx:
 
 
 def _not_found(what: str) -> HTMLResponse:
-    return render("message.html", status=404, title="Not found", text=f"No such {what}.")
+    text = (
+        f"No such {what}: it may have been removed, or the link is wrong or old. "
+        "Go back and follow the portal's own links."
+    )
+    return render("message.html", status=404, title="Not found", text=text)
 
 
 @router.get("/programmes/{programme_id}")
@@ -1063,27 +1104,99 @@ async def account_action(
             ctx, account, account.currency, amount, {"sender": "Portal deposit"}
         )
         if code != "COMPLETED":
-            raise Refused(f"Deposit refused: {code}.")
-        return Flash(f"Deposit: {code}.")
+            raise Refused(readable.sentence(code), code)
+        return Flash(f"Deposited {_money(amount, account.currency)}.", code=code)
 
     return await act(request, signed, url, work)
 
 
-@router.get("/programmes/{programme_id}/accounts/{account_id}")
-async def account_page(
-    request: Request, programme_id: str, account_id: str, offset: Offset = 0
-) -> Response:
-    signed = await signed_in(request)
-    if signed is None:
-        return to_login()
+STATEMENT_KINDS = ("json", "csv", "pdf")
+STATEMENT_DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class StatementRange:
+    """The account page's date range: the dates as typed (kept in the form and the download
+    links), the inclusive bounds in ms on the programme's clock, and a sentence per date that
+    is not one (that bound is then left out)."""
+
+    date_from: str
+    date_to: str
+    from_ms: int | None
+    to_ms: int | None
+    problems: tuple[str, ...]
+
+    @property
+    def query(self) -> dict[str, str]:
+        """The bounds in use, for the download links: the range the page shows."""
+        bounds = (("from", self.date_from, self.from_ms), ("to", self.date_to, self.to_ms))
+        return {k: v for k, v, ms in bounds if ms is not None}
+
+
+def _statement_range(raw_from: str, raw_to: str) -> StatementRange:
+    problems: list[str] = []
+    bounds: list[int | None] = []
+    for raw, what in ((raw_from, "From"), (raw_to, "To")):
+        if not raw:
+            bounds.append(None)
+            continue
+        try:
+            day = date.fromisoformat(raw)
+        except ValueError:
+            problems.append(
+                f"{what} must be a date written as YYYY-MM-DD, such as 2026-01-31: "
+                "pick one in the form's calendar. That bound was left out."
+            )
+            bounds.append(None)
+            continue
+        bounds.append(int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000))
+    start, end = bounds
+    if start is not None and end is not None and start > end:
+        problems.append("From must not be after To: swap the two dates. The range was left out.")
+        start = end = None
+    return StatementRange(
+        raw_from,
+        raw_to,
+        start,
+        None if end is None else end + STATEMENT_DAY_MS - 1,  # the whole of the To day
+        tuple(problems),
+    )
+
+
+async def _statement(
+    request: Request, programme_id: str, account_id: str, offset: int, raw_from: str, raw_to: str
+) -> tuple[Programme, ManagedAccount, StatementRange, statements.StatementPage] | None:
     programme = await _programme(request, programme_id)
     account = None if programme is None else await _account(request, programme, account_id)
     if programme is None or account is None:
-        return _not_found("account")
-    db = _db(request)
-    page = await statements.statement(
-        db, statements.StatementQuery(account.id, offset=offset, limit=PAGE)
+        return None
+    span = _statement_range(raw_from.strip()[:40], raw_to.strip()[:40])
+    query = statements.StatementQuery(
+        account.id, from_ms=span.from_ms, to_ms=span.to_ms, offset=offset, limit=PAGE
     )
+    return programme, account, span, await statements.statement(_db(request), query)
+
+
+@router.get("/programmes/{programme_id}/accounts/{account_id}")
+async def account_page(
+    request: Request,
+    programme_id: str,
+    account_id: str,
+    offset: Offset = 0,
+    date_from: Annotated[str, Query(alias="from")] = "",
+    date_to: Annotated[str, Query(alias="to")] = "",
+) -> Response:
+    """An account's statement, newest first, within the dates asked for (UTC days of the
+    programme's clock, both included); the page says which range it shows."""
+    signed = await signed_in(request)
+    if signed is None:
+        return to_login()
+    found = await _statement(request, programme_id, account_id, offset, date_from, date_to)
+    if found is None:
+        return _not_found("account")
+    programme, account, span, page = found
+    base = f"/portal/programmes/{programme.id}/accounts/{account.id}/statement"
+    query = urlencode({**span.query, "offset": str(offset)})
     return await show(
         request,
         signed,
@@ -1091,42 +1204,54 @@ async def account_page(
         title=account.friendly_name,
         programme=programme,
         account=account,
-        ledger_account=await db.get(LedgerAccount, account.id),
+        ledger_account=await _db(request).get(LedgerAccount, account.id),
         entries=page.entries,
         offset=offset,
+        span=span,
+        downloads={kind: f"{base}.{kind}?{query}" for kind in STATEMENT_KINDS},
         pager=pager(request, offset, PAGE, page.count),
     )
 
 
 @router.get("/programmes/{programme_id}/accounts/{account_id}/statement.{kind}")
 async def account_download(
-    request: Request, programme_id: str, account_id: str, kind: str, offset: Offset = 0
+    request: Request,
+    programme_id: str,
+    account_id: str,
+    kind: str,
+    offset: Offset = 0,
+    date_from: Annotated[str, Query(alias="from")] = "",
+    date_to: Annotated[str, Query(alias="to")] = "",
 ) -> Response:
-    """The entries of the statement page at `offset` (the account page's links name the page
-    shown), as CSV or PDF: a download of a long statement is paged as its page is."""
+    """The entries of the statement page at `offset` within the page's date range (the account
+    page's links name both), as JSON (the API's statement shape), CSV or PDF: a download of a
+    long statement is paged as its page is."""
     signed = await signed_in(request)
     if signed is None:
         return to_login()
-    programme = await _programme(request, programme_id)
-    account = None if programme is None else await _account(request, programme, account_id)
-    if programme is None or account is None or kind not in ("csv", "pdf"):
+    found = await _statement(request, programme_id, account_id, offset, date_from, date_to)
+    if found is None or kind not in STATEMENT_KINDS:
         return _not_found("statement")
-    db = _db(request)
-    page = await statements.statement(
-        db, statements.StatementQuery(account.id, offset=offset, limit=PAGE)
-    )
-    name = f"statement-{account.id}" + (f"-from-{offset + 1}" if offset else "") + f".{kind}"
+    programme, account, span, page = found
+    if span.problems:
+        text = " ".join(span.problems)
+        return render("message.html", status=400, title="Not a date", text=text)
+    dates = "".join(f"-{k}-{v}" for k, v in span.query.items())
+    name = f"statement-{account.id}{dates}" + (f"-from-{offset + 1}" if offset else "") + f".{kind}"
     disposition = {"content-disposition": f'attachment; filename="{name}"'}
+    bodies = [entry_body(e) for e in page.entries]
+    if kind == "json":
+        body = {"entry": bodies, "count": page.count, "responseCount": len(bodies)}
+        return Response(json.dumps(body), media_type="application/json", headers=disposition)
     if kind == "csv":
-        text = to_csv([entry_body(e) for e in page.entries], CSV_COLUMNS)
-        return Response(text, media_type="text/csv", headers=disposition)
-    la = await db.get(LedgerAccount, account.id)
+        return Response(to_csv(bodies, CSV_COLUMNS), media_type="text/csv", headers=disposition)
+    la = await _db(request).get(LedgerAccount, account.id)
     heading = statement_pdf.StatementHeading(
         account_id=account.id,
         friendly_name=account.friendly_name,
         currency=account.currency,
-        from_ms=None,
-        to_ms=None,
+        from_ms=span.from_ms,
+        to_ms=span.to_ms,
         generated_ms=_ctx(request, programme).now,
         available=la.available if la else 0,
         actual=la.actual if la else 0,
@@ -1481,6 +1606,13 @@ def _wire_refusal(action: str, code: str, state: str) -> str:
     )
 
 
+WIRE_DONE = {
+    "accept": "Settled: the wire transfer has left the account.",
+    "reject": "Rejected: the wire transfer's money is back on the account.",
+    "return": "Returned: the bank sent the wire transfer's money back to the account.",
+}
+
+
 @router.post("/programmes/{programme_id}/wire/{payment_id}/{action}")
 async def wire_action(
     request: Request, programme_id: str, payment_id: str, action: str
@@ -1500,9 +1632,8 @@ async def wire_action(
         # The simulator's own service (simulator/router.py owt_accept, _reject, _return).
         code = await owt.simulate(ctx, payment, action)
         if code != "COMPLETED":
-            raise Refused(_wire_refusal(action, code, state))
-        said = {"accept": "Settle", "reject": "Reject", "return": "Return"}[action]
-        return Flash(f"{said}: {code}.")
+            raise Refused(_wire_refusal(action, code, state), code)
+        return Flash(WIRE_DONE[action])
 
     return await act(request, signed, _wire_back(request, programme, payment), work)
 
