@@ -67,7 +67,7 @@ from multibank.payments import repository as payments_repo
 from multibank.payments import steps as payment_steps
 from multibank.payments.models import OWT, SEND, TRANSFER, Payment
 from multibank.payments.schemas import OWT_STATES, SEND_STATES, TRANSFER_STATES
-from multibank.portal import overview, sessions
+from multibank.portal import auditing, overview, sessions
 from multibank.portal.guard import AdminThrottled, admin_authenticated
 from multibank.programmes import repository, service
 from multibank.programmes.context import Ctx
@@ -296,7 +296,7 @@ async def act(
     did; a refusal (a value the models or the service refuse) rolls back whatever the action had
     begun and says why on `url`'s page."""
     try:
-        flash = await work()
+        flash = await auditing.portal_action(request, signed, work)  # recorded once done
     except (ValidationError, DomainError, Refused) as exc:
         await _db(request).rollback()
         if isinstance(exc, ValidationError):
@@ -367,10 +367,13 @@ async def login(request: Request) -> Response:
             "Too many wrong admin tokens from your address: "
             f"try again in {max(1, exc.reset_seconds)} seconds."
         )
+        await auditing.sign_in_refused(request, "too many wrong admin tokens")
         return _login_page(request, 429, text, exc.headers())
     if not ok:
+        await auditing.sign_in_refused(request, "wrong admin token")
         return _login_page(request, 401, "Wrong admin token.")
     value = await sessions.sign_in(_db(request), _now(request), container.admin_token or "")
+    await auditing.signed_in(request, value)
     response = RedirectResponse("/portal/", status_code=303)
     response.set_cookie(
         sessions.COOKIE,
@@ -411,6 +414,7 @@ async def logout(request: Request) -> Response:
     if refused is not None or signed is None:
         return refused or to_login()
     await sessions.sign_out(_db(request), signed, _now(request))
+    await auditing.signed_out(request, signed)
     response = RedirectResponse("/portal/login?flash=signed-out", status_code=303)
     response.delete_cookie(sessions.COOKIE, path="/portal")
     return response
