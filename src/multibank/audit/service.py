@@ -18,6 +18,7 @@ from multibank.kernel.db import Database
 from multibank.kernel.ids import new_id
 from multibank.programmes import service as programmes
 from multibank.programmes.models import Programme
+from multibank.webhooks.models import WebhookEvent
 
 CLI = "cli"
 ADMIN_TOKEN = "admin token"
@@ -153,3 +154,44 @@ async def choices(db: AsyncSession, programme_id: int | None) -> tuple[list[str]
             stmt = stmt.where(AuditRecord.programme_id == programme_id)
         lists.append([str(v) for v in await db.scalars(stmt.limit(200))])
     return lists[0], lists[1]
+
+
+async def record_change(
+    db: AsyncSession,
+    at_ms: int,
+    actor: str,
+    action: str,
+    programme_id: int,
+    before: Snapshot,
+    target: Target | None = None,
+    note: str | None = None,
+) -> None:
+    """Records an action done in `db`'s transaction, with the settings it changed since
+    `before` (a `snapshot` taken before it; {} for a programme it made)."""
+    changes = diff(before, await snapshot(db, programme_id))
+    await record(db, at_ms, actor, action, programme_id, target, changes, note)
+
+
+async def record_cli(
+    database: Database,
+    at_ms: int,
+    action: str,
+    programme_name: str | None = None,
+    event_id: int | None = None,
+    target: Target | None = None,
+    note: str | None = None,
+) -> None:
+    """A CLI command's record, in a transaction of its own once the command's work is done
+    (its own transactions: a reset, a trigger, a replay); the programme named by its name or
+    by the webhook event it acted on."""
+    async with database.transaction() as db:
+        programme_id = None
+        if programme_name is not None:
+            programme_id = await db.scalar(
+                select(Programme.id).where(Programme.name == programme_name)
+            )
+        if event_id is not None:
+            programme_id = await db.scalar(
+                select(WebhookEvent.programme_id).where(WebhookEvent.id == event_id)
+            )
+        await record(db, at_ms, CLI, action, programme_id, target, note=note)
