@@ -25,6 +25,7 @@ from tests.api.test_portal_web import (
     submit,
     submitted,
 )
+from tests.factories import open_account, sign_up
 
 AUDIT = "/portal/api/audit"
 
@@ -294,3 +295,49 @@ async def test_the_database_refuses_to_change_or_remove_a_record(
                 await conn.execute(text(sql), {"p": int(p.id)})
     [kept] = await records(client, admin_headers, p.id)
     assert kept["actor"] == "admin token"
+
+
+async def test_customer_account_and_card_actions_name_their_target(
+    app, client, admin_headers, programme
+):
+    p = await programme()
+    base = f"/portal/programmes/{p.id}"
+    ident = await sign_up(client, p, "corporates")
+    browser = await signed_in_client(app)
+    try:
+        detail = f"{base}/customers/{ident.id}"
+        assert await submitted(browser, f"{detail}/verify", detail) == "Approved."
+        r = await client.patch(
+            f"{PORTAL_API}/{p.id}/settings",
+            headers=admin_headers,
+            json={"ibanAllocationDelaySeconds": 86400},
+        )
+        assert r.status_code == 200, r.text
+        acc = (await open_account(client, ident, "EUR"))["id"]
+        r = await client.post(f"/multi/managed_accounts/{acc}/iban", headers=ident.headers)
+        assert r.status_code == 200, r.text
+        said = await submitted(browser, f"{base}/accounts/{acc}/iban", detail)
+        assert said.endswith(" allocated.")
+        said = await submitted(browser, f"{base}/accounts/{acc}/deposit", detail, amount="500")
+        assert said == "Deposit: COMPLETED."
+        refused = await submitted(browser, f"{base}/accounts/{acc}/deposit", detail, amount="x")
+        assert "whole number" in refused
+    finally:
+        await browser.aclose()
+    api = f"{PORTAL_API}/{p.id}/managed_accounts/{acc}"
+    assert (await client.post(f"{api}/block", headers=admin_headers)).status_code == 204
+    # Blocked already: refused, not recorded.
+    assert (await client.post(f"{api}/block", headers=admin_headers)).status_code == 409
+    assert (await client.post(f"{api}/unblock", headers=admin_headers)).status_code == 204
+    found = await records(client, admin_headers, p.id)
+    assert [(r["action"], r["target"]) for r in found] == [
+        ("account.unblock", {"kind": "account", "id": acc}),
+        ("account.block", {"kind": "account", "id": acc}),
+        ("account.deposit", {"kind": "account", "id": acc}),
+        ("account.iban", {"kind": "account", "id": acc}),
+        ("programme.settings", None),
+        ("customer.verify", {"kind": "customer", "id": ident.id}),
+    ]
+    assert [r["actor"] for r in found][:2] == ["admin token", "admin token"]
+    assert found[2]["actor"].startswith("portal session ")
+    assert all(r["changes"] == [] for r in found if r["action"] != "programme.settings")
