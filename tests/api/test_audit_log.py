@@ -266,6 +266,9 @@ async def test_a_refused_sign_in_is_recorded_on_purpose(client, admin_headers):
     newest = after[0]
     assert newest["actor"] == "portal" and "wrong admin token" in (newest["note"] or "")
     assert "not-the-token" not in json.dumps(after)
+    # An empty form guesses nothing and leaves nothing.
+    assert (await sign_in(client, "")).status_code == 401
+    assert len(await records(client, admin_headers, action="portal.sign_in_refused")) == len(after)
 
 
 async def test_the_audit_pages_need_a_session(client, programme):

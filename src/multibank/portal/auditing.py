@@ -185,11 +185,16 @@ async def signed_in(request: Request, token: str) -> None:
     )
 
 
-async def sign_in_refused(request: Request, why: str) -> None:
-    """A refused sign-in (a wrong admin token, too many of them), recorded on purpose in a
-    transaction of its own: the request's own is rolled back with its refusal."""
+async def sign_in_refused(request: Request, token: str) -> None:
+    """A sign-in refused for a wrong admin token, recorded on purpose in a transaction of its
+    own (the request's is rolled back with its refusal); never the token itself. Only a guess
+    is recorded: an empty form guesses nothing, and an address throttled for its wrong guesses
+    (429) is not compared, so the wrong guesses recorded are at most what the admin-auth limit
+    lets each address make."""
+    if not token:
+        return
     container = container_of(request)
-    note = f"{why}, from {_address(request)}"
+    note = f"wrong admin token, from {_address(request)}"
     await audit.record_alone(
         container.db, container.clock.system_ms(), "portal", "portal.sign_in_refused", note=note
     )

@@ -367,10 +367,9 @@ async def login(request: Request) -> Response:
             "Too many wrong admin tokens from your address: "
             f"try again in {max(1, exc.reset_seconds)} seconds."
         )
-        await auditing.sign_in_refused(request, "too many wrong admin tokens")
         return _login_page(request, 429, text, exc.headers())
     if not ok:
-        await auditing.sign_in_refused(request, "wrong admin token")
+        await auditing.sign_in_refused(request, token)
         return _login_page(request, 401, "Wrong admin token.")
     value = await sessions.sign_in(_db(request), _now(request), container.admin_token or "")
     await auditing.signed_in(request, value)
