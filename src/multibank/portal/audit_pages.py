@@ -52,6 +52,7 @@ async def _page(
     actions, actors = await audit.choices(db, programme_id)
     context = {
         "records": [audit.wire(row) for row in rows],
+        "kinds": sorted({a.split(".")[0] for a in actions if "." in a}),
         "actions": actions,
         "actors": actors,
         "action": action or "",
