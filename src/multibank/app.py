@@ -33,6 +33,7 @@ from multibank.kernel.tokens import TokenKeyring
 from multibank.landing import router as landing_page
 from multibank.observability import configure_logging, render_metrics
 from multibank.payments.steps import PaymentWorker
+from multibank.portal.audit_pages import pages as audit_pages
 from multibank.portal.guard import admin_authenticated
 from multibank.portal.router import build_portal
 from multibank.portal.web import router as portal_pages
@@ -232,6 +233,7 @@ def create_app(
     app.mount("/portal/api", build_portal())
     # The web portal's pages (D17), beside its API.
     app.include_router(portal_pages)
+    app.include_router(audit_pages)
 
     @app.get("/docs", include_in_schema=False)
     async def docs_root() -> RedirectResponse:

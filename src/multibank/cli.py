@@ -468,6 +468,7 @@ def programme_create(
     """Create a programme with its profiles, the ADMIN_FEE fee type and a first API key."""
     from pydantic import ValidationError
 
+    from multibank.audit import service as audit
     from multibank.kernel.node_lease import NodeKeeper
     from multibank.programmes import service
     from multibank.programmes.schemas import ProgrammeCreate
@@ -493,6 +494,11 @@ def programme_create(
             async with db.transaction() as session:
                 programme, key = await service.create_programme(
                     session, Clock(), data, _settings().webhooks_allow_private
+                )
+                made = audit.Target("programme", str(programme.id))
+                at = Clock().system_ms()
+                await audit.record_change(
+                    session, at, audit.CLI, "programme.create", programme.id, {}, made
                 )
                 return await service.describe(session, programme, api_key=key)
         finally:
@@ -568,6 +574,7 @@ def programme_movement_fee(
     programme's revenue. Prints the programme's payment fees."""
     from pydantic import ValidationError
 
+    from multibank.audit import service as audit
     from multibank.programmes import service
     from multibank.programmes.schemas import ProfileUpdate
 
@@ -581,8 +588,13 @@ def programme_movement_fee(
     async def work(db: Database) -> ProgrammeDescription:
         async with db.transaction() as session:
             programme = await service.require_programme_by_name(session, name)
+            before = await audit.snapshot(session, programme.id)
             for code, value in fees.items():
                 await service.set_movement_fee(session, programme, payment, code, value)
+            at = Clock().system_ms()
+            await audit.record_change(
+                session, at, audit.CLI, "movement_fee.set", programme.id, before
+            )
             return await service.describe(session, programme)
 
     try:
@@ -633,6 +645,7 @@ def programme_card_fee(
     programme's card fees."""
     from pydantic import ValidationError
 
+    from multibank.audit import service as audit
     from multibank.programmes import service
     from multibank.programmes.schemas import CardFeeWrite
 
@@ -645,9 +658,12 @@ def programme_card_fee(
     async def work(db: Database) -> dict[str, Any]:
         async with db.transaction() as session:
             programme = await service.require_programme_by_name(session, name)
+            before = await audit.snapshot(session, programme.id)
             fees = await service.set_card_fees(
                 session, programme, changes.model_dump(exclude_none=True)
             )
+            at = Clock().system_ms()
+            await audit.record_change(session, at, audit.CLI, "card_fee.set", programme.id, before)
             return fees.model_dump()
 
     try:
@@ -905,6 +921,7 @@ def cards_pool_create(
     Prints each card's external reference and activation code, one card a line; the codes are
     shown now only. An identity of the profile's type claims a card with both
     (`POST /managed_cards/assign`)."""
+    from multibank.audit import service as audit
     from multibank.cards.pool import create_pool
     from multibank.kernel import secrets as server_secrets
     from multibank.kernel.carddata import CardKeyring
@@ -926,7 +943,12 @@ def cards_pool_create(
             async with db.transaction() as session:
                 found = await service.require_programme_by_name(session, programme)
                 ctx = Ctx(session, found, clock.now_ms(found.clock_offset_ms))
-                return await create_pool(ctx, keys, profile, count, physical, currency)
+                made = await create_pool(ctx, keys, profile, count, physical, currency)
+                note = f"{len(made)} card(s) of profile {profile}"
+                await audit.record(
+                    session, clock.system_ms(), audit.CLI, "card_pool.create", found.id, note=note
+                )
+                return made
         finally:
             await nodes.stop()
 
@@ -997,6 +1019,7 @@ def programme_import(
     ledger's balances and postings are the file's."""
     from pydantic import ValidationError
 
+    from multibank.audit import service as audit
     from multibank.devloop.transfer import TransferError, import_programme
     from multibank.programmes import service
 
@@ -1011,6 +1034,10 @@ def programme_import(
         made = await import_programme(db, settings, document, name)
         async with db.transaction() as session:
             found = await service.require_programme(session, made.programme_id)
+            target = audit.Target("programme", str(found.id))
+            await audit.record_change(
+                session, Clock().system_ms(), audit.CLI, "programme.import", found.id, {}, target
+            )
             return await service.describe(session, found, api_key=made.api_key)
 
     try:
@@ -1036,6 +1063,7 @@ def programme_reset(
     Keeps its name, API keys, settings, profiles (and their ids), fee types and webhook URL;
     its programme id changes. The old data stays in the database, archived and shown nowhere
     (the ledger is append-only)."""
+    from multibank.audit import service as audit
     from multibank.devloop.reset import ResetError, reset
 
     if not yes and not typer.confirm(
@@ -1044,6 +1072,10 @@ def programme_reset(
         _fail("not reset")
     try:
         done = _run(lambda db: reset(db, name))
+        note = f"was programme {done.old_id}, archived as {done.archived_as}"
+        target = audit.Target("programme", str(done.new_id))
+        at = Clock().system_ms()
+        _run(lambda db: audit.record_cli(db, at, "programme.reset", name, None, target, note))
     except NotFound as exc:
         _fail(exc.message)
         return
@@ -1073,6 +1105,7 @@ def webhooks_trigger(
     Drives the API in this process (sign-up, login, accounts, payments...) with new sandbox
     customers until the event is written; it is delivered to the programme's webhook URL by
     the process that delivers events (`multibank serve`, `multibank webhooks deliver`)."""
+    from multibank.audit import service as audit
     from multibank.devloop.trigger import TRIGGERS, TriggerError, trigger
 
     if listed or not event:
@@ -1084,6 +1117,13 @@ def webhooks_trigger(
 
     try:
         done = _run(lambda db: trigger(db, settings, programme, event), settings)
+        ids = ", ".join(map(str, done.event_ids))
+        _run(
+            lambda db: audit.record_cli(
+                db, Clock().system_ms(), "webhook.trigger", programme, note=f"{event}: {ids}"
+            ),
+            settings,
+        )
     except NotFound as exc:
         _fail(exc.message)
         return
@@ -1112,6 +1152,7 @@ def webhooks_replay(
 
     Goes to the programme's webhook URL (or --to) plus the event's path; prints the answer's
     status. The event's delivery state does not change."""
+    from multibank.audit import service as audit
     from multibank.devloop.replay import ReplayError, replay
 
     settings = _settings()
@@ -1126,6 +1167,13 @@ def webhooks_replay(
     result = done.result
     said = f"HTTP {result.status}" if result.status is not None else (result.error or "?")
     line = f"{done.event_type} call-ref {done.call_ref} -> {done.url}: {said}"
+    replayed = audit.Target("webhook_event", event_id)
+    _run(
+        lambda db: audit.record_cli(
+            db, Clock().system_ms(), "webhook_event.replay", None, int(event_id), replayed, said
+        ),
+        settings,
+    )
     if not result.delivered:
         _fail(f"replay not accepted: {line}")
     typer.echo(line)

@@ -6,6 +6,7 @@ from __future__ import annotations
 def load_all() -> None:
     import multibank.accounts.iban
     import multibank.accounts.models
+    import multibank.audit.models
     import multibank.cards.authorisations
     import multibank.cards.models
     import multibank.factors.models

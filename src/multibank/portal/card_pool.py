@@ -10,15 +10,15 @@ from pydantic import BaseModel, Field
 
 from multibank.api.deps import AppContainer, Db, conflicts
 from multibank.api.openapi import not_found
-from multibank.api.routing import UnitOfWorkRoute
 from multibank.cards import pool
 from multibank.kernel.errors import NotFound
 from multibank.kernel.vocabulary import Currency, DigitsId
 from multibank.kernel.wire import StrictBody
+from multibank.portal.auditing import AuditedRoute
 from multibank.programmes import service
 from multibank.programmes.context import Ctx
 
-router = APIRouter(route_class=UnitOfWorkRoute, tags=["Card pool"])
+router = APIRouter(route_class=AuditedRoute, tags=["Card pool"])
 IdPath = Annotated[str, Path(pattern=r"^[0-9]{1,19}$")]
 POOL_CONFLICTS = (
     "PROFILE_NOT_FOUND",

@@ -11,8 +11,8 @@ from pydantic import BaseModel
 
 from multibank.api.deps import Db, conflicts
 from multibank.api.openapi import not_found
-from multibank.api.routing import UnitOfWorkRoute
 from multibank.cards import operator
+from multibank.portal.auditing import AuditedRoute
 from multibank.portal.router import (
     THROTTLED,
     IdPath,
@@ -27,7 +27,7 @@ from multibank.programmes.schemas import CardFeesRead, CardFeeWrite
 router = APIRouter(
     prefix="/programmes",
     tags=["Cards"],
-    route_class=UnitOfWorkRoute,
+    route_class=AuditedRoute,
     dependencies=[Depends(require_admin)],
     responses=THROTTLED,
 )

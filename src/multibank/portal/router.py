@@ -16,10 +16,10 @@ from multibank.accounts.models import ManagedAccount
 from multibank.api.deps import AppContainer, Db, conflicts
 from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp, answers, not_found
-from multibank.api.routing import UnitOfWorkRoute
 from multibank.kernel.errors import NotFound, Unauthorized
 from multibank.ledger.verify import verify_alone
 from multibank.portal import card_pool
+from multibank.portal.auditing import AuditedRoute
 from multibank.portal.guard import admin_authenticated
 from multibank.programmes import repository, service
 from multibank.programmes.context import Ctx
@@ -76,7 +76,7 @@ THROTTLED: dict[int | str, dict[str, Any]] = {
 router = APIRouter(
     prefix="/programmes",
     tags=["Programmes"],
-    route_class=UnitOfWorkRoute,
+    route_class=AuditedRoute,
     dependencies=[Depends(require_admin)],
     responses=THROTTLED,
 )
@@ -363,7 +363,7 @@ ROUTERS: list[APIRouter] = [router]
 
 
 def build_portal() -> FastAPI:
-    from multibank.portal import cards  # its routes build on this module's dependencies
+    from multibank.portal import audit_pages, cards  # they build on this module's dependencies
 
     app = DescribedApp(
         title="multibank operator API",
@@ -373,6 +373,6 @@ def build_portal() -> FastAPI:
         redoc_url="/redoc",
     )
     install_error_handlers(app)
-    for r in [*ROUTERS, cards.router]:
+    for r in [*ROUTERS, cards.router, audit_pages.api]:
         app.include_router(r)
     return app

@@ -71,7 +71,7 @@ from multibank.payments import repository as payments_repo
 from multibank.payments import steps as payment_steps
 from multibank.payments.models import OWT, SEND, TRANSFER, Payment
 from multibank.payments.schemas import OWT_STATES, SEND_STATES, TRANSFER_STATES
-from multibank.portal import overview, payment_detail, readable, sessions
+from multibank.portal import auditing, overview, payment_detail, readable, sessions
 from multibank.portal.guard import AdminThrottled, admin_authenticated
 from multibank.programmes import repository, service
 from multibank.programmes.context import Ctx
@@ -320,7 +320,7 @@ async def act(
     did; a refusal (a value the models or the service refuse) rolls back whatever the action had
     begun and says why on `url`'s page."""
     try:
-        flash = await work()
+        flash = await auditing.portal_action(request, signed, work)  # recorded once done
     except (ValidationError, DomainError, Refused) as exc:
         await _db(request).rollback()
         code: str | None
@@ -394,12 +394,14 @@ async def login(request: Request) -> Response:
         )
         return _login_page(request, 429, text, exc.headers())
     if not ok:
+        await auditing.sign_in_refused(request, token)
         text = (
             "Wrong admin token: type the server's MULTIBANK_ADMIN_TOKEN (a sandbox's "
             "`multibank serve` prints it when it starts) and sign in again."
         )
         return _login_page(request, 401, text)
     value = await sessions.sign_in(_db(request), _now(request), container.admin_token or "")
+    await auditing.signed_in(request, value)
     response = RedirectResponse("/portal/", status_code=303)
     response.set_cookie(
         sessions.COOKIE,
@@ -440,6 +442,7 @@ async def logout(request: Request) -> Response:
     if refused is not None or signed is None:
         return refused or to_login()
     await sessions.sign_out(_db(request), signed, _now(request))
+    await auditing.signed_out(request, signed)
     response = RedirectResponse("/portal/login?flash=signed-out", status_code=303)
     response.delete_cookie(sessions.COOKIE, path="/portal")
     return response
