@@ -514,7 +514,8 @@ RECENT_STEP_UP_MS = 60_000
 
 @dataclass(frozen=True)
 class StepUpWindow:
-    """From a step-up of the caller's user (ms, programme clock) to the end of its session."""
+    """From a step-up of the caller's user (ms, programme clock, inclusive) to the end of its
+    session (exclusive: what is posted at or after a logout is not covered)."""
 
     start_ms: int
     end_ms: int
@@ -536,7 +537,7 @@ class StatementReader:
         if windows is None:
             return
         for t in posted_ms:
-            if not any(w.start_ms <= t <= w.end_ms for w in windows):
+            if not any(w.start_ms <= t < w.end_ms for w in windows):
                 raise Forbidden("STEP_UP_REQUIRED", STEP_UP_MESSAGE)
 
 
