@@ -7,7 +7,8 @@ proves one of them (D7, docs/decisions/0007). Flushes, never commits.
 - Push (AUTHY, BIOMETRIC): a sandbox enrolment is ACTIVE at once (D11); a live one waits,
   PENDING_VERIFICATION, for the device to link with the linking code.
 - Step-up: an SMS code bound to the session, or a push challenge the simulator settles; either
-  marks the session `stepped_up` for the rest of its life.
+  marks the session `stepped_up` for the rest of its life, and records when (`stepped_up_at`,
+  which a later session's card statement may rely on for a minute: docs/decisions/0059).
 """
 
 from __future__ import annotations
