@@ -5,7 +5,7 @@ session of the same user reads the entries posted while a step-up of the last mi
 page holds an older one, in every form (JSON, CSV, PDF). The reference's
 `GetManagedCardsStatement_StepUpValidEntryLimit_SuccessLastEntry` and `…_ForbiddenAllEntries`,
 `…_StepUpActive_Success` and `…_StepUpExpired_Forbidden`; another user's step-up does not count,
-and a logged-out session's window ends at its logout."""
+a logged-out session's window ends at its logout, and a push step-up counts as an OTP one."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from tests.api.test_card_funding import ACCOUNTS, CARDS, body, move, ref
 from tests.api.test_card_statement import buy, simulated, statement
 from tests.api.test_factors import assert_step_up_required, enrol_sms, invited_user
 from tests.api.test_managed_cards import create
+from tests.api.test_stepup import challenge, settle, stepped_up_programme
 from tests.conftest import Prog
 from tests.factories import Identity, deposit, login, open_account, otp_step_up, verified
 
@@ -208,3 +209,24 @@ async def test_a_logged_out_sessions_window_ends_at_its_logout(client, programme
     got = ok(await read(client, ident, card, second, offset=2))
     assert (got["count"], got["responseCount"]) == (5, 3)
     assert got["entry"][-1]["transactionId"] == {"type": "TRANSFER", "id": transfer}
+
+
+async def test_a_push_step_up_counts_as_an_otp_one(client, programme):
+    """The step-up's time is recorded when the device's answer completes the challenge."""
+    p, ident = await stepped_up_programme(client, programme, "AUTHY")
+    r = await client.post(
+        f"/simulate/api/corporates/{ident.id}/verify", headers={"programme-key": p.api_key}
+    )
+    assert r.status_code == 204, r.text
+    await advance(client, p, RECENT + 1)  # the SMS step-up of the enrolment is no longer recent
+    cid = await challenge(client, ident.headers, "AUTHY")
+    assert (await settle(client, p, ident.root_id, cid, "verify_success")).status_code == 200
+    acc = (await open_account(client, ident, "EUR"))["id"]
+    assert await deposit(client, p, acc, 1000) == "COMPLETED"
+    card = ref(CARDS, (await create(client, ident))["id"])
+    assert (await move(client, ident, body(p, ref(ACCOUNTS, acc), card, 100))).status_code == 200
+    await logout(client, ident.headers)
+    later = await new_session(client, p, ident.email)
+    assert ok(await read(client, ident, card, later))["count"] == 1
+    await advance(client, p, RECENT + 1)
+    assert_step_up_required(await read(client, ident, card, later))
