@@ -243,6 +243,7 @@ async def test_step_up_is_demanded_when_the_programme_wants_it(client, programme
     assert r.status_code == 200, r.text
     for base in (LATEST, PINNED):
         assert len(await entries(client, ident, card, base)) == 1
+    await advance(client, p, 61)  # the first session's step-up is no longer recent (0059)
     r = await login(client, p, ident.email)
     fresh = {**p.headers, "Authorization": f"Bearer {r.json()['token']}"}
     for base in (LATEST, PINNED):

@@ -3,7 +3,7 @@ the programme's clock, and the idempotency-ref handling of D6."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
@@ -30,6 +30,8 @@ from multibank.kernel.tokens import (
     AuthSession,
     SessionLimits,
     alive,
+    ends_at,
+    own_and_stepped_up_since,
     read_session,
     renew_session,
     renewal_params,
@@ -502,6 +504,71 @@ async def stepped_up_session(
 # A logged-in session that passed the step-up check: use it in place of `LoggedIn`, e.g.
 # `async def op(session: StepUpRequired) -> ...`. A step-up lasts for the rest of the session.
 StepUpRequired = Annotated[Session, Depends(stepped_up_session)]
+
+
+# A card statement read by a session that has not stepped up (cards.md §8.1, decision 0059): a
+# step-up of the same user at most this long ago lets it read the entries posted while that
+# step-up was in force (from the step-up to the end of its session), and nothing older.
+RECENT_STEP_UP_MS = 60_000
+
+
+@dataclass(frozen=True)
+class StepUpWindow:
+    """From a step-up of the caller's user (ms, programme clock, inclusive) to the end of its
+    session (exclusive: what is posted at or after a logout is not covered)."""
+
+    start_ms: int
+    end_ms: int
+
+
+@dataclass(frozen=True)
+class StatementReader:
+    """The caller of a card statement. `windows` is None when it may read every entry (its
+    session stepped up, or its programme does not ask for step-up); otherwise the entries it
+    may read are those posted within one of them (`require_posted_within`)."""
+
+    session: Session
+    windows: tuple[StepUpWindow, ...] | None = None
+
+    def require_posted_within(self, posted_ms: Iterable[int]) -> None:
+        """403 STEP_UP_REQUIRED, as for any session that has not stepped up, unless every time
+        is within a recent step-up's window."""
+        windows = self.windows
+        if windows is None:
+            return
+        for t in posted_ms:
+            if not any(w.start_ms <= t < w.end_ms for w in windows):
+                raise Forbidden("STEP_UP_REQUIRED", STEP_UP_MESSAGE)
+
+
+@answers(400, 401, 403, STEP_UP)
+async def statement_reader(
+    request: Request, api_key: ApiKeyHeader, bearer: BearerHeader
+) -> StatementReader:
+    """`stepped_up_session`, unchanged for a stepped-up session or a programme without step-up;
+    a session that has not stepped up passes only if its user stepped up recently in another
+    session, with the windows of those step-ups (one more read, on this path only)."""
+    session = await logged_in(request, api_key, bearer)
+    if not step_up_pending(session):
+        return StatementReader(session)
+    now = session.ctx.now
+    own, others = await own_and_stepped_up_since(
+        session.ctx.db, session.auth, now - RECENT_STEP_UP_MS
+    )
+    if own is not None and own.stepped_up:  # stepped up in another process meanwhile
+        return StatementReader(Session(session.ctx, own))
+    limits = _limits(container_of(request))
+    windows = tuple(
+        StepUpWindow(row.stepped_up_at, ends_at(row, limits))
+        for row in others
+        if row.stepped_up_at is not None and row.stepped_up_at <= now
+    )
+    if not windows:
+        raise Forbidden("STEP_UP_REQUIRED", STEP_UP_MESSAGE)
+    return StatementReader(session, windows)
+
+
+StatementCaller = Annotated[StatementReader, Depends(statement_reader)]
 
 # OpenAPI `responses` entry of the operations that use it.
 STEP_UP_RESPONSES: dict[int | str, dict[str, Any]] = {

@@ -104,9 +104,13 @@ async def expire_pending_of_channel(
     )
 
 
-async def mark_stepped_up(db: AsyncSession, programme_id: int, session_id: int) -> None:
+async def mark_stepped_up(
+    db: AsyncSession, programme_id: int, session_id: int, now_ms: int
+) -> None:
+    """The session is stepped up for the rest of its life (D7); `stepped_up_at` keeps when it
+    last did, which later sessions of its user may rely on for a while (decision 0059)."""
     await db.execute(
         update(AuthSession)
         .where(AuthSession.programme_id == programme_id, AuthSession.id == session_id)
-        .values(stepped_up=True)
+        .values(stepped_up=True, stepped_up_at=now_ms)
     )

@@ -7,7 +7,8 @@ proves one of them (D7, docs/decisions/0007). Flushes, never commits.
 - Push (AUTHY, BIOMETRIC): a sandbox enrolment is ACTIVE at once (D11); a live one waits,
   PENDING_VERIFICATION, for the device to link with the linking code.
 - Step-up: an SMS code bound to the session, or a push challenge the simulator settles; either
-  marks the session `stepped_up` for the rest of its life.
+  marks the session `stepped_up` for the rest of its life, and records when (`stepped_up_at`,
+  which a later session's card statement may rely on for a minute: docs/decisions/0059).
 """
 
 from __future__ import annotations
@@ -240,7 +241,7 @@ async def stepup_sms_verify(ctx: Ctx, auth: AuthSession, code: str) -> None:
     if await codes.latest(ctx.db, ctx.programme.id, subject, STEPUP_SMS) is None:
         raise Conflict("STATE_INVALID")  # no challenge was issued in this session
     await _consume(ctx, subject, STEPUP_SMS, code)
-    await repo.mark_stepped_up(ctx.db, ctx.programme.id, auth.id)
+    await repo.mark_stepped_up(ctx.db, ctx.programme.id, auth.id, ctx.now)
     await webhooks.stepup(ctx, await _user(ctx, auth), auth.id, SMS, "VERIFIED")
 
 
@@ -288,7 +289,7 @@ async def settle_challenge(ctx: Ctx, user_id: int, challenge_id: int, outcome: s
     row.status = outcome
     row.settled_at = ctx.now
     if outcome == COMPLETED:
-        await repo.mark_stepped_up(ctx.db, ctx.programme.id, row.session_id)
+        await repo.mark_stepped_up(ctx.db, ctx.programme.id, row.session_id, ctx.now)
     user = await repo.user(ctx.db, ctx.programme.id, user_id)
     if user is not None:
         status = {COMPLETED: "VERIFIED", DENIED: "DECLINED"}.get(outcome, "EXPIRED")

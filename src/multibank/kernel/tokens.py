@@ -14,7 +14,18 @@ from typing import Any, cast
 import jwt
 from jwt.algorithms import HMACAlgorithm
 from jwt.api_jws import PyJWS
-from sqlalchemy import Boolean, ForeignKey, String, Table, and_, bindparam, insert, select, update
+from sqlalchemy import (
+    Boolean,
+    ForeignKey,
+    String,
+    Table,
+    and_,
+    bindparam,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -38,6 +49,8 @@ class AuthSession(Base):
     identity_id: Mapped[int]
     token_type: Mapped[str] = mapped_column(String(20))  # AUTH | ACCESS | PASSWORD_UPDATE
     stepped_up: Mapped[bool] = mapped_column(Boolean, default=False)
+    # When the session last stepped up (programme clock, ms); None until it does (decision 0059).
+    stepped_up_at: Mapped[int | None] = mapped_column(nullable=True)
     created_at: Mapped[int]
     last_seen_at: Mapped[int]
     ended_at: Mapped[int | None] = mapped_column(nullable=True)
@@ -168,6 +181,7 @@ async def open_session(
         "identity_id": identity_id,
         "token_type": token_type,
         "stepped_up": False,
+        "stepped_up_at": None,
         # The absolute limit counts from `created_at`.
         "created_at": now_ms if started_at is None else min(started_at, now_ms),
         "last_seen_at": now_ms,
@@ -226,6 +240,44 @@ async def read_session(db: AsyncSession, session_id: int) -> AuthSession | None:
     statements by id."""
     row = (await db.execute(_READ, {"session_id": session_id})).first()
     return None if row is None else AuthSession(**row._asdict())
+
+
+# A session that has not stepped up, and the sessions of its user that stepped up since `since`
+# (decision 0059), in one statement.
+_OWN_AND_STEPPED_UP_SINCE = select(*SESSIONS.c).where(
+    SESSIONS.c.programme_id == bindparam("programme_id"),
+    SESSIONS.c.user_id == bindparam("user_id"),
+    or_(SESSIONS.c.id == bindparam("session_id"), SESSIONS.c.stepped_up_at >= bindparam("since")),
+)
+
+
+async def own_and_stepped_up_since(
+    db: AsyncSession, session: AuthSession, since_ms: int
+) -> tuple[AuthSession | None, list[AuthSession]]:
+    """`session`'s row as the database holds it now, and the other sessions of its user (same
+    programme) whose last step-up was at `since_ms` or later, ended ones included."""
+    params = {
+        "programme_id": session.programme_id,
+        "user_id": session.user_id,
+        "session_id": session.id,
+        "since": since_ms,
+    }
+    own: AuthSession | None = None
+    others: list[AuthSession] = []
+    for row in (await db.execute(_OWN_AND_STEPPED_UP_SINCE, params)).all():
+        found = AuthSession(**row._asdict())
+        if found.id == session.id:
+            own = found
+        else:
+            others.append(found)
+    return own, others
+
+
+def ends_at(row: AuthSession, limits: SessionLimits) -> int:
+    """When a session ended or will end if nothing renews it (D7): its logout, or its idle or
+    absolute limit, whichever comes first."""
+    end = min(row.last_seen_at + limits.idle_ms, row.created_at + limits.absolute_ms)
+    return end if row.ended_at is None else min(end, row.ended_at)
 
 
 async def renew_session(

@@ -1,5 +1,5 @@
 """Managed-card statement (3.29.1): `GET /managed_cards/{id}/statement` as JSON, CSV or PDF by the
-`accept` header (cards.md §3.8, §5.3; D23, D28, D30; docs/decisions/0046).
+`accept` header (cards.md §3.8, §5.3, §8.1; D23, D28, D30; docs/decisions/0046, 0059).
 
 The account statement's query parameters, content negotiation and rendering are reused
 (`api/v3_29/statements.py`, `ledger/statements.py`). What differs for a card:
@@ -18,7 +18,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
-from multibank.api.deps import StepUpRequired
+from multibank.api.deps import StatementCaller
 from multibank.api.routing import UnitOfWorkRoute
 from multibank.api.v3_29.fees import CurrencyAmount, TransactionId
 from multibank.api.v3_29.managed_cards import CardId, owner
@@ -92,7 +92,7 @@ def card_entry_body(e: Entry) -> dict[str, Any]:
 )
 async def managed_card_statement(
     id: CardId,
-    session: StepUpRequired,
+    reader: StatementCaller,
     params: Params,
     response: Response,
     accept: Accept,
@@ -103,8 +103,11 @@ async def managed_card_statement(
     merchant fields. A debit card's entries are its parent account's movements it caused,
     without balances after. Time bounds are inclusive; pages of at most 100; `count` is the
     number of entries matching the filters; `showFundMovementsOnly` changes nothing (a card's
-    statement has no zero-amount events). Another identity's card is 404. Demands a stepped-up
-    session when the programme's `stepUpRequired` is on."""
+    statement has no zero-amount events). Another identity's card is 404. When the programme's
+    `stepUpRequired` is on, a session that has not stepped up reads only entries posted while a
+    step-up of its user, in another session, within the last minute, was in force (to that
+    session's end); any other entry on the page answers 403 STEP_UP_REQUIRED."""
+    session = reader.session
     response.headers["vary"] = "accept"
     card, ledger_account = await cards.load(session.ctx, owner(session), id)
     account_id = card.id if card.parent_account_id is None else card.parent_account_id
@@ -120,6 +123,8 @@ async def managed_card_statement(
         card_id=card.id,
     )
     page = await statements.statement(session.ctx.db, query)
+    # Every form (JSON, CSV, PDF) alike, before anything is rendered (decision 0059).
+    reader.require_posted_within(e.timestamp for e in page.entries)
     subject = Subject(
         "card",
         card.id,
