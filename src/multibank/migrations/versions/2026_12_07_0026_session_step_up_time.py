@@ -6,8 +6,8 @@ that has not stepped up may read the card-statement entries posted while a recen
 force (docs/decisions/0059). Sessions that stepped up before this migration keep NULL: they
 count as stepped up for themselves, and as no recent step-up for others.
 
-Revision ID: 0027
-Revises: 0024
+Revision ID: 0026
+Revises: 0025
 Create Date: 2026-12-07 09:00:00
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0027"
-down_revision: str | None = "0024"
+revision: str = "0026"
+down_revision: str | None = "0025"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
