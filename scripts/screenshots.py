@@ -13,6 +13,7 @@ Usage: .venv/bin/python scripts/screenshots.py [--out screenshots]
 from __future__ import annotations
 
 import argparse
+import http.server
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -33,6 +35,19 @@ from multibank.identities.samples import corporate_signup
 
 BIN = Path(sys.executable).parent
 ADMIN = f"shots-{secrets.token_hex(12)}"
+
+
+class Received(http.server.BaseHTTPRequestHandler):
+    """A webhook receiver that takes every event."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
 
 def call(base: str, method: str, path: str, headers: dict[str, str], body: Any = None) -> Any:
@@ -176,19 +191,31 @@ def main() -> None:
                 except OSError:
                     time.sleep(0.2)
             identity = customer(base, key, profiles)
-            for event in ("transfers.COMPLETED", "outgoing_wire_transfers.SUBMITTED"):
-                subprocess.run(
-                    [str(BIN / "multibank"), "webhooks", "trigger", event],
-                    env=env,
-                    check=True,
-                    stdout=subprocess.DEVNULL,
-                )
             admin = {"Authorization": f"Bearer {ADMIN}"}
             pid = next(
                 p["programmeId"]
                 for p in call(base, "GET", "/portal/api/programmes", admin)
                 if p["name"] == "default"
             )
+            # Events need a webhook URL: a receiver in this process answers each with 200.
+            receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Received)
+            threading.Thread(target=receiver.serve_forever, daemon=True).start()
+            call(
+                base,
+                "PATCH",
+                f"/portal/api/programmes/{pid}/settings",
+                admin,
+                {"webhookUrl": f"http://127.0.0.1:{receiver.server_address[1]}/hooks"},
+            )
+            for event in ("transfers.COMPLETED", "outgoing_wire_transfers.SUBMITTED"):
+                made = subprocess.run(
+                    [str(BIN / "multibank"), "webhooks", "trigger", event],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                )
+                if made.returncode:
+                    sys.exit(f"webhooks trigger {event}: {made.stdout[-800:]}{made.stderr[-800:]}")
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
                 for width, size in (("laptop", (1280, 800)), ("phone", (390, 844))):

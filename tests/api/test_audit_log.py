@@ -322,7 +322,7 @@ async def test_customer_account_and_card_actions_name_their_target(
         said = await submitted(browser, f"{base}/accounts/{acc}/iban", detail)
         assert said.endswith(" allocated.")
         said = await submitted(browser, f"{base}/accounts/{acc}/deposit", detail, amount="500")
-        assert said == "Deposit: COMPLETED."
+        assert said == "Deposited 5.00 EUR. COMPLETED"
         refused = await submitted(browser, f"{base}/accounts/{acc}/deposit", detail, amount="x")
         assert "whole number" in refused
     finally:

@@ -548,9 +548,7 @@ async def test_rejecting_a_wire_transfer_asks_first(browser, client, programme):
     assert got.json()["state"] == "SUBMITTED"
     question = await page(browser, reject)
     r = await browser.post(reject, data={"csrf": csrf_of(question), "confirm": "yes"})
-    assert flash_of(await landed(browser, r)) == (
-        "Rejected: the wire transfer's money is back on the account."
-    )
+    assert flash_of(await landed(browser, r)) == ("Rejected: its money is back on the account.")
     got = await client.get(f"/multi/outgoing_wire_transfers/{owt_id}", headers=ident.headers)
     assert got.json()["state"] == "REJECTED"
 

@@ -191,9 +191,7 @@ async def test_settle_then_return_from_the_page_and_reject_after_confirming(
     )
     assert r.headers["location"] == detail
     shown = await landed(browser, r)
-    assert flash_of(shown) == (
-        "Returned: the bank sent the wire transfer's money back to the account."
-    )
+    assert flash_of(shown) == ("Returned: the bank sent its money back to the account.")
     assert await state_of(client, ident, owt) == "RETURNED"
     available, actual = await balances(client, ident, acc)
     assert available - after_settle[0] >= 5_000 and actual - after_settle[1] >= 5_000
@@ -211,9 +209,7 @@ async def test_settle_then_return_from_the_page_and_reject_after_confirming(
         f"{base}/wire/{second}/reject", data={"csrf": csrf_of(confirm), "confirm": "yes"}
     )
     assert r.headers["location"] == f"{base}/payments"
-    assert flash_of(await landed(browser, r)) == (
-        "Rejected: the wire transfer's money is back on the account."
-    )
+    assert flash_of(await landed(browser, r)) == ("Rejected: its money is back on the account.")
     assert await state_of(client, ident, second) == "REJECTED"
     assert "Hold released (REJECTED)" in text(await page(browser, f"{base}/payments/{second}"))
 
@@ -248,7 +244,7 @@ async def test_a_refused_return_says_why_and_changes_nothing(
     said = flash_of(await landed(browser, r))
     assert said == (
         "Not returned: only a COMPLETED wire transfer can be returned, and this one is "
-        "SUBMITTED. Nothing changed."
+        "SUBMITTED. Nothing changed. DENIED"
     )
     assert await state_of(client, ident, owt) == "SUBMITTED"
     assert await balances(client, ident, acc) == before

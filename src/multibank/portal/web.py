@@ -1611,8 +1611,8 @@ def _wire_refusal(action: str, code: str, state: str) -> str:
 
 WIRE_DONE = {
     "accept": "Settled: the wire transfer has left the account.",
-    "reject": "Rejected: the wire transfer's money is back on the account.",
-    "return": "Returned: the bank sent the wire transfer's money back to the account.",
+    "reject": "Rejected: its money is back on the account.",
+    "return": "Returned: the bank sent its money back to the account.",
 }
 
 
