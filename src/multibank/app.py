@@ -36,6 +36,7 @@ from multibank.payments.steps import PaymentWorker
 from multibank.portal.audit_pages import pages as audit_pages
 from multibank.portal.guard import admin_authenticated
 from multibank.portal.router import build_portal
+from multibank.portal.web import fallback as portal_fallback
 from multibank.portal.web import router as portal_pages
 from multibank.settings import Settings, get_settings
 from multibank.simulator.kyc_page import router as kyc_pages
@@ -254,6 +255,9 @@ def create_app(
     @app.get("/portal", include_in_schema=False)
     async def portal_root() -> RedirectResponse:
         return RedirectResponse("/portal/", status_code=308)
+
+    # After every /portal route above: an address under /portal/ that none answers.
+    app.include_router(portal_fallback)
 
     app.mount(DOCS_ASSETS_URL, StaticFiles(directory=DOCS_ASSETS), name="docs-assets")
     versions = [r for r in app.routes if isinstance(r, Mount) and r.path in BASES]

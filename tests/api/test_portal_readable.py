@@ -378,3 +378,18 @@ async def test_query_strings_a_page_cannot_use_answer_a_portal_page(
     r = await browser.get(f"{base}/customers?offset=abc")
     assert r.status_code == 400 and "(offset)" in r.text
     assert 'href="/portal/"' in r.text  # a way back into the portal
+
+
+async def test_an_unknown_portal_address_is_the_portals_own_not_found_page(
+    client: Any, admin_headers: Any
+) -> None:
+    r = await client.get("/portal/programmes/1/no-such-page")
+    assert r.status_code == 404
+    assert r.headers["content-type"].startswith("text/html")
+    assert "No such page" in r.text
+    assert "default-src 'self'" in r.headers["content-security-policy"]
+    # The operator API under /portal/api keeps its JSON answers, and its docs redirect.
+    api = await client.get("/portal/api/no-such-route", headers=admin_headers)
+    assert api.status_code == 404
+    assert api.headers["content-type"].startswith("application/json")
+    assert (await client.get("/portal/api")).status_code in (307, 308)

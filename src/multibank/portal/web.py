@@ -1848,3 +1848,14 @@ async def card_action(request: Request, programme_id: str, card_id: str, action:
         return Flash("Card unblocked.")
 
     return await act(request, signed, f"/portal/programmes/{programme.id}/cards/{card.id}", work)
+
+
+# Included after every other portal router (app.py): an address under /portal/ that no page
+# answers gets the portal's own "not found" page, not the API's JSON. /portal/api is a mount
+# matched before this, so the operator API keeps its JSON 404.
+fallback = APIRouter(prefix="/portal", include_in_schema=False, route_class=PortalRoute)
+
+
+@fallback.get("/{rest:path}")
+async def no_such_page(rest: str) -> Response:
+    return _not_found("page")
