@@ -233,7 +233,9 @@ def _with_rows(statement: Any, rows: Sequence[Rows]) -> Any:
     the statement's end, so a row may name the movement's own transaction)."""
     for t, (table, values) in enumerate(rows):
         keys = tuple(values[0])
-        multi = [{key: bindparam(f"r{t}_{j}_{key}") for key in keys} for j in range(len(values))]
+        multi: list[dict[str, Any]] = [
+            {key: bindparam(f"r{t}_{j}_{key}") for key in keys} for j in range(len(values))
+        ]
         statement = statement.add_cte(insert(table).values(multi).cte(f"rows{t}"))
     return statement
 
