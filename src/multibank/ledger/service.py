@@ -228,15 +228,16 @@ def _rows_shape(rows: Sequence[Rows]) -> tuple[tuple[str, int, tuple[str, ...]],
 
 
 def _with_rows(statement: Any, rows: Sequence[Rows]) -> Any:
-    """The movement statement that also inserts `rows`, each table's as a CTE of its own (a
+    """The movement statement that also inserts `rows`, each row as a CTE of its own (a
     data-modifying CTE runs whether or not the statement reads it; foreign keys are checked at
-    the statement's end, so a row may name the movement's own transaction)."""
+    the statement's end, so a row may name the movement's own transaction). One row a CTE: a
+    multi-row VALUES of bound parameters is not cached by SQLAlchemy, and compiling it costs
+    more than the round trip it saves."""
     for t, (table, values) in enumerate(rows):
         keys = tuple(values[0])
-        multi: list[dict[str, Any]] = [
-            {key: bindparam(f"r{t}_{j}_{key}") for key in keys} for j in range(len(values))
-        ]
-        statement = statement.add_cte(insert(table).values(multi).cte(f"rows{t}"))
+        for j in range(len(values)):
+            row = {key: bindparam(f"r{t}_{j}_{key}") for key in keys}
+            statement = statement.add_cte(insert(table).values(row).cte(f"rows{t}_{j}"))
     return statement
 
 
