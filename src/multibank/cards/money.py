@@ -448,15 +448,16 @@ async def _lock_accounts(ctx: Ctx, ids: list[int]) -> None:
 
 # The accounts of a purchase locked in one statement: the rows come locked in id order (the
 # locking step takes them from the sort), the order every movement takes them in, and the
-# reserved book is found by its key in the same statement.
+# reserved book is found by its key in the same statement. The three ids (spending account,
+# scheme and revenue shards) are three parameters, not an expanding list, which SQLAlchemy
+# renders again at every execution.
+_PURCHASE_ACCOUNTS = or_(
+    LedgerAccount.id.in_([bindparam("id_0"), bindparam("id_1"), bindparam("id_2")]),
+    LedgerAccount.system_key == bindparam("book_key"),
+)
 _LOCK_PURCHASE = (
     select(LedgerAccount.id, LedgerAccount.available, LedgerAccount.system_key)
-    .where(
-        or_(
-            LedgerAccount.id.in_(bindparam("ids", expanding=True)),
-            LedgerAccount.system_key == bindparam("book_key"),
-        )
-    )
+    .where(_PURCHASE_ACCOUNTS)
     .order_by(LedgerAccount.id)
     .with_for_update()
 )
@@ -474,25 +475,25 @@ _LOCK_PURCHASE_SPENT = (
         *(_SPENT_NOW.c[f"spent_{i}"] for i in range(len(INTERVALS))),
     )
     .join(_SPENT_NOW, true())
-    .where(
-        or_(
-            LedgerAccount.id.in_(bindparam("ids", expanding=True)),
-            LedgerAccount.system_key == bindparam("book_key"),
-        )
-    )
+    .where(_PURCHASE_ACCOUNTS)
     .order_by(LedgerAccount.id)
     .with_for_update(of=LedgerAccount)
 )
 
 
 async def _lock_purchase(
-    ctx: Ctx, card: ManagedCard, account_id: int, others: list[int]
+    ctx: Ctx, card: ManagedCard, account_id: int, scheme: int, revenue: int
 ) -> tuple[int, int, dict[str, int] | None]:
-    """Locks the spending account, its reserved book and `others` in id order; returns the
-    book's id, the spending account's available balance as the lock found it and a debit
-    card's spend in each window (`spent`; None for a prepaid card)."""
+    """Locks the spending account, its reserved book, the scheme and revenue accounts in id
+    order; returns the book's id, the spending account's available balance as the lock found it
+    and a debit card's spend in each window (`spent`; None for a prepaid card)."""
     key = _reserved_key(ctx, account_id)
-    params: dict[str, Any] = {"ids": [account_id, *others], "book_key": key}
+    params: dict[str, Any] = {
+        "id_0": account_id,
+        "id_1": scheme,
+        "id_2": revenue,
+        "book_key": key,
+    }
     statement = _LOCK_PURCHASE
     if card.mode == DEBIT:
         params.update(_spent_params(ctx, card))
@@ -999,7 +1000,7 @@ async def purchase(
     account_id, currency, amount = spending_account(card), card.currency, attempt.amount
     scheme = await scheme_account(ctx, account_id, currency)
     revenue = await revenue_account(ctx, account_id, currency)
-    book, available, used = await _lock_purchase(ctx, card, account_id, [scheme, revenue])
+    book, available, used = await _lock_purchase(ctx, card, account_id, scheme, revenue)
     refused = None if used is None else over_limit(card, used, amount)  # D22 #12
     if refused is None and available < amount:  # the guarded update's check (D22 #13)
         refused = NOT_ENOUGH_FUNDS

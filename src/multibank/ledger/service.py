@@ -236,7 +236,7 @@ def _with_rows(statement: Any, rows: Sequence[Rows]) -> Any:
     for t, (table, values) in enumerate(rows):
         keys = tuple(values[0])
         for j in range(len(values)):
-            row = {key: bindparam(f"r{t}_{j}_{key}") for key in keys}
+            row: dict[str, Any] = {key: bindparam(f"r{t}_{j}_{key}") for key in keys}
             statement = statement.add_cte(insert(table).values(row).cte(f"rows{t}_{j}"))
     return statement
 
