@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pycountry
-from sqlalchemy import Table, bindparam, case, func, insert, or_, select, update
+from sqlalchemy import Table, bindparam, case, func, or_, select, true, update
 from sqlalchemy.exc import IntegrityError
 
 from multibank.cards import events
@@ -223,7 +223,7 @@ def _spent_statement() -> Any:
         func.coalesce(
             func.sum(case((CardAuthorisation.created_at >= bindparam(f"s_{i}"), amount), else_=0)),
             0,
-        )
+        ).label(f"spent_{i}")
         for i in range(len(INTERVALS))
     ]
     return select(*columns).where(CardAuthorisation.card_id == bindparam("card_id"))
@@ -233,15 +233,22 @@ def _spent_statement() -> Any:
 _SPENT = _spent_statement()
 
 
-async def spent(ctx: Ctx, card: ManagedCard) -> dict[str, int]:
-    """What the card spent in each interval's current window: held plus settled plus fees minus
-    refunds of the authorisations made in the window (D22)."""
+def _spent_params(ctx: Ctx, card: ManagedCard) -> dict[str, Any]:
     params: dict[str, Any] = {
         f"s_{i}": window_start(interval, ctx.now) for i, interval in enumerate(INTERVALS)
     }
     params["card_id"] = card.id
-    row = (await ctx.db.execute(_SPENT, params)).one()
-    return {interval: int(value) for interval, value in zip(INTERVALS, row, strict=True)}
+    return params
+
+
+def _spent_of(values: Any) -> dict[str, int]:
+    return {interval: int(value) for interval, value in zip(INTERVALS, values, strict=True)}
+
+
+async def spent(ctx: Ctx, card: ManagedCard) -> dict[str, int]:
+    """What the card spent in each interval's current window: held plus settled plus fees minus
+    refunds of the authorisations made in the window (D22)."""
+    return _spent_of((await ctx.db.execute(_SPENT, _spent_params(ctx, card))).one())
 
 
 async def available_to_spend(ctx: Ctx, card: ManagedCard) -> list[dict[str, Any]]:
@@ -441,36 +448,66 @@ async def _lock_accounts(ctx: Ctx, ids: list[int]) -> None:
 
 # The accounts of a purchase locked in one statement: the rows come locked in id order (the
 # locking step takes them from the sort), the order every movement takes them in, and the
-# reserved book is found by its key in the same statement.
+# reserved book is found by its key in the same statement. The three ids (spending account,
+# scheme and revenue shards) are three parameters, not an expanding list, which SQLAlchemy
+# renders again at every execution.
+_PURCHASE_ACCOUNTS = or_(
+    LedgerAccount.id.in_([bindparam("id_0"), bindparam("id_1"), bindparam("id_2")]),
+    LedgerAccount.system_key == bindparam("book_key"),
+)
 _LOCK_PURCHASE = (
     select(LedgerAccount.id, LedgerAccount.available, LedgerAccount.system_key)
-    .where(
-        or_(
-            LedgerAccount.id.in_(bindparam("ids", expanding=True)),
-            LedgerAccount.system_key == bindparam("book_key"),
-        )
-    )
+    .where(_PURCHASE_ACCOUNTS)
     .order_by(LedgerAccount.id)
     .with_for_update()
 )
 
 
+# The same, with a debit card's spend in each window read in the statement (decision 0060): the
+# card's row is locked already (`_CARD` of the simulator), so every earlier step of the card has
+# committed and this statement's snapshot holds it. Only the accounts' rows are locked.
+_SPENT_NOW = _SPENT.subquery("spent")
+_LOCK_PURCHASE_SPENT = (
+    select(
+        LedgerAccount.id,
+        LedgerAccount.available,
+        LedgerAccount.system_key,
+        *(_SPENT_NOW.c[f"spent_{i}"] for i in range(len(INTERVALS))),
+    )
+    .join(_SPENT_NOW, true())
+    .where(_PURCHASE_ACCOUNTS)
+    .order_by(LedgerAccount.id)
+    .with_for_update(of=LedgerAccount)
+)
+
+
 async def _lock_purchase(
-    ctx: Ctx, account_id: int, currency: str, others: list[int]
-) -> tuple[int, int]:
-    """Locks the spending account, its reserved book and `others` in id order; returns the
-    book's id and the spending account's available balance as the lock found it."""
+    ctx: Ctx, card: ManagedCard, account_id: int, scheme: int, revenue: int
+) -> tuple[int, int, dict[str, int] | None]:
+    """Locks the spending account, its reserved book, the scheme and revenue accounts in id
+    order; returns the book's id, the spending account's available balance as the lock found it
+    and a debit card's spend in each window (`spent`; None for a prepaid card)."""
     key = _reserved_key(ctx, account_id)
-    params = {"ids": [account_id, *others], "book_key": key}
-    rows = (await ctx.db.execute(_LOCK_PURCHASE, params)).all()
+    params: dict[str, Any] = {
+        "id_0": account_id,
+        "id_1": scheme,
+        "id_2": revenue,
+        "book_key": key,
+    }
+    statement = _LOCK_PURCHASE
+    if card.mode == DEBIT:
+        params.update(_spent_params(ctx, card))
+        statement = _LOCK_PURCHASE_SPENT
+    rows = (await ctx.db.execute(statement, params)).all()
     if not any(row.system_key == key for row in rows):
         # The account's first card hold: its book is created (by this transaction or a
         # concurrent one), then everything is locked again in id order.
-        await reserved_book(ctx, account_id, currency)
-        rows = (await ctx.db.execute(_LOCK_PURCHASE, params)).all()
+        await reserved_book(ctx, account_id, card.currency)
+        rows = (await ctx.db.execute(statement, params)).all()
     book = next(int(row.id) for row in rows if row.system_key == key)
     available = next(int(row.available) for row in rows if row.id == account_id)
-    return book, available
+    used = _spent_of(rows[0][3:]) if card.mode == DEBIT else None
+    return book, available, used
 
 
 async def available_of(ctx: Ctx, account_id: int) -> int:
@@ -552,26 +589,40 @@ async def decline(ctx: Ctx, card: ManagedCard, attempt: Attempt, refused: Declin
 
 
 async def _checked(
-    ctx: Ctx, card: ManagedCard, attempt: Attempt, refused: Decline | None
+    ctx: Ctx,
+    card: ManagedCard,
+    attempt: Attempt,
+    refused: Decline | None,
+    profile_rules: dict[str, Any] | None = None,
+    limits: bool = True,
 ) -> tuple[Attempt, dict[str, Any], Decline | None, dict[str, int] | None]:
     """D22's checks in order (see `authorise`): the attempt with its merchant fixed, the first
-    refusal, and a debit card's spend in each window (read once; what follows is derived)."""
+    refusal, and a debit card's spend in each window (read once; what follows is derived).
+    `profile_rules`: the card profile's spend rules when the caller read them with the card;
+    without `limits`, the spend limits are left to the caller (`purchase` reads the spend with
+    its account locks)."""
     merchant = attempt.merchant()
     attempt = _with_merchant(attempt, merchant)
     refused = refused or standing_decline(card, attempt, ctx.now)
     if refused is None:
         refused = await check_pin(ctx, card, attempt)
     if refused is None:
-        profile_rules = await profile_spend_rules(ctx, card)
+        if profile_rules is None:
+            profile_rules = await profile_spend_rules(ctx, card)
         for rules in (card.spend_rules or {}, profile_rules):
             refused = refused or spend_rule_decline(rules, attempt, merchant)
     used = None
-    if refused is None and card.mode == DEBIT:
+    if refused is None and card.mode == DEBIT and limits:
         used = await spent(ctx, card)
-        left = to_spend_after(card, used)
-        if any(attempt.amount > limit["value"]["amount"] for limit in left):
-            refused = spend_control("SPEND_LIMIT_EXCEEDED")
+        refused = over_limit(card, used, attempt.amount)
     return attempt, merchant, refused, used
+
+
+def over_limit(card: ManagedCard, used: dict[str, int], amount: int) -> Decline | None:
+    """D22's spend-limit check of a debit card, on its spend in each window (`spent`)."""
+    if any(amount > limit["value"]["amount"] for limit in to_spend_after(card, used)):
+        return spend_control("SPEND_LIMIT_EXCEEDED")
+    return None
 
 
 async def authorise(
@@ -924,12 +975,16 @@ async def refund(
     )
 
 
-_INSERT_AUTHORISATION = insert(cast(Table, CardAuthorisation.__table__))
-_INSERT_MOVEMENTS = insert(cast(Table, CardMovement.__table__))
+_AUTHORISATIONS = cast(Table, CardAuthorisation.__table__)
+_MOVEMENTS = cast(Table, CardMovement.__table__)
 
 
 async def purchase(
-    ctx: Ctx, card: ManagedCard, attempt: Attempt, refused: Decline | None = None
+    ctx: Ctx,
+    card: ManagedCard,
+    attempt: Attempt,
+    refused: Decline | None = None,
+    profile_rules: dict[str, Any] | None = None,
 ) -> Outcome:
     """The simulator's purchase: an authorisation and its full settlement, in one database
     transaction (D23), recorded exactly as `authorise` then `settle` record them, in fewer
@@ -937,15 +992,20 @@ async def purchase(
     accounts are locked up front (in id order, in one statement), so the funds check reads the
     locked balance and no guard can refuse afterwards (no savepoint); the authorisation is
     written as settled, its ledger transaction as COMPLETED."""
-    attempt, merchant, refused, used = await _checked(ctx, card, attempt, refused)
+    attempt, merchant, refused, _ = await _checked(
+        ctx, card, attempt, refused, profile_rules, limits=False
+    )
     if refused is not None:
         return await decline(ctx, card, attempt, refused)
     account_id, currency, amount = spending_account(card), card.currency, attempt.amount
     scheme = await scheme_account(ctx, account_id, currency)
     revenue = await revenue_account(ctx, account_id, currency)
-    book, available = await _lock_purchase(ctx, account_id, currency, [scheme, revenue])
-    if available < amount:  # the guarded update's check (D22 #13), on the locked row
-        return await decline(ctx, card, attempt, NOT_ENOUGH_FUNDS)
+    book, available, used = await _lock_purchase(ctx, card, account_id, scheme, revenue)
+    refused = None if used is None else over_limit(card, used, amount)  # D22 #12
+    if refused is None and available < amount:  # the guarded update's check (D22 #13)
+        refused = NOT_ENOUGH_FUNDS
+    if refused is not None:
+        return await decline(ctx, card, attempt, refused)
     kind = ATM_WITHDRAWAL if merchant["merchantTransactionType"] == CASH_WITHDRAWAL else PURCHASE
     fee = max(0, min(card_fee(ctx.programme, kind, currency), available - amount))
     auth_id, settlement_id, code = new_id(), new_id(), auth_code()
@@ -978,6 +1038,38 @@ async def purchase(
     ]
     if fee:
         legs.append(ledger.Leg(revenue, currency, fee, fee, guarded=False))
+    # The authorisation's row (written settled) and both steps' card movements, in the
+    # settlement's own statement (decision 0060): nothing in this request reads them back.
+    authorisation_row = {
+        "id": auth_id,
+        "programme_id": ctx.programme.id,
+        "card_id": card.id,
+        "account_id": account_id,
+        "reserved_account_id": book,
+        "currency": currency,
+        "held_amount": amount,
+        "open_amount": 0,
+        "settled_amount": amount,
+        "fee_amount": fee,
+        "refunded_amount": 0,
+        "state": COMPLETED,
+        "auth_code": code,
+        "merchant": merchant,
+        "settlement_id": settlement_id,
+        "expires_at": ctx.now + AUTHORISATION_TTL_MS,
+        "created_at": ctx.now,
+    }
+    movement_rows = [
+        {
+            "transaction_id": step_id,
+            "programme_id": ctx.programme.id,
+            "card_id": card.id,
+            "account_id": account_id,
+            "kind": step,
+            "created_at": ctx.now,
+        }
+        for step_id, step in ((auth_id, AUTHORISATION), (settlement_id, SETTLEMENT))
+    ]
     await ledger.post(
         ctx.db,
         programme_id=ctx.programme.id,
@@ -986,44 +1078,7 @@ async def purchase(
         now_ms=ctx.now,
         details=settlement_details,
         transaction_id=settlement_id,
-    )
-    # Core INSERTs of prepared statements, not the unit of work: nothing in this request reads
-    # the rows back as objects, and making them cost more than writing them.
-    await ctx.db.execute(
-        _INSERT_AUTHORISATION,
-        {
-            "id": auth_id,
-            "programme_id": ctx.programme.id,
-            "card_id": card.id,
-            "account_id": account_id,
-            "reserved_account_id": book,
-            "currency": currency,
-            "held_amount": amount,
-            "open_amount": 0,
-            "settled_amount": amount,
-            "fee_amount": fee,
-            "refunded_amount": 0,
-            "state": COMPLETED,
-            "auth_code": code,
-            "merchant": merchant,
-            "settlement_id": settlement_id,
-            "expires_at": ctx.now + AUTHORISATION_TTL_MS,
-            "created_at": ctx.now,
-        },
-    )
-    await ctx.db.execute(
-        _INSERT_MOVEMENTS,
-        [
-            {
-                "transaction_id": step_id,
-                "programme_id": ctx.programme.id,
-                "card_id": card.id,
-                "account_id": account_id,
-                "kind": step,
-                "created_at": ctx.now,
-            }
-            for step_id, step in ((auth_id, AUTHORISATION), (settlement_id, SETTLEMENT))
-        ],
+        rows=[(_AUTHORISATIONS, [authorisation_row]), (_MOVEMENTS, movement_rows)],
     )
 
     def after(spent_since: int) -> tuple[int | None, list[dict[str, Any]] | None]:

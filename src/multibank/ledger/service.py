@@ -216,8 +216,38 @@ def _movement_statement(guards: tuple[tuple[bool, bool], ...]) -> Any:
     return statement
 
 
-# One movement statement per shape of its legs' guards, built on first use.
-_MOVEMENT: dict[tuple[tuple[bool, bool], ...], Any] = {}
+# One movement statement per shape of its legs' guards (and of the rows written with it),
+# built on first use.
+_MOVEMENT: dict[Any, Any] = {}
+# Rows a caller writes with a movement (`post`'s `rows`): a table and its rows' values.
+Rows = tuple[Table, Sequence[dict[str, Any]]]
+
+
+def _rows_shape(rows: Sequence[Rows]) -> tuple[tuple[str, int, tuple[str, ...]], ...]:
+    return tuple((table.name, len(values), tuple(values[0])) for table, values in rows)
+
+
+def _with_rows(statement: Any, rows: Sequence[Rows]) -> Any:
+    """The movement statement that also inserts `rows`, each row as a CTE of its own (a
+    data-modifying CTE runs whether or not the statement reads it; foreign keys are checked at
+    the statement's end, so a row may name the movement's own transaction). One row a CTE: a
+    multi-row VALUES of bound parameters is not cached by SQLAlchemy, and compiling it costs
+    more than the round trip it saves."""
+    for t, (table, values) in enumerate(rows):
+        keys = tuple(values[0])
+        for j in range(len(values)):
+            row: dict[str, Any] = {key: bindparam(f"r{t}_{j}_{key}") for key in keys}
+            statement = statement.add_cte(insert(table).values(row).cte(f"rows{t}_{j}"))
+    return statement
+
+
+def _rows_params(rows: Sequence[Rows]) -> dict[str, Any]:
+    return {
+        f"r{t}_{j}_{key}": value
+        for t, (_, values) in enumerate(rows)
+        for j, row in enumerate(values)
+        for key, value in row.items()
+    }
 
 
 # The ids of system accounts, per engine (per database). A system account is never removed or
@@ -292,9 +322,14 @@ async def post(
     details: dict[str, Any] | None = None,
     external_id: int | None = None,
     transaction_id: int | None = None,
+    rows: Sequence[Rows] = (),
 ) -> Movement:
     """Writes one transaction. Raises Unbalanced when the legs do not sum to zero per currency,
     InsufficientFunds when a guarded debit would take a balance below zero.
+
+    `rows`: rows of other tables the caller writes with the movement (each table's rows with the
+    same keys), in the movement's own statement on PostgreSQL, one round trip (decision 0060);
+    elsewhere inserted after it.
 
     `transaction_id` names the transaction after the resource it moves money for (a payment's
     statement entry has the payment's id); `details` may hold `byAccount`, each account's own
@@ -320,6 +355,8 @@ async def post(
     if not legs or dialect_name(db) != "postgresql":
         await db.execute(_INSERT_TRANSACTION, values)
         await _write(db, values["programme_id"], values["id"], legs, values["created_at"])
+        for table, table_rows in rows:
+            await db.execute(insert(table), list(table_rows))
         return Movement(**values)
     # PostgreSQL: the whole movement in one statement.
     programme_id = values["programme_id"]
@@ -333,10 +370,13 @@ async def post(
         guards.append(_guards(leg_params))
         for key, value in leg_params.items():
             params[f"b{i}_{key[2:]}"] = value
-    shape = tuple(guards)
+    shape = (tuple(guards), _rows_shape(rows)) if rows else tuple(guards)
     statement = _MOVEMENT.get(shape)
     if statement is None:
-        statement = _MOVEMENT[shape] = _movement_statement(shape)
+        statement = _movement_statement(tuple(guards))
+        statement = _MOVEMENT[shape] = _with_rows(statement, rows) if rows else statement
+    if rows:
+        params.update(_rows_params(rows))
     written = changed(await db.execute(statement, params))
     if written != len(ordered):  # the legs before the refused one were applied, then stopped
         raise InsufficientFunds(ordered[written].account_id)

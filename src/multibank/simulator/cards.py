@@ -20,12 +20,13 @@ from multibank.kernel.carddata import CardKeyring
 from multibank.kernel.validation import parse_id
 from multibank.kernel.wire import StrictBody
 from multibank.programmes.context import Ctx
-from multibank.simulator.deps import SimulatorIdempotent, SimulatorProgramme
+from multibank.programmes.models import Profile
+from multibank.simulator.deps import CardSimulatorIdempotent, RememberedSimulatorProgramme
 
 router = APIRouter(tags=["Simulator"], route_class=UnitOfWorkRoute)
 
 
-async def _ctx(db: Db, programme: SimulatorProgramme, container: AppContainer) -> Ctx:
+async def _ctx(db: Db, programme: RememberedSimulatorProgramme, container: AppContainer) -> Ctx:
     return Ctx(db, programme, container.clock.now_ms(programme.clock_offset_ms))
 
 
@@ -201,28 +202,38 @@ async def _as_the_clock_has_it(ctx: Ctx, card: ManagedCard | None) -> ManagedCar
     return card
 
 
-# Built once with bound parameters: every card step of the simulator runs it.
+# Built once with bound parameters: every card step of the simulator runs it. The card's row
+# is locked with its profile's spend rules read beside it (D22; one round trip, decision 0060).
 _CARD = (
-    select(ManagedCard)
+    select(ManagedCard, Profile.spend_rules)
+    .join(Profile, Profile.id == ManagedCard.profile_id)
     .where(
         ManagedCard.id == bindparam("card_id"),
         ManagedCard.programme_id == bindparam("programme_id"),
     )
-    .with_for_update()
+    .with_for_update(of=ManagedCard)
     .execution_options(populate_existing=True)
 )
 
 
-async def _card(ctx: Ctx, card_id: str) -> ManagedCard | None:
+async def _card_and_rules(
+    ctx: Ctx, card_id: str
+) -> tuple[ManagedCard | None, dict[str, Any] | None]:
     """The programme's card, its row locked (an authorisation reads its spend, then decides),
-    as the clock has it; another programme's card is not found (D26)."""
+    as the clock has it, and its profile's spend rules; another programme's card is not found
+    (D26)."""
     number = parse_id(card_id)
     if number is None:
-        return None
+        return None, None
     params = {"card_id": number, "programme_id": ctx.programme.id}
-    return await _as_the_clock_has_it(
-        ctx, (await ctx.db.execute(_CARD, params)).scalar_one_or_none()
-    )
+    row = (await ctx.db.execute(_CARD, params)).one_or_none()
+    if row is None:
+        return None, None
+    return await _as_the_clock_has_it(ctx, row[0]), dict(row[1] or {})
+
+
+async def _card(ctx: Ctx, card_id: str) -> ManagedCard | None:
+    return (await _card_and_rules(ctx, card_id))[0]
 
 
 async def _card_by_details(
@@ -265,7 +276,7 @@ STEP_CODES = (
 )
 ANSWER: dict[str, Any] = {
     "response_model_exclude_none": True,
-    "dependencies": [SimulatorIdempotent],
+    "dependencies": [CardSimulatorIdempotent],
 }
 
 
@@ -279,11 +290,11 @@ ANSWER: dict[str, Any] = {
 async def purchase_by_id(
     card_id: CardPath, body: Purchase, ctx: SimCtx, container: AppContainer
 ) -> CardCode:
-    card = await _card(ctx, card_id)
+    card, profile_rules = await _card_and_rules(ctx, card_id)
     if card is None:
         return _answer(NOT_FOUND, True)
     attempt = _attempt(body, card, container.card_keys())
-    return _answer(await money.purchase(ctx, card, attempt), True)
+    return _answer(await money.purchase(ctx, card, attempt, profile_rules=profile_rules), True)
 
 
 @router.post(

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader
 
-from multibank.api.deps import AppContainer, Db, begin_idempotent
+from multibank.api.deps import AppContainer, Db, authenticate_programme, begin_idempotent
 from multibank.api.openapi import IDEMPOTENCY_REF, answers
 from multibank.kernel.errors import BadRequest, NotFound, Unauthorized
 from multibank.programmes.models import Programme
@@ -18,16 +18,20 @@ programme_key_scheme = APIKeyHeader(
 )
 
 
-@answers(400, 401, 404)
-async def simulator_programme(
-    request: Request, db: Db, key: Annotated[str | None, Depends(programme_key_scheme)]
-) -> Programme:
+def _required(key: str | None) -> str:
     if not key or not key.strip():
         raise BadRequest(
             "programme-key header is required",
             [{"fieldName": "programme-key", "error": "REQUIRED", "params": []}],
         )
-    programme = await programme_for_api_key(db, key.strip())
+    return key.strip()
+
+
+@answers(400, 401, 404)
+async def simulator_programme(
+    request: Request, db: Db, key: Annotated[str | None, Depends(programme_key_scheme)]
+) -> Programme:
+    programme = await programme_for_api_key(db, _required(key))
     if programme is None:
         raise Unauthorized()
     if programme.mode != "sandbox":
@@ -37,6 +41,23 @@ async def simulator_programme(
 
 
 SimulatorProgramme = Annotated[Programme, Depends(simulator_programme)]
+
+
+@answers(400, 401, 404)
+async def simulator_programme_remembered(
+    request: Request, key: Annotated[str | None, Depends(programme_key_scheme)]
+) -> Programme:
+    """The programme of the key as the api-key routes have it (`authenticate_programme`):
+    remembered for half a second, a read-only snapshot (api/authcache.py, decision 0013). For
+    the card payment steps (decision 0060), which read the programme and never change it; a
+    route that changes it (the clock's advance) takes `simulator_programme`'s live row."""
+    programme = await authenticate_programme(request, _required(key))
+    if programme.mode != "sandbox":
+        raise NotFound("The simulator is only available to sandbox programmes")
+    return programme
+
+
+RememberedSimulatorProgramme = Annotated[Programme, Depends(simulator_programme_remembered)]
 
 
 @answers(400, 413, IDEMPOTENCY_REF)
@@ -49,3 +70,15 @@ async def simulator_idempotency(
 
 
 SimulatorIdempotent = Depends(simulator_idempotency)
+
+
+@answers(400, 413, IDEMPOTENCY_REF)
+async def card_simulator_idempotency(
+    request: Request, db: Db, programme: RememberedSimulatorProgramme, container: AppContainer
+) -> None:
+    """`simulator_idempotency` for the card payment steps, on the remembered programme."""
+    now = container.clock.now_ms(programme.clock_offset_ms)
+    await begin_idempotent(request, db, programme, now, "simulator")
+
+
+CardSimulatorIdempotent = Depends(card_simulator_idempotency)
