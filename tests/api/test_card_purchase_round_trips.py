@@ -17,7 +17,7 @@ from tests.factories import verified
 # one (decision 0060). A movement is one statement on PostgreSQL, the settlement's with the
 # authorisation's row and both card movement rows; on SQLite its transaction, each leg's update
 # and its postings, and those rows after it. (Decision 0045's first pass: 11 and 19.)
-MOST = {"postgresql": 6, "sqlite": 16}
+MOST = {"postgresql": 5, "sqlite": 16}
 
 
 async def test_a_debit_purchase_costs_a_bounded_number_of_round_trips(

@@ -1015,18 +1015,15 @@ async def purchase(
     details["forexPaddingAmount"] = "0"
     # The guards below cannot refuse while the rows are locked: an InsufficientFunds here would
     # be a bug, and rolls the whole request back.
-    await ledger.post(
-        ctx.db,
-        programme_id=ctx.programme.id,
-        type_=AUTHORISATION,
-        legs=[
+    authorisation = ledger.NewMovement(
+        AUTHORISATION,
+        [
             ledger.Leg(account_id, currency, -amount, 0),
             ledger.Leg(book, currency, amount, 0, guarded=False),
         ],
-        now_ms=ctx.now,
+        auth_id,
         state=COMPLETED,  # settled below, in this transaction
         details=details,
-        transaction_id=auth_id,
     )
     settlement_details = _details(card, merchant, code, -amount, fee)
     settlement_details["authorisationId"] = str(auth_id)
@@ -1038,8 +1035,8 @@ async def purchase(
     ]
     if fee:
         legs.append(ledger.Leg(revenue, currency, fee, fee, guarded=False))
-    # The authorisation's row (written settled) and both steps' card movements, in the
-    # settlement's own statement (decision 0060): nothing in this request reads them back.
+    # Both movements, the authorisation's row (written settled) and both steps' card movements
+    # in one statement on PostgreSQL (decision 0060): nothing in this request reads them back.
     authorisation_row = {
         "id": auth_id,
         "programme_id": ctx.programme.id,
@@ -1070,14 +1067,14 @@ async def purchase(
         }
         for step_id, step in ((auth_id, AUTHORISATION), (settlement_id, SETTLEMENT))
     ]
-    await ledger.post(
+    await ledger.post_all(
         ctx.db,
         programme_id=ctx.programme.id,
-        type_=SETTLEMENT,
-        legs=legs,
+        movements=[
+            authorisation,
+            ledger.NewMovement(SETTLEMENT, legs, settlement_id, details=settlement_details),
+        ],
         now_ms=ctx.now,
-        details=settlement_details,
-        transaction_id=settlement_id,
         rows=[(_AUTHORISATIONS, [authorisation_row]), (_MOVEMENTS, movement_rows)],
     )
 

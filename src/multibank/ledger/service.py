@@ -12,6 +12,7 @@ from typing import Any, cast
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import (
+    BigInteger,
     Select,
     String,
     Table,
@@ -382,6 +383,222 @@ async def post(
         raise InsufficientFunds(ordered[written].account_id)
     _counted(ordered)
     return Movement(**values)
+
+
+@dataclass(frozen=True)
+class NewMovement:
+    """One movement of `post_all`: `post`'s arguments that differ between its movements."""
+
+    type_: str
+    legs: Sequence[Leg]
+    transaction_id: int
+    state: str = "COMPLETED"
+    details: dict[str, Any] | None = None
+    external_id: int | None = None
+
+
+def _balanced(type_: str, legs: Sequence[Leg]) -> None:
+    sums: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for leg in legs:
+        sums[leg.currency][0] += leg.available
+        sums[leg.currency][1] += leg.actual
+    if any(a or b for a, b in sums.values()):
+        raise Unbalanced(f"postings of {type_} do not sum to zero: {dict(sums)}")
+
+
+async def post_all(
+    db: AsyncSession,
+    *,
+    programme_id: int,
+    movements: Sequence[NewMovement],
+    now_ms: int,
+    rows: Sequence[Rows] = (),
+) -> list[Movement]:
+    """Writes several movements, in order, as `post` writes each (the same transactions,
+    postings and balances, each posting's place and balances after in its account's chain
+    as if the movements were posted one after the other), with `rows` written with the last.
+    On PostgreSQL in ONE statement (decision 0060): each account's legs are netted into one
+    guarded update, whose guard is the least balance the account passes through (each guarded
+    debit's own guard, at its place), and every posting's balances after and place are derived
+    from what that update returns. Raises as `post` does; the caller's transaction must then
+    roll back (what was applied before the refused account is not undone)."""
+    for movement in movements:
+        _balanced(movement.type_, movement.legs)
+    currencies: dict[int, str] = {}
+    for movement in movements:
+        for leg in movement.legs:
+            if currencies.setdefault(leg.account_id, leg.currency) != leg.currency:
+                currencies = {}  # an account in two currencies: not netted, posted one by one
+                break
+        else:
+            continue
+        break
+    if not currencies or len(movements) < 2 or dialect_name(db) != "postgresql":
+        posted = []
+        for i, movement in enumerate(movements):
+            posted.append(
+                await post(
+                    db,
+                    programme_id=programme_id,
+                    type_=movement.type_,
+                    legs=movement.legs,
+                    now_ms=now_ms,
+                    state=movement.state,
+                    details=movement.details,
+                    external_id=movement.external_id,
+                    transaction_id=movement.transaction_id,
+                    rows=rows if i == len(movements) - 1 else (),
+                )
+            )
+        return posted
+    await db.flush()  # what the unit of work holds is written first, as `post` does
+    accounts = sorted(currencies)
+    place = {account_id: k for k, account_id in enumerate(accounts)}
+    params: dict[str, Any] = {}
+    values = []
+    # Each account's postings in chain order: the movements' order, each one's legs by id.
+    chains: list[list[tuple[int, int, Leg]]] = [[] for _ in accounts]
+    for m, movement in enumerate(movements):
+        value: dict[str, Any] = {
+            "id": movement.transaction_id,
+            "programme_id": programme_id,
+            "type": movement.type_,
+            "state": movement.state,
+            "details": movement.details or {},
+            "external_id": movement.external_id,
+            "created_at": now_ms,
+        }
+        values.append(value)
+        for key, item in value.items():
+            params[f"t{m}_{key}"] = item
+        for i, leg in enumerate(sorted(movement.legs, key=_by_id)):
+            chains[place[leg.account_id]].append((m, i, leg))
+            for key, item in _posting(programme_id, value["id"], leg, (0, 0, 0), now_ms).items():
+                params[f"p{m}_{i}_{key}"] = item
+    guards = []
+    for k, chain in enumerate(chains):
+        available = actual = moves = 0
+        need_available: int | None = None
+        need_actual: int | None = None
+        for _, _, leg in chain:
+            available, actual = available + leg.available, actual + leg.actual
+            moves += 1 if leg.available or leg.actual else 0
+            # A guarded debit's own guard at its place: the balance before the postings plus
+            # those up to it is not below zero.
+            if leg.guarded and leg.available < 0:
+                need_available = (
+                    -available if need_available is None else max(need_available, -available)
+                )
+            if leg.guarded and leg.actual < 0:
+                need_actual = -actual if need_actual is None else max(need_actual, -actual)
+        params.update(
+            {
+                f"b{k}_id": accounts[k],
+                f"b{k}_programme_id": programme_id,
+                f"b{k}_currency": currencies[accounts[k]],
+                f"b{k}_available": available,
+                f"b{k}_actual": actual,
+                f"b{k}_count": len(chain),
+                f"b{k}_movement": moves,
+            }
+        )
+        if need_available is not None:
+            params[f"b{k}_need_available"] = need_available
+        if need_actual is not None:
+            params[f"b{k}_need_actual"] = need_actual
+        guards.append((need_available is not None, need_actual is not None))
+        # What the account's later postings add: taken off the update's balances after.
+        later_available = later_actual = 0
+        for later, (m, i, leg) in enumerate(reversed(chain)):
+            params[f"p{m}_{i}_later_available"] = later_available
+            params[f"p{m}_{i}_later_actual"] = later_actual
+            params[f"p{m}_{i}_later_count"] = later
+            later_available += leg.available
+            later_actual += leg.actual
+    layout = tuple(
+        tuple(place[leg.account_id] for leg in sorted(movement.legs, key=_by_id))
+        for movement in movements
+    )
+    shape = (layout, tuple(guards), _rows_shape(rows))
+    statement = _MOVEMENTS.get(shape)
+    if statement is None:
+        statement = _MOVEMENTS[shape] = _with_rows(_movements_statement(layout, guards), rows)
+    params.update(_rows_params(rows))
+    written = changed(await db.execute(statement, params))
+    if written != sum(len(chain) for chain in chains):
+        # The accounts before the refused one were updated and their postings written.
+        for k, chain in enumerate(chains):
+            written -= len(chain)
+            if written < 0:
+                raise InsufficientFunds(accounts[k])
+    for movement in movements:
+        _counted(movement.legs)
+    return [Movement(**value) for value in values]
+
+
+_MOVEMENTS: dict[Any, Any] = {}
+
+
+def _movements_statement(
+    layout: tuple[tuple[int, ...], ...], guards: Sequence[tuple[bool, bool]]
+) -> Any:
+    """`post_all`'s statement: each movement's transaction, each account's netted update (in
+    account id order, each after the one before it has returned its row, as in
+    `_movement_statement`), and every posting, its balances after and place derived from its
+    account's update. `layout`: each movement's postings as indexes of their accounts."""
+    written = [
+        insert(_TRANSACTIONS)
+        .values({key: bindparam(f"t{m}_{key}") for key in _TRANSACTION_KEYS})
+        .cte(f"written{m}")
+        for m in range(len(layout))
+    ]
+    a = _ACCOUNTS.c
+    moved: list[Any] = []
+    for k, (guard_available, guard_actual) in enumerate(guards):
+        update_ = update(_ACCOUNTS).where(
+            a.id == bindparam(f"b{k}_id"),
+            a.programme_id == bindparam(f"b{k}_programme_id"),
+            a.currency == bindparam(f"b{k}_currency"),
+        )
+        if guard_available:
+            update_ = update_.where(a.available >= bindparam(f"b{k}_need_available"))
+        if guard_actual:
+            update_ = update_.where(a.actual >= bindparam(f"b{k}_need_actual"))
+        if moved:
+            update_ = update_.where(exists(select(moved[-1].c.available)))
+        moved.append(
+            update_.values(
+                available=a.available + bindparam(f"b{k}_available"),
+                actual=a.actual + bindparam(f"b{k}_actual"),
+                posting_count=a.posting_count + bindparam(f"b{k}_count"),
+                movement_count=a.movement_count + bindparam(f"b{k}_movement"),
+            )
+            .returning(a.available, a.actual, a.posting_count)
+            .cte(f"moved{k}")
+        )
+    whole = BigInteger()
+
+    def posting(m: int, i: int, k: int) -> Select[Any]:
+        values: list[Any] = [
+            sql_cast(bindparam(f"p{m}_{i}_{key}"), _unsized(_POSTINGS.c[key].type))
+            for key in _POSTING_KEYS
+        ]
+        later = {
+            name: sql_cast(bindparam(f"p{m}_{i}_later_{name}"), whole)
+            for name in ("available", "actual", "count")
+        }
+        values[7] = moved[k].c.available - later["available"]
+        values[8] = moved[k].c.actual - later["actual"]
+        values[10] = moved[k].c.posting_count - later["count"]
+        return select(*values).select_from(moved[k])
+
+    rows = union_all(
+        *(posting(m, i, k) for m, places in enumerate(layout) for i, k in enumerate(places))
+    )
+    statement = insert(_POSTINGS).from_select(list(_POSTING_KEYS), rows)
+    for cte in [*written, *moved]:
+        statement = statement.add_cte(cte)
+    return statement
 
 
 def _counted(legs: Sequence[Leg]) -> None:
