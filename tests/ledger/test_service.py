@@ -564,3 +564,120 @@ async def test_nothing_a_rolled_back_transaction_did_remains(container: Containe
             )
             assert rows == 0, table.__tablename__
         assert await db.get(LedgerAccount, account_id) is None
+
+
+async def _chain(ctx: Ctx, account_id: int) -> list[tuple[int, int, int, int, int]]:
+    """The account's postings in chain order: place, amounts, balances after."""
+    rows = await ctx.db.execute(
+        select(
+            Posting.seq,
+            Posting.available_amount,
+            Posting.actual_amount,
+            Posting.available_after,
+            Posting.actual_after,
+        )
+        .where(Posting.account_id == account_id)
+        .order_by(Posting.seq)
+    )
+    return [tuple(row) for row in rows.all()]  # type: ignore[misc]
+
+
+async def test_movements_posted_together_are_the_movements_posted_one_after_the_other(
+    container: Container,
+) -> None:
+    """`post_all` (one statement on PostgreSQL, decision 0060) writes what `post` writes for
+    each movement in turn: balances, each posting's place and balances after, a whole chain."""
+    async with rolled_back(container) as db:
+        ctx = await make.new_programme(db, container)
+        alice = await make.customer(ctx)
+        paying = await make.account(ctx, alice, funds=1000)
+        book = await make.settlement(ctx)
+        paid = await make.account(ctx, alice)
+        first, second = new_id(), new_id()
+        posted = await ledger.post_all(
+            db,
+            programme_id=ctx.programme.id,
+            movements=[
+                ledger.NewMovement(
+                    "HOLD",
+                    [
+                        ledger.Leg(paying.id, "EUR", -300, 0),
+                        ledger.Leg(book, "EUR", 300, 0, guarded=False),
+                    ],
+                    first,
+                    details={"step": 1},
+                ),
+                ledger.NewMovement(
+                    "SETTLE",
+                    [
+                        ledger.Leg(book, "EUR", -300, 0, guarded=False),
+                        ledger.Leg(paying.id, "EUR", -20, -320),
+                        ledger.Leg(paid.id, "EUR", 320, 320),
+                    ],
+                    second,
+                    state="PENDING",
+                ),
+            ],
+            now_ms=ctx.now,
+        )
+        assert [(m.id, m.type, m.state, m.details) for m in posted] == [
+            (first, "HOLD", "COMPLETED", {"step": 1}),
+            (second, "SETTLE", "PENDING", {}),
+        ]
+        assert await make.balances(ctx, paying.id) == (680, 680)
+        assert await make.balances(ctx, paid.id) == (320, 320)
+        # After the funding: the hold, then the settlement, in the next two places.
+        chain = await _chain(ctx, paying.id)
+        assert [row[0] for row in chain] == list(range(1, len(chain) + 1))
+        assert [row[1:] for row in chain[-2:]] == [(-300, 0, 700, 1000), (-20, -320, 680, 680)]
+        assert (await _chain(ctx, paid.id))[-1][1:] == (320, 320, 320, 320)
+        assert [row[1:] for row in (await _chain(ctx, book))[-2:]] == [
+            (300, 0, -700, -1000),
+            (-300, 0, -1000, -1000),
+        ]
+        assert await verify(db, ctx.programme.id) == []
+
+
+async def test_movements_posted_together_guard_each_debit_at_its_place(
+    container: Container,
+) -> None:
+    """A debit beyond the balance is refused though a later credit of the same call would
+    cover it: each guard is the balance at the debit's own place, as posting one after the
+    other would find it; nothing is left once the caller rolls back."""
+    async with rolled_back(container) as db:
+        ctx = await make.new_programme(db, container)
+        alice = await make.customer(ctx)
+        poor = await make.account(ctx, alice, funds=100)
+        other = await make.account(ctx, alice, funds=500)
+        first, second = new_id(), new_id()
+        with pytest.raises(ledger.InsufficientFunds) as refused:
+            async with db.begin_nested():
+                await ledger.post_all(
+                    db,
+                    programme_id=ctx.programme.id,
+                    movements=[
+                        ledger.NewMovement(
+                            "TRANSFER",
+                            [
+                                ledger.Leg(poor.id, "EUR", -150, -150),
+                                ledger.Leg(other.id, "EUR", 150, 150),
+                            ],
+                            first,
+                        ),
+                        ledger.NewMovement(
+                            "TRANSFER",
+                            [
+                                ledger.Leg(other.id, "EUR", -100, -100),
+                                ledger.Leg(poor.id, "EUR", 100, 100),
+                            ],
+                            second,
+                        ),
+                    ],
+                    now_ms=ctx.now,
+                )
+        assert refused.value.account_id == poor.id
+        assert await make.balances(ctx, poor.id) == (100, 100)
+        assert await make.balances(ctx, other.id) == (500, 500)
+        assert await _transaction(ctx, first) is None
+        assert await _transaction(ctx, second) is None
+        assert await verify(db, ctx.programme.id) == []
