@@ -14,9 +14,10 @@ from tests.factories import verified
 
 # BEGIN, the card (locked) with its profile's spend rules, the accounts (locked) with the
 # card's spend windows, the two ledger movements, COMMIT; the programme is the key's remembered
-# one (decision 0060). A movement is one statement on PostgreSQL, the settlement's with the
-# authorisation's row and both card movement rows; on SQLite its transaction, each leg's update
-# and its postings, and those rows after it. (Decision 0045's first pass: 11 and 19.)
+# one (decision 0060). On PostgreSQL both movements are one statement (`ledger.post_all`), with
+# the authorisation's row and both card movement rows; on SQLite each movement is its
+# transaction, each leg's update and its postings, and those rows after them. (Decision 0045's
+# first pass: 11 and 19; decision 0060: 6 and 16.)
 MOST = {"postgresql": 5, "sqlite": 16}
 
 
