@@ -10,7 +10,6 @@ from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
-from sqlalchemy import text
 from starlette.routing import Mount
 
 from multibank.api import examples
@@ -206,8 +205,7 @@ def create_app(
     @app.get("/readyz", include_in_schema=False)
     async def readyz() -> Response:
         try:
-            async with container.db.engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
+            await container.db.ping()
         except Exception:
             return JSONResponse({"status": "unavailable"}, status_code=503)
         return JSONResponse({"status": "ready"})

@@ -275,15 +275,13 @@ async def _reachable(db: Database, within: float) -> None:
     """Waits up to `within` seconds for a PostgreSQL server that cannot be reached yet (it may be
     starting with us), saying so once; then, or at once for any other error, the error stands.
     SQLite has no server to wait for."""
-    from sqlalchemy import text
     from sqlalchemy.exc import SQLAlchemyError
 
     deadline = time.monotonic() + within
     said = False
     while True:
         try:
-            async with db.engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
+            await db.ping()
             return
         except (OSError, SQLAlchemyError) as exc:
             if db.is_sqlite or not _worth_waiting(exc) or time.monotonic() >= deadline:

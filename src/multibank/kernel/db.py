@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar
 
-from sqlalchemy import BigInteger, Integer, MetaData, event, exc
+from sqlalchemy import BigInteger, Integer, MetaData, event, exc, text
 from sqlalchemy.engine import Connection, CursorResult, Result, Row, make_url
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -17,6 +17,8 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.sql import Executable
+
+from multibank.kernel.sqlite_driver import InlineSQLite
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -40,7 +42,8 @@ class Base(DeclarativeBase):
 
 
 # The drivers a URL may name: `normalise_url` turns each into asyncpg or aiosqlite, the two the
-# server runs on (and its migrations, SQL and tests are written for).
+# server runs on (and its migrations, SQL and tests are written for). The aiosqlite dialect's
+# connections are stdlib sqlite3 ones run on the loop's thread (kernel/sqlite_driver.py).
 SUPPORTED_DRIVERS = frozenset(
     {
         "postgresql",
@@ -75,7 +78,7 @@ def normalise_url(url: str) -> str:
     return u.render_as_string(hide_password=False)
 
 
-BUSY_TIMEOUT_MS = 30_000  # how long an SQLite connection waits for the write lock
+BUSY_TIMEOUT_S = 30  # how long an SQLite statement waits for the write lock (sqlite_driver.py)
 PAGE_SIZE = 2048  # the page size of a new SQLite database
 # SQLite: connections for read requests (WAL lets them read beside the writer). A read whose
 # session renewal waits for the write lock holds its connection meanwhile: with four, four such
@@ -86,12 +89,17 @@ READERS = 16
 def _sqlite_pragmas(dbapi_conn: Any, *more: str) -> None:
     """Every SQLite connection: autocommit at the driver (SQLAlchemy says BEGIN, see the
     `begin` listener of `create_engine`: SQLAlchemy's documented recipe for SQLite's own
-    transaction control), a 30 s wait for the write lock, foreign keys enforced, temporary data
-    in memory; `more` for the writer (page size of a new file, WAL, synchronous)."""
+    transaction control), no wait for a lock in SQLite itself (the driver waits, without
+    stopping the loop: kernel/sqlite_driver.py), foreign keys enforced, temporary data in
+    memory; `more` for the writer (page size of a new file, WAL, synchronous)."""
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
-    busy = f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}"
-    for pragma in (busy, "PRAGMA foreign_keys=ON", "PRAGMA temp_store=MEMORY", *more):
+    for pragma in (
+        "PRAGMA busy_timeout=0",
+        "PRAGMA foreign_keys=ON",
+        "PRAGMA temp_store=MEMORY",
+        *more,
+    ):
         cur.execute(pragma)
     cur.close()
 
@@ -103,9 +111,17 @@ def create_engine(
     if url.startswith("sqlite"):
         # SQLite has one writer at a time: one writing connection per process, so write
         # transactions queue for it in the pool (first come, first served) instead of spinning
-        # in SQLite's busy handler; other processes wait on busy_timeout. BEGIN IMMEDIATE takes
-        # the write lock up front, so two transactions never deadlock upgrading a read lock.
-        engine = create_async_engine(url, echo=echo, pool_size=1, max_overflow=0, pool_timeout=60)
+        # for the lock; other processes' transactions are waited for up to BUSY_TIMEOUT_S.
+        # BEGIN IMMEDIATE takes the write lock up front, so two transactions never deadlock
+        # upgrading a read lock.
+        engine = create_async_engine(
+            url,
+            module=InlineSQLite(BUSY_TIMEOUT_S),
+            echo=echo,
+            pool_size=1,
+            max_overflow=0,
+            pool_timeout=60,
+        )
 
         @event.listens_for(engine.sync_engine, "connect")
         def on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -167,6 +183,7 @@ def create_read_engine(url: str, echo: bool = False, connections: int = READERS)
     that writes (a session renewal) takes the write lock for itself alone."""
     engine = create_async_engine(
         normalise_url(url),
+        module=InlineSQLite(BUSY_TIMEOUT_S),
         echo=echo,
         pool_size=connections,
         max_overflow=0,
@@ -235,6 +252,11 @@ class Database:
                 return (await conn.execute(statement, params)).all()
         async with self.read_engine.connect() as conn:
             return (await conn.execute(statement, params)).all()
+
+    async def ping(self) -> None:
+        """Raises unless the database answers a `SELECT 1` on a connection of the writer's pool."""
+        async with self.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
