@@ -1,7 +1,7 @@
 """SQLite on the event loop's own thread: the stdlib `sqlite3` driver handed to SQLAlchemy's
 aiosqlite dialect as its DBAPI module (`create_engine`'s public `module` argument), adapted with
 the asyncio connector SQLAlchemy gives dialect authors (`sqlalchemy.connectors.asyncio`), so
-every call runs inline (decision 0061).
+every call runs inline (decision 0065).
 
 aiosqlite hands each cursor, execute, fetch and close to a thread of its own and back: four
 wake-ups per statement, each waiting a turn of the loop behind every request in flight. That
