@@ -2,8 +2,11 @@
 account, a page of 10) against a bare FastAPI JSON GET, both served by uvicorn (one worker) on
 loopback and driven by wrk in the same run (issue 11, goal 1).
 
+Each row also carries the server's CPU per answer (utime + stime from /proc over the row) and
+the bare route's CPU per answer over it (`cpu share`); any answer but 200 fails the run.
+
 Usage: .venv/bin/python bench/bench_api_key.py [--seconds 10] [--connections 16] [--rounds 3]
-       [--database-url postgresql://postgres@127.0.0.1:5432/DB]
+       [--database-url postgresql://postgres@127.0.0.1:5432/DB] [--port-base N]
 """
 
 from __future__ import annotations
@@ -13,13 +16,18 @@ import secrets
 import statistics
 
 from common import (
+    Figures,
     Server,
+    add_port_base,
     bare_server,
     call,
+    check_answers,
     corporate_signup,
+    cpu_share,
     multibank_server,
     paused,
     report,
+    use_port_base,
     wrk,
 )
 
@@ -60,7 +68,9 @@ def main() -> None:
         help="rounds of the bare route then each read, alternated; the medians are the figures",
     )
     ap.add_argument("--database-url", default=None, help="PostgreSQL URL (default: SQLite file)")
+    add_port_base(ap)
     args = ap.parse_args()
+    use_port_base(args.port_base)
     env = {"MULTIBANK_DATABASE_URL": args.database_url} if args.database_url else None
     # Both servers run throughout, and each round measures the bare route just before the reads:
     # a p99 is the figure a busy moment of a shared machine moves most, and a ratio of two p99s
@@ -97,26 +107,41 @@ def main() -> None:
         ]
         ratios: dict[str, list[float]] = {name: [] for name, _, _ in targets}
         tails: dict[str, list[float]] = {name: [] for name, _, _ in targets}
+        cpus: dict[str, list[float]] = {name: [] for name, _, _ in targets}
+        measured: list[Figures] = []
         for round_ in range(1, args.rounds + 1):
             with paused(server.pid):
                 baseline = wrk(
-                    "bare FastAPI GET /ping", f"{bare}/ping", {}, args.seconds, args.connections
+                    "bare FastAPI GET /ping",
+                    f"{bare.base}/ping",
+                    {},
+                    args.seconds,
+                    args.connections,
+                    pid=bare.pid,
                 )
             rows = [baseline]
             for name, url, h in targets:
-                figures = wrk(name, url, h, args.seconds, args.connections)
+                figures = wrk(name, url, h, args.seconds, args.connections, pid=server.pid)
                 rows.append(figures)
                 ratios[name].append(figures.rps / baseline.rps)
                 tails[name].append(figures.p99_ms / baseline.p99_ms)
+                cpus[name].append(cpu_share(figures, baseline) or 0.0)
+            measured += rows
             print(f"round {round_} of {args.rounds}")
             print(report(rows, baseline), flush=True)
-    print(f"\nmedians of {args.rounds} rounds (req/s vs base; p99 as a multiple of the bare p99)")
+    print(
+        f"\nmedians of {args.rounds} rounds (req/s vs base; p99 as a multiple of the bare p99; "
+        "cpu share: the bare route's server CPU per answer over the row's)"
+    )
     for name, _, _ in targets:
         print(
             f"{name:<48}{statistics.median(ratios[name]):>8.3f}{statistics.median(tails[name]):>8.2f}"
             f"   rounds: {', '.join(f'{r:.3f}' for r in ratios[name])}"
             f"; p99 x {', '.join(f'{t:.2f}' for t in tails[name])}"
+            f"; cpu share {statistics.median(cpus[name]):.3f}"
+            f" ({', '.join(f'{c:.3f}' for c in cpus[name])})"
         )
+    check_answers(measured)
 
 
 if __name__ == "__main__":

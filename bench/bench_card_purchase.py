@@ -6,10 +6,13 @@ run, alternated in `--rounds` rounds (issue 34: goal >= 0.30 on PostgreSQL).
 Each card is a debit card of its own verified corporate, on a funded EUR account, with an
 `ALWAYS` spend limit large enough for the run (a debit card without a limit can spend nothing,
 D22). A purchase is 1.00 EUR at a rotating card; the ledger is verified afterwards and every
-answer's code is counted, so a row of denials cannot pass for speed.
+answer's code is counted (only a 200 whose body says APPROVED counts; any other answer fails the
+run at its end), so a row of denials cannot pass for speed. Each row carries the server's CPU per
+answer (utime + stime from /proc over the row) beside req/s.
 
 Usage: .venv/bin/python bench/bench_card_purchase.py [--seconds 10] [--connections 16]
-       [--rounds 3] [--cards 50] [--database-url postgresql://...]   (default: SQLite)
+       [--rounds 3] [--cards 50] [--database-url postgresql://...] [--port-base N]
+       (default: SQLite)
 """
 
 from __future__ import annotations
@@ -17,11 +20,24 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
 from bench_fee import ADMIN_TOKEN, funded_corporate, ledger_verify
-from common import Figures, Server, bare_server, call, multibank_server, report, wrk
+from common import (
+    Figures,
+    Server,
+    add_port_base,
+    bare_server,
+    call,
+    check_answers,
+    cpu_share,
+    multibank_server,
+    report,
+    use_port_base,
+    wrk,
+)
 
 AMOUNT = 100
 LUA = """
@@ -76,12 +92,21 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cards", type=int, default=50)
     ap.add_argument("--database-url", default=None)
+    add_port_base(ap)
     args = ap.parse_args()
+    use_port_base(args.port_base)
     # Enough for the run at any speed loopback allows, twice over, purchase fee included.
     funds = 2 * 10_000 * args.seconds * args.rounds * (AMOUNT + 100) // args.cards
 
     with bare_server() as bare:
-        baseline = wrk("bare FastAPI GET /ping", f"{bare}/ping", {}, args.seconds, args.connections)
+        baseline = wrk(
+            "bare FastAPI GET /ping",
+            f"{bare.base}/ping",
+            {},
+            args.seconds,
+            args.connections,
+            pid=bare.pid,
+        )
 
     env = {"MULTIBANK_ADMIN_TOKEN": ADMIN_TOKEN}
     if args.database_url:
@@ -109,6 +134,7 @@ def main() -> None:
         )
         rows: list[Figures] = [baseline]
         ratios = []
+        cpu_ratios = []
         for n in range(1, args.rounds + 1):
             read = wrk(
                 f"multibank GET managed account #{n}",
@@ -116,6 +142,7 @@ def main() -> None:
                 cards[0][0],
                 args.seconds,
                 args.connections,
+                pid=server.pid,
             )
             purchases = wrk(
                 f"simulated purchase, {args.cards} cards #{n}",
@@ -124,9 +151,12 @@ def main() -> None:
                 args.seconds,
                 args.connections,
                 script=script,
+                pid=server.pid,
+                body_has='"APPROVED"',
             )
             rows += [read, purchases]
             ratios.append(purchases.rps / read.rps)
+            cpu_ratios.append(cpu_share(purchases, read) or 0.0)
         # Every purchase was approved: each card's parent lost exactly amount + fee per purchase.
         spent = 0
         for headers, account_id, _ in cards:
@@ -141,9 +171,17 @@ def main() -> None:
         + f"; median {statistics.median(ratios):.3f} (goal >= 0.30 on PostgreSQL)"
     )
     print(
+        "read's server CPU per answer / purchase's, per round: "
+        + ", ".join(f"{r:.3f}" for r in cpu_ratios)
+        + f"; median {statistics.median(cpu_ratios):.3f}"
+    )
+    print(
         f"money spent by the cards: {spent}; "
         f"ledger verify: {'ok' if verified.get('ok') else verified}"
     )
+    check_answers(rows)
+    if not verified.get("ok"):
+        sys.exit("LEDGER VERIFY FAILED")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,11 @@ Goal 2 of issue 11 (charges spread over 50 customers against an authenticated re
 the two in `--rounds` rounds, each row `--seconds` long, and prints each round's ratio and the
 median: on a shared machine one pair of rows moves by a third between runs (decision 0029).
 
+Every row counts only 200 answers (any other fails the run at its end) and carries the server's
+CPU per answer (utime + stime from /proc over the row) beside req/s.
+
 Usage: .venv/bin/python bench/bench_fee.py [--seconds 10] [--connections 16] [--rounds 5]
-       [--database-url postgresql://...]   (default: a fresh SQLite file)
+       [--database-url postgresql://...] [--port-base N]   (default: a fresh SQLite file)
 """
 
 from __future__ import annotations
@@ -21,18 +24,23 @@ import argparse
 import json
 import secrets
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
 from common import (
     Figures,
     Server,
+    add_port_base,
     bare_server,
     call,
+    check_answers,
     corporate_signup,
+    cpu_share,
     fund,
     multibank_server,
     report,
+    use_port_base,
     wrk,
 )
 
@@ -146,12 +154,21 @@ def main() -> None:
     ap.add_argument("--database-url", default=None)
     ap.add_argument("--customers", type=int, default=50, help="for the spread row (goal 2)")
     ap.add_argument("--rounds", type=int, default=5, help="goal 2: read, spread rows alternated")
+    add_port_base(ap)
     args = ap.parse_args()
+    use_port_base(args.port_base)
     # Enough for the run at any speed loopback allows (20k fees/s), twice over (two rows).
     funds = 2 * 20_000 * args.seconds * FEE
 
     with bare_server() as bare:
-        baseline = wrk("bare FastAPI GET /ping", f"{bare}/ping", {}, args.seconds, args.connections)
+        baseline = wrk(
+            "bare FastAPI GET /ping",
+            f"{bare.base}/ping",
+            {},
+            args.seconds,
+            args.connections,
+            pid=bare.pid,
+        )
 
     env = {"MULTIBANK_ADMIN_TOKEN": ADMIN_TOKEN}
     if args.database_url:
@@ -178,6 +195,7 @@ def main() -> None:
                 args.seconds,
                 args.connections,
                 script=with_ref,
+                pid=server.pid,
             )
         )
         after_ref = balance(server, headers, account_id)
@@ -191,6 +209,7 @@ def main() -> None:
                 args.seconds,
                 args.connections,
                 script=plain,
+                pid=server.pid,
             )
         )
         after = balance(server, headers, account_id)
@@ -209,6 +228,7 @@ def main() -> None:
             for _, a in customers
         ]
         ratios = []
+        cpu_ratios = []
         for n in range(1, args.rounds + 1):
             read = wrk(
                 f"multibank GET managed account (goal 1) #{n}",
@@ -216,6 +236,7 @@ def main() -> None:
                 customers[0][0],
                 args.seconds,
                 args.connections,
+                pid=server.pid,
             )
             spread.write_text(  # a prefix of its own: every round's refs are new
                 SPREAD_LUA
@@ -232,9 +253,11 @@ def main() -> None:
                 args.seconds,
                 args.connections,
                 script=spread,
+                pid=server.pid,
             )
             rows += [read, spread_row]
             ratios.append(spread_row.rps / read.rps)
+            cpu_ratios.append(cpu_share(spread_row, read) or 0.0)
         verified = ledger_verify(server)
 
     print(report(rows, baseline))
@@ -244,10 +267,18 @@ def main() -> None:
         + f"; median {statistics.median(ratios):.3f} (goal 2: >= 0.40)"
     )
     print(
+        "read's server CPU per answer / spread charge's, per round: "
+        + ", ".join(f"{r:.3f}" for r in cpu_ratios)
+        + f"; median {statistics.median(cpu_ratios):.3f}"
+    )
+    print(
         f"fees charged: {(before - after_ref) // FEE} with a ref, {(after_ref - after) // FEE} "
         f"without; balance left {after}; ledger verify: "
         f"{'ok' if verified.get('ok') else verified}"
     )
+    check_answers(rows)
+    if not verified.get("ok"):
+        sys.exit("LEDGER VERIFY FAILED")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,13 @@ alternate for `--rounds` rounds against one server (the raw rate of this machine
 ±5 % from one minute to the next): each round's ratio is its logins against the raw rate
 measured just before, and the figure is the median round.
 
+CPU beside the rates: the server's CPU per login (utime + stime of its process from /proc over
+the row, divided by the answers) and this process's CPU per raw verify; `cpu share` is the raw
+verify's over the login's. Only 200 answers count; any other fails the run at its end.
+
 Usage: .venv/bin/python bench/bench_login.py [--seconds 10] [--rounds 3] [--connections 16]
-       [--threads N] [--database-url postgresql://...]   (default: a fresh SQLite file)
+       [--threads N] [--database-url postgresql://...] [--port-base N]
+       (default: a fresh SQLite file)
 """
 
 from __future__ import annotations
@@ -25,7 +30,15 @@ from pathlib import Path
 
 import argon2
 from bench_api_key import corporate_token
-from common import Figures, call, multibank_server, wrk
+from common import (
+    Figures,
+    add_port_base,
+    call,
+    check_answers,
+    multibank_server,
+    use_port_base,
+    wrk,
+)
 
 MEMORY_KIB, TIME_COST, PARALLELISM = 19 * 1024, 2, 1  # the server's defaults (settings.py)
 PASSWORD = "Bench-1234!"
@@ -36,7 +49,8 @@ wrk.headers["Content-Type"] = "application/json"
 """
 
 
-def raw_verify_rate(seconds: float, threads: int) -> float:
+def raw_verify_rate(seconds: float, threads: int) -> tuple[float, float]:
+    """Raw verifies per second on `threads` threads, and this process's CPU µs per verify."""
     ph = argon2.PasswordHasher(
         time_cost=TIME_COST, memory_cost=MEMORY_KIB, parallelism=PARALLELISM, type=argon2.Type.ID
     )
@@ -51,11 +65,13 @@ def raw_verify_rate(seconds: float, threads: int) -> float:
 
     workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
     started = time.monotonic()
+    cpu = time.process_time()
     for w in workers:
         w.start()
     for w in workers:
         w.join()
-    return sum(done) / (time.monotonic() - started)
+    cpu = time.process_time() - cpu
+    return sum(done) / (time.monotonic() - started), 1e6 * cpu / max(1, sum(done))
 
 
 def main() -> None:
@@ -65,7 +81,9 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--database-url", default=None, help="PostgreSQL URL (default: SQLite file)")
+    add_port_base(ap)
     args = ap.parse_args()
+    use_port_base(args.port_base)
     env = {
         "MULTIBANK_ARGON2_MEMORY_KIB": str(MEMORY_KIB),
         "MULTIBANK_ARGON2_TIME_COST": str(TIME_COST),
@@ -77,7 +95,7 @@ def main() -> None:
     }
     if args.database_url:
         env["MULTIBANK_DATABASE_URL"] = args.database_url
-    rounds: list[tuple[float, Figures]] = []
+    rounds: list[tuple[float, float, Figures]] = []
     with multibank_server(env) as server, tempfile.TemporaryDirectory() as tmp:
         # A corporate whose root user's password is PASSWORD: its e-mail logs in.
         user = call(
@@ -90,7 +108,7 @@ def main() -> None:
         body = json.dumps({"email": email, "password": {"value": PASSWORD}})
         script.write_text(LUA % {"body": body})
         for _ in range(args.rounds):
-            raw = raw_verify_rate(args.seconds, args.threads)
+            raw, raw_cpu = raw_verify_rate(args.seconds, args.threads)
             logins = wrk(
                 "multibank POST /multi/login_with_password",
                 f"{server.base}/multi/login_with_password",
@@ -98,22 +116,27 @@ def main() -> None:
                 args.seconds,
                 args.connections,
                 script,
+                pid=server.pid,
             )
-            rounds.append((raw, logins))
+            rounds.append((raw, raw_cpu, logins))
     print(
         f"{'round':<8}{'raw verifies/s':>16}{'logins/s':>10}{'p50 ms':>10}{'p99 ms':>10}"
-        f"{'vs raw':>10}{'non-2xx':>9}"
+        f"{'vs raw':>10}{'raw cpu µs':>12}{'login cpu µs':>14}{'cpu share':>10}{'wrong':>7}"
+        f"{'timeouts':>9}"
     )
-    for i, (raw, f) in enumerate(rounds, 1):
+    for i, (raw, raw_cpu, f) in enumerate(rounds, 1):
+        login_cpu = f.cpu_us or 0.0
         print(
             f"{i:<8}{raw:>16.1f}{f.rps:>10.1f}{f.p50_ms:>10.2f}{f.p99_ms:>10.2f}"
-            f"{f.rps / raw:>10.3f}{f.non_2xx:>9}"
+            f"{f.rps / raw:>10.3f}{raw_cpu:>12.0f}{login_cpu:>14.0f}"
+            f"{raw_cpu / login_cpu if login_cpu else 0.0:>10.3f}{f.non_2xx:>7}{f.timeouts:>9}"
         )
-    ratios = sorted(f.rps / raw for raw, f in rounds)
+    ratios = sorted(f.rps / raw for raw, _, f in rounds)
     print(
         f"login vs raw Argon2id verify ({args.threads} threads), median of {len(ratios)} rounds: "
         f"{statistics.median(ratios):.3f} (min {ratios[0]:.3f}, max {ratios[-1]:.3f})"
     )
+    check_answers([f for _, _, f in rounds])
 
 
 if __name__ == "__main__":

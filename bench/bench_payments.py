@@ -2,10 +2,11 @@
 identity that completes at once (the programme's send SCA off), and a send held for SCA (the
 default), each with a unique `idempotency-ref` per request; against a bare FastAPI JSON GET and
 an authenticated read of one account, all served by uvicorn (one worker) on loopback and driven
-by wrk in the same run. The ledger is verified afterwards.
+by wrk in the same run. The ledger is verified afterwards. Only 200 answers count (any other
+fails the run at its end); each row carries the server's CPU per answer.
 
 Usage: .venv/bin/python bench/bench_payments.py [--seconds 10] [--connections 16]
-       [--database-url postgresql://...]   (default: a fresh SQLite file)
+       [--database-url postgresql://...] [--port-base N]   (default: a fresh SQLite file)
 """
 
 from __future__ import annotations
@@ -13,11 +14,22 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import sys
 import tempfile
 from pathlib import Path
 
 from bench_fee import ADMIN_TOKEN, LUA, funded_corporate, ledger_verify
-from common import Figures, bare_server, call, multibank_server, report, wrk
+from common import (
+    Figures,
+    add_port_base,
+    bare_server,
+    call,
+    check_answers,
+    multibank_server,
+    report,
+    use_port_base,
+    wrk,
+)
 
 AMOUNT = 5_000  # above the low-value exemption: the held sends really wait for SCA
 
@@ -38,12 +50,21 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--database-url", default=None)
+    add_port_base(ap)
     args = ap.parse_args()
+    use_port_base(args.port_base)
     # Enough for three rows at any speed loopback allows (20k/s).
     funds = 3 * 20_000 * args.seconds * AMOUNT
 
     with bare_server() as bare:
-        baseline = wrk("bare FastAPI GET /ping", f"{bare}/ping", {}, args.seconds, args.connections)
+        baseline = wrk(
+            "bare FastAPI GET /ping",
+            f"{bare.base}/ping",
+            {},
+            args.seconds,
+            args.connections,
+            pid=bare.pid,
+        )
 
     env = {"MULTIBANK_ADMIN_TOKEN": ADMIN_TOKEN}
     if args.database_url:
@@ -80,7 +101,13 @@ def main() -> None:
             warm = {**headers, "idempotency-ref": secrets.token_hex(8)}
             call("POST", f"{server.base}{path}", warm, json.loads(payload))
             return wrk(
-                name, f"{server.base}{path}", headers, args.seconds, args.connections, script
+                name,
+                f"{server.base}{path}",
+                headers,
+                args.seconds,
+                args.connections,
+                script,
+                pid=server.pid,
             )
 
         rows: list[Figures] = [baseline]
@@ -91,6 +118,7 @@ def main() -> None:
                 headers,
                 args.seconds,
                 args.connections,
+                pid=server.pid,
             )
         )
         rows.append(row("multibank transfer + ref", "/multi/transfers", body("transfers", second)))
@@ -105,6 +133,9 @@ def main() -> None:
     for f in rows[2:]:
         print(f"{f.name} / authenticated read: {f.rps / read.rps:.3f}")
     print(f"ledger verify: {'ok' if verified.get('ok') else verified}")
+    check_answers(rows)
+    if not verified.get("ok"):
+        sys.exit("LEDGER VERIFY FAILED")
 
 
 if __name__ == "__main__":

@@ -15,8 +15,12 @@ the sums of their postings, and `multibank ledger verify` must pass before the m
 Inserts are executemany in chunks in one transaction on SQLite and COPY in one transaction on
 PostgreSQL (followed by VACUUM ANALYZE, as autovacuum would do).
 
+Only 200 answers count (any other fails the run at its end); each row carries the server's CPU
+per answer beside req/s.
+
 Usage: .venv/bin/python bench/bench_statement.py [--seconds 10] [--connections 16]
        [--sizes 1000,1000000] [--postgres postgresql://postgres@127.0.0.1:5432/postgres]
+       [--port-base N]
 """
 
 from __future__ import annotations
@@ -38,12 +42,15 @@ from common import (
     VENV_BIN,
     Figures,
     Server,
+    add_port_base,
     bare_server,
     call,
+    check_answers,
     corporate_signup,
     fund,
     multibank_server,
     report,
+    use_port_base,
     wrk,
 )
 
@@ -329,7 +336,14 @@ def run_size(kind: str, pg_url: str | None, n: int, seconds: int, connections: i
             f"{verified:.1f}s, count={first['count']:,}",
             flush=True,
         )
-        return wrk(f"{kind} statement, {n:,} postings", target, headers, seconds, connections)
+        return wrk(
+            f"{kind} statement, {n:,} postings",
+            target,
+            headers,
+            seconds,
+            connections,
+            pid=s.pid,
+        )
 
 
 def main() -> None:
@@ -338,15 +352,25 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--sizes", default="1000,1000000")
     ap.add_argument("--postgres", default=None, help="server URL, e.g. postgresql://u@host/db")
+    add_port_base(ap)
     args = ap.parse_args()
+    use_port_base(args.port_base)
     sizes = [int(s) for s in args.sizes.split(",")]
     with bare_server() as bare:
-        baseline = wrk("bare FastAPI GET /ping", f"{bare}/ping", {}, args.seconds, args.connections)
+        baseline = wrk(
+            "bare FastAPI GET /ping",
+            f"{bare.base}/ping",
+            {},
+            args.seconds,
+            args.connections,
+            pid=bare.pid,
+        )
     results: list[Figures] = []
     for kind in ("sqlite", "postgres") if args.postgres else ("sqlite",):
         for n in sizes:
             results.append(run_size(kind, args.postgres, n, args.seconds, args.connections))
     print(report([baseline, *results], baseline))
+    check_answers([baseline, *results])
 
 
 if __name__ == "__main__":

@@ -10,7 +10,11 @@ Rows, all against one `multibank serve` (one worker) and the bare FastAPI route,
   arrived (the receiver answers 204 at once; events of one account go one at a time, in order).
 
 Usage: .venv/bin/python bench/bench_webhooks.py [--seconds 10] [--connections 16]
-       [--database-url postgresql://...] [--no-delivery]   (default: a fresh SQLite file)
+       [--database-url postgresql://...] [--no-delivery] [--port-base N]
+       (default: a fresh SQLite file; the receiver takes the port after the servers')
+
+Only 200 answers count (any other fails the run at its end); each row carries the server's CPU
+per answer, the delivery loop's work included.
 
 With --no-delivery the server records the events but sends none: the second row then shows what
 recording an event costs the call alone.
@@ -29,7 +33,18 @@ from typing import Any
 
 from bench_fee import ADMIN_TOKEN, funded_corporate
 from bench_payments import default_programme, settings
-from common import Figures, bare_server, call, multibank_server, report, wrk
+from common import (
+    Figures,
+    add_port_base,
+    bare_server,
+    call,
+    check_answers,
+    multibank_server,
+    next_port,
+    report,
+    use_port_base,
+    wrk,
+)
 
 ACCOUNTS = 50
 LUA = """
@@ -53,7 +68,7 @@ class Counter:
         self.lock = threading.Lock()
 
 
-def receiver(counter: Counter) -> ThreadingHTTPServer:
+def receiver(counter: Counter, port: int) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -70,7 +85,7 @@ def receiver(counter: Counter) -> ThreadingHTTPServer:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
@@ -93,13 +108,22 @@ def main() -> None:
         action="store_true",
         help="the server records events but does not send them: what recording alone costs",
     )
+    add_port_base(ap)
     args = ap.parse_args()
+    use_port_base(args.port_base)
 
     with bare_server() as bare:
-        baseline = wrk("bare FastAPI GET /ping", f"{bare}/ping", {}, args.seconds, args.connections)
+        baseline = wrk(
+            "bare FastAPI GET /ping",
+            f"{bare.base}/ping",
+            {},
+            args.seconds,
+            args.connections,
+            pid=bare.pid,
+        )
 
     counter = Counter()
-    hooks = receiver(counter)
+    hooks = receiver(counter, next_port())
     url = f"http://127.0.0.1:{hooks.server_address[1]}/hooks"
     poll = "0" if args.no_delivery else "0.05"
     env = {"MULTIBANK_ADMIN_TOKEN": ADMIN_TOKEN, "MULTIBANK_WEBHOOKS_POLL_SECONDS": poll}
@@ -135,6 +159,7 @@ def main() -> None:
                 args.seconds,
                 args.connections,
                 script,
+                pid=server.pid,
             )
         )
         settings(server.base, webhookUrl=url)
@@ -147,6 +172,7 @@ def main() -> None:
             args.seconds,
             args.connections,
             script,
+            pid=server.pid,
         )
         rows.append(with_url)
         time.sleep(1)  # the calls wrk left running end
@@ -162,6 +188,7 @@ def main() -> None:
     print(f"PATCH with events / without: {with_url.rps / rows[1].rps:.3f}")
     if args.no_delivery:
         print(f"events: {total} recorded, none sent (--no-delivery)")
+        check_answers(rows)
         return
     print(
         f"events: {total} recorded, {counter.count} delivered in {drained:.1f} s from the start "
@@ -169,6 +196,7 @@ def main() -> None:
         f"(backlog when the row ended: delivered over {drained - args.seconds:.1f} s more); "
         f"{len(counter.refs)} distinct call-refs"
     )
+    check_answers(rows)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import secrets
 import sys
@@ -28,6 +29,9 @@ from multibank.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import corporate_signup
+
+DENIED = -200  # a purchase answered 200 whose code is not APPROVED
+NAMES = {DENIED: "200 not APPROVED"}
 
 
 async def main() -> None:
@@ -112,13 +116,19 @@ async def main() -> None:
                     await c.post(
                         f"/simulate/api/managed_accounts/{acc['id']}/iban/allocate", headers=sim
                     )
-                # A purchase's deposit stays within one deposit's scheme limit (10**12 does not).
-                funds = 10**10 if args.path == "purchase" else 10**12
-                await c.post(
-                    f"/simulate/api/accounts/{acc['id']}/deposit",
-                    headers=sim,
-                    json={"depositAmount": {"currency": "EUR", "amount": funds}},
-                )
+                # One deposit within the scheme limit of a payment (SEPA: 99,999,999,999; a
+                # larger one is refused, DENIED_OTHER, and every charge then answers 409): 10**10
+                # pays for 10**8 fees, transfers or purchases of 100, far more than a run sends.
+                funds = 10**10
+                deposited = (
+                    await c.post(
+                        f"/simulate/api/accounts/{acc['id']}/deposit",
+                        headers=sim,
+                        json={"depositAmount": {"currency": "EUR", "amount": funds}},
+                    )
+                ).json()
+                if deposited != {"code": "COMPLETED"}:
+                    sys.exit(f"the deposit that funds the run was refused: {deposited}")
                 method = "POST"
                 if args.path == "purchase":  # a debit card on the funded account (issue 34)
                     card = (
@@ -196,6 +206,14 @@ async def main() -> None:
         async def send(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 status.append(message["status"])
+            # A refused purchase answers 200 too: its code says so (one body per answer).
+            elif (
+                args.path == "purchase"
+                and message.get("body")
+                and b'"APPROVED"' not in message["body"]
+                and status[-1] == 200
+            ):
+                status[-1] = DENIED  # counted below as not the answer measured
 
         def scope() -> dict[str, Any]:
             return {
@@ -280,12 +298,18 @@ async def main() -> None:
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(args.profile)
-        bad = [s for s in status if s != 200]
+        bad = collections.Counter(s for s in status if s != 200)
         print(
             f"{args.path}: {1e6 * cpu / args.requests:.0f} µs CPU per request "
-            f"({args.requests} requests, non-200: {len(bad)}); "
+            f"({args.requests} requests, non-200: {sum(bad.values())}); "
             f"on the event loop's thread: {1e6 * loop_cpu / args.requests:.0f} µs"
         )
+        if bad:  # the CPU of refused requests is not the figure asked for
+            codes = ", ".join(f"{NAMES.get(code, code)}: {n}" for code, n in sorted(bad.items()))
+            sys.exit(
+                f"WRONG ANSWERS: {sum(bad.values())} of {len(status)} requests did not answer 200 "
+                f"({codes}): the figure above is not the path's"
+            )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ with few turns is CPU; with many turns it is waiting.
 
 Usage: .venv/bin/python bench/loop_turns.py [--path acct|list|corp] [--seconds 8]
        [--connections 16] [--database-url postgresql://postgres@127.0.0.1:5432/DB]
+       [--port-base N]
 """
 
 from __future__ import annotations
@@ -25,7 +26,17 @@ import time
 from collections.abc import Generator
 from typing import Any, ClassVar
 
-from common import VENV_BIN, call, free_port, multibank_server, wait_ready, wrk
+from common import (
+    VENV_BIN,
+    add_port_base,
+    call,
+    check_answers,
+    multibank_server,
+    next_port,
+    use_port_base,
+    wait_ready,
+    wrk,
+)
 
 
 def _where(coro: Any) -> str:
@@ -116,7 +127,9 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--database-url", default=None)
     ap.add_argument("--serve", type=int, default=0, help=argparse.SUPPRESS)
+    add_port_base(ap)
     args = ap.parse_args()
+    use_port_base(args.port_base)
     if args.serve:
         serve(args.serve)
         return
@@ -137,7 +150,7 @@ def main() -> None:
         accounts = [
             call("POST", f"{server.base}/multi/managed_accounts", headers, body) for _ in range(10)
         ]
-    port = free_port()
+    port = next_port()
     child = subprocess.Popen(
         [str(VENV_BIN / "python"), __file__, "--serve", str(port)],
         env=env,
@@ -152,16 +165,22 @@ def main() -> None:
             "list": f"{base}/multi/managed_accounts?limit=10",
             "corp": f"{base}/multi/corporates",
         }
-        figures = wrk(args.path, url_of[args.path], headers, args.seconds, args.connections)
+        figures = wrk(
+            args.path, url_of[args.path], headers, args.seconds, args.connections, pid=child.pid
+        )
     finally:
         child.send_signal(signal.SIGINT)
         out, _ = child.communicate(timeout=30)
-    print(f"wrk: {figures.rps:.0f} req/s, p50 {figures.p50_ms:.2f} ms, p99 {figures.p99_ms:.2f} ms")
+    print(
+        f"wrk: {figures.rps:.0f} req/s, p50 {figures.p50_ms:.2f} ms, p99 {figures.p99_ms:.2f} ms, "
+        f"server CPU {figures.cpu_us:.0f} µs per answer, wrong answers {figures.non_2xx}"
+    )
     stats = json.loads(out.strip().splitlines()[-1])
     print(f"in the application: {stats['requests']} requests, ms {stats['in_app_ms']}")
     print(f"turns of the loop waited, per request: {stats['turns']}")
     for place, count in stats["waited_in"]:
         print(f"  {count:>7}  {place}")
+    check_answers([figures])
 
 
 if __name__ == "__main__":
