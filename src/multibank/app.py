@@ -13,7 +13,7 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy import text
 from starlette.routing import Mount
 
-from multibank.api import examples
+from multibank.api import dispatch, examples
 from multibank.api.errors import install_error_handlers
 from multibank.api.middleware import EdgeMiddleware, VersionShortcut
 from multibank.api.openapi import DOCS_ASSETS, DOCS_ASSETS_URL, ServerApp
@@ -260,6 +260,12 @@ def create_app(
     app.include_router(portal_fallback)
 
     app.mount(DOCS_ASSETS_URL, StaticFiles(directory=DOCS_ASSETS), name="docs-assets")
+    # Every router of the server tries first the routes a request can match (api/dispatch.py):
+    # the outer application's, and each mounted application's (versions, simulator, operator).
+    dispatch.install(app.router)
+    for route in app.routes:
+        if isinstance(route, Mount) and isinstance(route.app, FastAPI):
+            dispatch.install(route.app.router)
     versions = [r for r in app.routes if isinstance(r, Mount) and r.path in BASES]
     app.add_middleware(VersionShortcut, mounts=versions)
     if settings.cors_allowed_origins:
