@@ -44,6 +44,7 @@ from multibank.simulator.router import build_simulator
 from multibank.webhooks.delivery import WebhookWorker
 
 BASES = {"/multi": "3.29.1", "/3.29.1/multi": "3.29.1", "/3.1.0/multi": "3.1.0"}
+SHORTCUT_BASES = (*BASES, "/simulate/api", "/portal/api")
 
 
 def build_container(settings: Settings) -> Container:
@@ -266,8 +267,10 @@ def create_app(
     for route in app.routes:
         if isinstance(route, Mount) and isinstance(route.app, FastAPI):
             dispatch.install(route.app.router)
-    versions = [r for r in app.routes if isinstance(r, Mount) and r.path in BASES]
-    app.add_middleware(VersionShortcut, mounts=versions)
+    # The base URLs' applications, reached without the outer walk: no outer route before their
+    # mounts can match a path under them (tests/api/test_dispatch.py).
+    shortcut = [r for r in app.routes if isinstance(r, Mount) and r.path in SHORTCUT_BASES]
+    app.add_middleware(VersionShortcut, mounts=shortcut)
     if settings.cors_allowed_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -18,7 +18,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.routing import BaseRoute, Match, Mount, Route, Router
 
 from multibank.api.dispatch import RouteIndex
-from multibank.app import build_container, create_app
+from multibank.app import SHORTCUT_BASES, build_container, create_app
 from multibank.settings import Settings
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "BREW")
@@ -192,6 +192,25 @@ def test_a_version_read_tries_one_route(server: FastAPI) -> None:
     assert before.index(route) > 20
     candidates = index_of(router).candidates(scope)
     assert candidates is not None and candidates[0] is route
+
+
+def test_no_outer_route_before_a_shortcut_mount_can_match_under_it(server: FastAPI) -> None:
+    """`VersionShortcut` hands a path under a base URL to its mount at once, before the outer
+    walk: the walk would pick that mount too, since every outer route before it (and every
+    route of an included router among them) has a literal first segment other than the
+    base's, so cannot match a path under the base."""
+    for base in SHORTCUT_BASES:
+        at = next(i for i, r in enumerate(server.routes) if isinstance(r, Mount) and r.path == base)
+        first = base.split("/")[1]
+        for context in iter_route_contexts(server.routes[:at]):
+            path = context.path
+            assert isinstance(path, str) and path.startswith("/"), path
+            segment = path.split("/", 2)[1]
+            assert "{" not in segment and segment != first, (base, path)
+        for template in templates(server.routes[at].app.routes):  # type: ignore[attr-defined]
+            scope: dict[str, Any] = {"type": "http", "method": "GET", "root_path": ""}
+            scope["path"] = base + next(filled(template))
+            assert first_full(server.routes, scope) is server.routes[at]
 
 
 class Reversed(RouteIndex):
