@@ -160,9 +160,11 @@ def disagreements(
                 if found[0] is not expected:
                     wrong.append(f"{where}: handed to {name(found[0])}, the walk {name(expected)}")
             elif (
-                isinstance(expected, APIRoute)
-                and not scope["path"].endswith("\n")
-                and type(index) is RouteIndex
+                type(index) is RouteIndex
+                and isinstance(expected, APIRoute)
+                and candidates is not None
+                and expected in candidates
+                and all(isinstance(r, APIRoute) for r in candidates[: candidates.index(expected)])
             ):
                 wrong.append(f"{where}: left to the walk although {expected.path} matches")
             if wrong and only:

@@ -18,9 +18,9 @@ So the first FULL match among the candidates is the first FULL match among all t
 route left out cannot FULL-match. That route is handled as the router's walk handles it (the
 router in the scope, the match's child scope, then `route.handle`) when it is a FastAPI
 `APIRoute` whose match carries only what a plain match carries; in every other case (no FULL
-match: a 405, a 404, a redirect to the other slash form; a match of any other kind) the router's
-own walk runs, which decides exactly as it did without the index. `tests/api/test_dispatch.py`
-proves the equivalence over every route of the server.
+match: a 405, a 404, a redirect to the other slash form; a candidate of any other kind before
+the match) the router's own walk runs, which decides exactly as it did without the index.
+`tests/api/test_dispatch.py` proves the equivalence over every route of the server.
 
 Only public names of Starlette and FastAPI are used: `Router.routes`, `Router.app`,
 `Router.middleware_stack`, `BaseRoute.matches`/`handle`, `Route.path`, `Route.methods`,
@@ -153,11 +153,13 @@ class RouteIndex:
         if candidates is None:
             return None
         for route in candidates:
+            if not isinstance(route, APIRoute):
+                # A mount or an included router (or a route of another kind) is handled by the
+                # walk, which would try again every candidate before it: stop here instead.
+                return None
             match, child_scope = route.matches(scope)
             if match is Match.FULL:
-                if isinstance(route, APIRoute) and child_scope.keys() <= PLAIN_MATCH:
-                    return route, child_scope
-                return None
+                return (route, child_scope) if child_scope.keys() <= PLAIN_MATCH else None
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
