@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.routing import Mount
 
-from multibank.api import examples
+from multibank.api import dispatch, examples
 from multibank.api.errors import install_error_handlers
 from multibank.api.middleware import EdgeMiddleware, VersionShortcut
 from multibank.api.openapi import DOCS_ASSETS, DOCS_ASSETS_URL, ServerApp
@@ -43,6 +43,7 @@ from multibank.simulator.router import build_simulator
 from multibank.webhooks.delivery import WebhookWorker
 
 BASES = {"/multi": "3.29.1", "/3.29.1/multi": "3.29.1", "/3.1.0/multi": "3.1.0"}
+SHORTCUT_BASES = (*BASES, "/simulate/api", "/portal/api")
 
 
 def build_container(settings: Settings) -> Container:
@@ -258,8 +259,16 @@ def create_app(
     app.include_router(portal_fallback)
 
     app.mount(DOCS_ASSETS_URL, StaticFiles(directory=DOCS_ASSETS), name="docs-assets")
-    versions = [r for r in app.routes if isinstance(r, Mount) and r.path in BASES]
-    app.add_middleware(VersionShortcut, mounts=versions)
+    # Every router of the server tries first the routes a request can match (api/dispatch.py):
+    # the outer application's, and each mounted application's (versions, simulator, operator).
+    dispatch.install(app.router)
+    for route in app.routes:
+        if isinstance(route, Mount) and isinstance(route.app, FastAPI):
+            dispatch.install(route.app.router)
+    # The base URLs' applications, reached without the outer walk: no outer route before their
+    # mounts can match a path under them (tests/api/test_dispatch.py).
+    shortcut = [r for r in app.routes if isinstance(r, Mount) and r.path in SHORTCUT_BASES]
+    app.add_middleware(VersionShortcut, mounts=shortcut)
     if settings.cors_allowed_origins:
         app.add_middleware(
             CORSMiddleware,

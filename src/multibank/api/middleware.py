@@ -167,11 +167,13 @@ async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
 
 
 class VersionShortcut:
-    """Hands a request for a version's base URL (`/multi/...`, `/3.1.0/multi/...`) straight to
-    that version's mounted application, as the outer router's `Mount` would after the outer
-    application's exception middleware and its walk over every route of the server: with the
-    mounts' own public `matches` and `handle`. Everything else, and every path a base's mount
-    does not match, goes through the outer application.
+    """Hands a request for a base URL (`/multi/...`, `/3.1.0/multi/...`, `/simulate/api/...`,
+    `/portal/api/...`) straight to that base's mounted application, as the outer router's
+    `Mount` would after the outer application's exception middleware and its walk over the
+    server's routes: with the mounts' own public `matches` and `handle`. Only for mounts that no
+    earlier outer route can match a path of (tests/api/test_dispatch.py): the walk would pick
+    the same mount. Everything else, and every path a base's mount does not match, goes through
+    the outer application.
 
     Innermost of the outer application's middleware: what wraps it (the edge, CORS) still sees
     every request."""

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Response
 
+from multibank.api.answers import Answer
 from multibank.api.deps import (
     AnonCtx,
     CallerIdempotent,
@@ -34,6 +35,8 @@ from multibank.users.models import User
 
 router = APIRouter(tags=["Consumers"], route_class=UnitOfWorkRoute)
 
+# The hot read's answer, written from the dict below without validating it again (api/answers.py).
+CONSUMER_ANSWER = Answer(ConsumerRead)
 CREATE_CONFLICTS = (
     "PROFILE_NOT_FOUND",
     "PROFILE_INACTIVE",
@@ -117,8 +120,10 @@ async def consumer_create(body: ConsumerCreate, ctx: AnonCtx) -> dict[str, Any]:
     response_model=ConsumerRead,
     response_model_exclude_none=True,
 )
-async def consumer_get(session: ConsumerSession) -> dict[str, Any]:
-    return consumer_body(*await service.view(session.ctx, session.identity_id, CONSUMER))
+async def consumer_get(session: ConsumerSession) -> Response:
+    return CONSUMER_ANSWER.response(
+        consumer_body(*await service.view(session.ctx, session.identity_id, CONSUMER))
+    )
 
 
 @router.patch(

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
+from multibank.api.answers import Answer
 from multibank.api.deps import (
     AnonCtx,
     CallerIdempotent,
@@ -30,6 +31,8 @@ from multibank.users.models import User
 
 router = APIRouter(tags=["Corporates"], route_class=UnitOfWorkRoute)
 
+# The hot read's answer, written from the dict below without validating it again (api/answers.py).
+CORPORATE_ANSWER = Answer(CorporateRead)
 CREATE_CONFLICTS = (
     "PROFILE_NOT_FOUND",
     "PROFILE_MISMATCH",
@@ -116,9 +119,11 @@ async def corporate_create(body: CorporateCreate, ctx: AnonCtx) -> dict[str, Any
     response_model=CorporateRead,
     response_model_exclude_none=True,
 )
-async def corporate_get(session: CorporateSession) -> dict[str, Any]:
+async def corporate_get(session: CorporateSession) -> Response:
     """The logged-in user's corporate."""
-    return corporate_body(*await service.view(session.ctx, session.identity_id, CORPORATE))
+    return CORPORATE_ANSWER.response(
+        corporate_body(*await service.view(session.ctx, session.identity_id, CORPORATE))
+    )
 
 
 @router.patch(
