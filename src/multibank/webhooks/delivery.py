@@ -41,17 +41,17 @@ from sqlalchemy import (
     BigInteger,
     BindParameter,
     ColumnElement,
+    CompoundSelect,
     Row,
     Select,
     Update,
-    and_,
     bindparam,
-    exists,
     func,
     insert,
     literal_column,
     or_,
     select,
+    union_all,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -251,7 +251,7 @@ class Claimed:
 
 
 @functools.lru_cache(maxsize=8)
-def _claim_queries(
+def claim_queries(
     heads: int, chain: int, sqlite: bool
 ) -> tuple[Select[int], Select[int, int, str, int]]:
     """The probe and the heads of a round, built once per batch size: building them (the
@@ -266,11 +266,20 @@ def _claim_queries(
     e = WebhookEvent
     earlier = aliased(WebhookEvent)
     later = aliased(WebhookEvent)
-    before_it = exists().where(
-        earlier.state == _IS_PENDING,
-        earlier.programme_id == e.programme_id,
-        earlier.resource == e.resource,
-        earlier.id < e.id,
+    # The oldest pending event of `e`'s resource: a probe of the partial index, as a scalar
+    # subquery so that PostgreSQL runs it per event the walk reaches, with the event's own
+    # resource as the index's bounds (a NOT EXISTS may become an anti join reading every
+    # pending event of the database).
+    head = (
+        select(earlier.id)
+        .where(
+            earlier.state == _IS_PENDING,
+            earlier.programme_id == e.programme_id,
+            earlier.resource == e.resource,
+        )
+        .order_by(earlier.id)
+        .limit(1)
+        .scalar_subquery()
     )
     # The last event the resource's chain may take: its `chain`-th pending one from the head
     # (none: every pending one).
@@ -295,7 +304,7 @@ def _claim_queries(
             e.state == _IS_PENDING,
             e.next_attempt_at <= server_now + Programme.clock_offset_ms,
             or_(e.lease_until.is_(None), e.lease_until < server_now),
-            ~before_it,
+            e.id == head,
         )
         .order_by(e.id)
         .limit(heads)
@@ -308,18 +317,34 @@ def _claim_queries(
     return probe, query
 
 
-def _chains_of(heads: Sequence[Row[int, int, str, int]], until: int) -> Update:
-    """Leases each head's chain (the head and the resource's later pending events up to its
-    last), answering what sending them needs. Only a claimer holding the head takes its chain:
-    on PostgreSQL the heads are locked, on SQLite the round holds the write lock."""
+def chains_of(heads: Sequence[Row[int, int, str, int]]) -> CompoundSelect[int]:
+    """The ids of each head's chain: the head and its resource's later pending events up to
+    its last. One index range of `ix_webhook_events_pending_resource` per chain, each bounded
+    on its three columns (an OR of the ranges, or a join with them, can let PostgreSQL read
+    every pending event of the programme instead)."""
+    e = aliased(WebhookEvent)
+    return union_all(
+        *(
+            select(e.id).where(
+                e.state == _IS_PENDING,
+                e.programme_id == pid,
+                e.resource == resource,
+                e.id >= head,
+                e.id <= last,
+            )
+            for head, pid, resource, last in heads
+        )
+    )
+
+
+def _lease(ids: list[int], until: int) -> Update:
+    """Leases the events of `ids` still pending, answering what sending them needs. Only a
+    claimer holding a chain's head leases its chain: on PostgreSQL the heads are locked, on
+    SQLite the round holds the write lock."""
     e = WebhookEvent
-    ranges = [
-        and_(e.programme_id == pid, e.resource == resource, e.id >= head, e.id <= last)
-        for head, pid, resource, last in heads
-    ]
     return (
         update(e)
-        .where(e.state == _IS_PENDING, or_(*ranges))
+        .where(e.id.in_(ids), e.state == _IS_PENDING)
         .values(lease_until=until)
         .returning(
             e.id, e.programme_id, e.resource, e.path, e.call_ref, e.payload, e.next_attempt_at
@@ -338,7 +363,7 @@ async def claim(
     """Claims the due work of a round: up to `limit` resources whose oldest pending event is
     due and not leased, and of each its oldest `chain` pending events, leased together.
     Answers each resource's events in their order, resources oldest first."""
-    probe, query = _claim_queries(limit, chain, db.is_sqlite)
+    probe, query = claim_queries(limit, chain, db.is_sqlite)
     params = {"server_now": server_now}
     # Most rounds find nothing: a read says so without taking a write lock (on SQLite the
     # transaction below would take the database's only one).
@@ -350,7 +375,8 @@ async def claim(
         heads = (await session.execute(query, params)).all()
         if not heads:
             return []
-        rows = (await session.execute(_chains_of(heads, server_now + lease_ms))).all()
+        ids = list((await session.scalars(chains_of(heads))).all())
+        rows = (await session.execute(_lease(ids, server_now + lease_ms))).all()
         pids = {row.programme_id for row in rows}
         programmes = {
             p.id: p
