@@ -24,6 +24,35 @@ from multibank.webhooks.models import DELIVERED, FAILED, PENDING, WebhookEvent
 from tests.api.webhook_support import Receiver, receiving
 
 
+def event_rows(
+    programme_id: int, resources: int, per_resource: int, now: int, state: str = PENDING
+) -> list[dict[str, Any]]:
+    """The rows of `per_resource` events of each of `resources` resources (`tests:r0`...),
+    written in turn; each payload says its resource and its place (`seq`) among the
+    resource's events."""
+    rows = []
+    for seq in range(per_resource):
+        for r in range(resources):
+            body = {"resource": f"r{r}", "seq": seq}
+            rows.append(
+                {
+                    "id": new_id(),
+                    "programme_id": programme_id,
+                    "path": "/managed_accounts/watch",
+                    "event_type": "managed_accounts.UPDATED",
+                    "resource": f"tests:r{r}",
+                    "call_ref": secrets.token_hex(16),
+                    "payload": json.dumps(body, separators=(",", ":")),
+                    "state": state,
+                    "attempts": 0 if state == PENDING else 1,
+                    "next_attempt_at": now if state == PENDING else None,
+                    "delivered_at": now if state == DELIVERED else None,
+                    "created_at": now,
+                }
+            )
+    return rows
+
+
 @dataclass
 class Hooked:
     """A programme whose events go to `receiver`."""
@@ -33,29 +62,9 @@ class Hooked:
     container: Container
 
     async def write(self, resources: int, per_resource: int, state: str = PENDING) -> None:
-        """`per_resource` events of each of `resources` resources (`r0`, `r1`...), written in
-        turn; each payload says its resource and its place (`seq`) among the resource's."""
+        """`per_resource` events of each of `resources` resources, as `event_rows` makes them."""
         now = self.container.clock.now_ms(self.programme.clock_offset_ms)
-        rows = []
-        for seq in range(per_resource):
-            for r in range(resources):
-                body = {"resource": f"r{r}", "seq": seq}
-                rows.append(
-                    {
-                        "id": new_id(),
-                        "programme_id": self.programme.id,
-                        "path": "/managed_accounts/watch",
-                        "event_type": "managed_accounts.UPDATED",
-                        "resource": f"tests:r{r}",
-                        "call_ref": secrets.token_hex(16),
-                        "payload": json.dumps(body, separators=(",", ":")),
-                        "state": state,
-                        "attempts": 0 if state == PENDING else 1,
-                        "next_attempt_at": now if state == PENDING else None,
-                        "delivered_at": now if state == DELIVERED else None,
-                        "created_at": now,
-                    }
-                )
+        rows = event_rows(self.programme.id, resources, per_resource, now, state)
         async with self.container.db.transaction() as s:
             for start in range(0, len(rows), 1000):
                 await s.execute(insert(WebhookEvent), rows[start : start + 1000])
