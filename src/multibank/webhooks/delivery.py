@@ -2,22 +2,28 @@
 
 A round runs in three steps, no transaction open while the network is used:
 
-1. claim: take due events (state PENDING, next attempt due on the programme's clock, no lease
-   running), each the oldest still pending of its resource, so one resource's events go in the
-   order they happened; set a lease so no other process sends them meanwhile. PostgreSQL reads
-   them `FOR UPDATE SKIP LOCKED`; SQLite's write lock serialises claimers.
-2. send each: `POST {url}{path}` with the payload as recorded, `call-ref`, `published-timestamp`
-   (the programme's clock now), `signature` (HMAC-SHA256 of the timestamp) and `signature-v2`
-   (HMAC-SHA256 of call-ref + payload + timestamp), both base64, keyed by the programme's webhook
-   secret (a sandbox programme's: its API key). 10 s timeout; a redirect is followed only to the
+1. claim: take the resources whose oldest pending event is due (state PENDING, next attempt due
+   on the programme's clock, no lease running), and of each its oldest pending events up to a
+   chain's length, so one resource's events go in the order they happened; set a lease on them
+   so no other process sends them meanwhile. PostgreSQL locks the oldest events `FOR UPDATE SKIP
+   LOCKED`, and only the holder of a resource's oldest event takes the others; SQLite's write
+   lock serialises claimers. Only pending events are read (partial indexes, decision 0062).
+2. send each resource's events one after the other, each as soon as the one before it was
+   delivered, resources side by side; a resource's chain stops at its first event not
+   delivered (its later events wait for it), so order holds. Each: `POST {url}{path}` with the
+   payload as recorded, `call-ref`, `published-timestamp` (the programme's clock now),
+   `signature` (HMAC-SHA256 of the timestamp) and `signature-v2` (HMAC-SHA256 of call-ref +
+   payload + timestamp), both base64, keyed by the programme's webhook secret (a sandbox
+   programme's: its API key). 10 s timeout; a redirect is followed only to the
    same scheme, host and port. Only the first 200 characters of the answer are read.
 3. record the round's attempts, in one transaction: a 2xx delivers; a connection error, a
    timeout, 408, 409, 425, 429 or a 5xx retries after 10 s x 6^n of the programme clock, five
    times, then FAILED; any other answer is final (FAILED).
 
-A process that dies between 1 and 3 leaves a lease that runs out (60 s, well over the 10 s
-timeout): the next claimer sends the event again with the same call-ref. Events are delivered at
-least once, and a receiver dedupes on call-ref.
+A process that dies between 1 and 3 leaves leases that run out (60 s, well over the 10 s
+timeout; a chain sends only within half the lease): the next claimer sends the events again
+with the same call-refs. Events are delivered at least once, and a receiver dedupes on
+call-ref. A round that sent something starts the next at once.
 """
 
 from __future__ import annotations
@@ -573,7 +579,7 @@ async def record(
         delivered = {c.event_id: (c, r) for c, r in sent if r.delivered}
         if delivered:
             e = WebhookEvent
-            pending = select(e.id).where(e.id.in_(delivered), e.state == PENDING)
+            pending = select(e.id).where(e.id.in_(list(delivered)), e.state == PENDING)
             if not db.is_sqlite:
                 pending = pending.with_for_update()
             still = set((await session.scalars(pending)).all())
