@@ -1,7 +1,8 @@
 """Webhook delivery by real `multibank serve` processes (issue 13), on the database under test:
 
 - two processes share the work: every event arrives exactly once while the receiver is healthy
-  (no call-ref twice), and one resource's events in the order they happened;
+  (no call-ref twice), and one resource's events in the order they happened, also when a
+  backlog of many events per resource is drained in chains (decision 0062);
 - `kill -9` of the process that is sending an event loses nothing: after its lease runs out,
   another process sends it again under the same call-ref (at least once).
 """
@@ -18,15 +19,17 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
 
 from multibank.kernel.db import Database
+from multibank.webhooks.delivery import CHAIN
 from multibank.webhooks.models import WebhookEvent
 from tests.api.test_ledger_concurrency import MULTIBANK, _env, fresh_database
 from tests.api.test_payment_concurrency import _start
 from tests.api.webhook_support import receiving, signed_by
 from tests.conftest import ADMIN_TOKEN, Prog
 from tests.factories import open_account, verified
+from tests.webhooks.conftest import event_rows
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
@@ -124,6 +127,35 @@ async def test_two_processes_deliver_each_event_once_and_in_order(tmp_path):
     assert set(tags) == set(ids)
     for acc in ids:
         assert tags[acc] == ["", *(f"n{n}" for n in range(updates))], tags[acc]
+
+
+async def test_two_processes_drain_a_backlog_each_event_once_and_in_order(tmp_path):
+    resources, per_resource = 30, 2 * CHAIN + 10
+    # The default lease: rounds send chains of each resource's events (an 11 s one would not).
+    async with fresh_database(tmp_path) as url:
+        env = {**_server_env(url), "MULTIBANK_WEBHOOKS_LEASE_SECONDS": "60"}
+        async with servers(env, tmp_path, 2) as procs:
+            with receiving() as receiver:
+                async with httpx.AsyncClient(base_url=procs[0][1], timeout=60) as http:
+                    p = await hooked_programme(http, receiver.url)
+                # The whole backlog at once, in one transaction: both processes find it due.
+                db = Database(url)
+                try:
+                    rows = event_rows(int(p.id), resources, per_resource, int(time.time() * 1000))
+                    async with db.transaction() as s:
+                        await s.execute(insert(WebhookEvent), rows)
+                finally:
+                    await db.dispose()
+                await asyncio.to_thread(receiver.wait_for, len(rows), 120)
+                await asyncio.sleep(1)  # anything sent twice would arrive now
+                got = list(receiver.received)
+    refs = Counter(r.call_ref for r in got)
+    assert len(got) == len(rows) and max(refs.values()) == 1, refs.most_common(3)
+    assert all(signed_by(p.api_key, r) for r in got)
+    seqs: dict[str, list[int]] = defaultdict(list)
+    for r in got:
+        seqs[r.json["resource"]].append(r.json["seq"])
+    assert seqs == {f"r{n}": list(range(per_resource)) for n in range(resources)}
 
 
 async def test_kill_minus_nine_while_sending_loses_no_event(tmp_path):
