@@ -637,7 +637,12 @@ async def test_a_session_ended_elsewhere_is_the_answer_before_a_malformed_body_o
         assert r.status_code == 401, (body, r.text)
     assert await fee_count(container.db, acc["id"]) == 0
     async with container.db.engine.connect() as conn:
-        refs = (await conn.execute(text("SELECT count(*) FROM idempotency_records"))).scalar_one()
+        refs = (
+            await conn.execute(
+                text("SELECT count(*) FROM idempotency_records WHERE programme_id = :p"),
+                {"p": int(p.id)},
+            )
+        ).scalar_one()
     assert refs == 0
     await ledger_ok(client, admin_headers, p)
 
