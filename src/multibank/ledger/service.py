@@ -263,10 +263,12 @@ def transfer_ctes(row: CTE) -> list[CTE]:
     )
     ctes = [written.cte("written")]
     moved: list[CTE] = []
+    # Each account by its primary key: the id as a one-time subquery, not a join to `row`,
+    # which the planner ran as a scan of the programme's accounts (EXPLAIN, decision 0064).
     for k, target in enumerate(
         (
-            func.least(row.c.source_id, row.c.target_id),
-            func.greatest(row.c.source_id, row.c.target_id),
+            select(func.least(row.c.source_id, row.c.target_id)).scalar_subquery(),
+            select(func.greatest(row.c.source_id, row.c.target_id)).scalar_subquery(),
         )
     ):
         signed = case((a.id == row.c.source_id, -row.c.amount), else_=row.c.amount)
