@@ -618,3 +618,47 @@ async def test_a_charge_follows_changes_made_since_the_last_one(
     assert await available(client, ident, acc["id"]) == 945
     assert await fee_count(container.db, acc["id"]) == 4
     await ledger_ok(client, admin_headers, p)
+
+
+@pytest.mark.parametrize("with_ref", [False, True])
+async def test_a_session_ended_elsewhere_is_the_answer_before_a_malformed_body_or_a_card(
+    client, programme, container, admin_headers, with_ref
+):
+    """On PostgreSQL the charge's session check waits for its one statement (decision 0064);
+    where no such statement is sent (a body refused before the charge runs, a card's charge,
+    which checks first), the check still answers first: 401, nothing charged, no ref kept."""
+    p = await programme()
+    ident, acc = await funded(client, p, "corporates", V29, amount=1000)
+    await end_sessions_behind_its_back(client, container, ident, p, V29)
+    malformed = {"feeType": "ADMIN_FEE", "source": {"type": "managed_accounts", "id": "abc"}}
+    card = {"feeType": "ADMIN_FEE", "source": {"type": "managed_cards", "id": "123"}}
+    for body in (malformed, card):
+        r = await charge(client, ident, acc["id"], V29, body=body, ref=ref() if with_ref else None)
+        assert r.status_code == 401, (body, r.text)
+    assert await fee_count(container.db, acc["id"]) == 0
+    async with container.db.engine.connect() as conn:
+        refs = (
+            await conn.execute(
+                text("SELECT count(*) FROM idempotency_records WHERE programme_id = :p"),
+                {"p": int(p.id)},
+            )
+        ).scalar_one()
+    assert refs == 0
+    await ledger_ok(client, admin_headers, p)
+
+
+async def test_a_ref_taken_is_replayed_before_a_malformed_body_is_refused(
+    client, programme, container
+):
+    """A ref's first answer is replayed for the same payload; a different payload under it is
+    the 400 of a mismatch, as when the claim went before everything (decision 0064)."""
+    p = await programme()
+    ident, acc = await funded(client, p, "corporates", V29, amount=1000)
+    key = ref()
+    first = await charge(client, ident, acc["id"], V29, ref=key)
+    assert first.status_code == 200, first.text
+    again = await charge(client, ident, acc["id"], V29, ref=key)
+    assert (again.status_code, again.content) == (first.status_code, first.content)
+    other = await charge(client, ident, acc["id"], V29, ref=key, fee_type="NO_SUCH_FEE")
+    assert other.status_code == 400, other.text
+    assert await available(client, ident, acc["id"]) == 900

@@ -323,16 +323,17 @@ async def test_a_charge_with_a_ref_stores_its_answer_in_its_transaction(
     client, programme, container, base
 ) -> None:
     """The ref's row holds the answer once the charge has committed, and the replay is the
-    first answer. On PostgreSQL the charge is one transaction: the renewal and the claim in
-    one statement, the lookup, the movement in one statement, the answer, the commit."""
+    first answer. On PostgreSQL the charge is one transaction: the renewal, the claim, the
+    lookup and the movement in one statement (decision 0064), the answer, the commit."""
     ident, account = await charged_twice(client, await programme(), base)
     key = f"ref-{secrets.token_hex(8)}"
     with counting(container) as trips:
         first = await charge(client, ident, account["id"], base, ref=key)
     assert first.status_code in (200, 204), first.text
     if not container.db.is_sqlite:
-        expected = ["BEGIN", "WITH", "SELECT", "WITH", "UPDATE idempotency_records", "COMMIT"]
+        expected = ["BEGIN", "WITH", "UPDATE idempotency_records", "COMMIT"]
         assert trips.statements == expected, trips.texts
+        _is_the_whole_charge(trips.texts[0], claim=True)
     assert "COMMIT" in trips.statements and "ROLLBACK" not in trips.statements, trips.statements
     async with container.db.engine.connect() as conn:
         stored = (
@@ -352,9 +353,10 @@ async def test_a_charge_with_a_ref_stores_its_answer_in_its_transaction(
 async def test_a_charge_without_a_ref_is_one_transaction_of_three_statements(
     client, programme, container, base
 ) -> None:
-    """A charge without a ref: its session's renewal, its one lookup (fee group, fee type,
-    account) and its movement in one statement (decision 0021), between BEGIN and COMMIT on
-    PostgreSQL; on SQLite its movement is a statement per leg and one for the postings."""
+    """A charge without a ref on PostgreSQL: BEGIN, one statement (its session's renewal, its
+    lookup of fee group, fee type, account and revenue shard, and its movement: decision 0064),
+    COMMIT; three round trips, as before issue 33. On SQLite its lookup is one statement and
+    its movement a statement per leg and one for the postings."""
     ident, account = await charged_twice(client, await programme(), base)
     with counting(container) as trips:
         r = await charge(client, ident, account["id"], base)
@@ -364,10 +366,25 @@ async def test_a_charge_without_a_ref_is_one_transaction_of_three_statements(
         lookups = [t for t in trips.texts if t.startswith("SELECT") and "fee_types" in t]
         assert len(lookups) == 1, trips.texts
     else:
-        expected = ["BEGIN", "UPDATE auth_sessions", "SELECT", "WITH", "COMMIT"]
-        assert trips.statements == expected, trips.texts
+        assert trips.statements == ["BEGIN", "WITH", "COMMIT"], trips.texts
+        _is_the_whole_charge(trips.texts[0], claim=False)
     r = await client.get(f"{base}/managed_accounts/{account['id']}", headers=ident.headers)
     assert r.json()["balances"]["availableBalance"] == 700
+
+
+def _is_the_whole_charge(sql: str, claim: bool) -> None:
+    """One statement renews the session (and claims the ref), looks the fee up, moves the money
+    and appends the postings."""
+    parts = [
+        "UPDATE auth_sessions",
+        "FROM identities",
+        "fee_types",
+        "UPDATE ledger_accounts",
+        "INSERT INTO ledger_transactions",
+        "INSERT INTO postings",
+    ]
+    assert all(part in sql for part in parts), sql
+    assert ("INSERT INTO idempotency_records" in sql) is claim, sql
 
 
 # A read of a session's row (`tokens.read_session`), as the auth cache loads it.

@@ -16,13 +16,16 @@ from multibank.api.openapi import IDEMPOTENCY_REF, STEP_UP, STEP_UP_BODY, answer
 from multibank.api.routing import container_of, remembered
 from multibank.kernel.clock import ProgrammeClock
 from multibank.kernel.context import Container
+from multibank.kernel.db import dialect_name
 from multibank.kernel.errors import BadRequest, Forbidden, Unauthorized
 from multibank.kernel.idempotency import (
     Claim,
+    HeldCheck,
     IdempotencyStore,
     Replay,
     StoredResponse,
     claim_values,
+    hold,
     payload_hash,
     renew_and_claim,
 )
@@ -270,6 +273,12 @@ async def _live_session(
         # On SQLite a write renews at most once a second too, and otherwise confirms the session
         # is live in its transaction (`tokens.confirm_or_renew`, decision 0030).
         due = now_ms - entry.last_seen_ms >= RENEW_EVERY_MS
+        if _checks_session_in_transaction(request) and dialect_name(db) == "postgresql":
+            # Held for the operation's own first statement (decision 0064), settled as below.
+            renewal = renewal_params(session_id, programme_id, now_ms, limits)
+            settle = _settle(request, db, cache, entry, values, now_ms, due)
+            hold(db, HeldCheck(renewal, values, settle))
+            return entry.row
         if values is None:
             renewed = await renew_session(db, session_id, programme_id, now_ms, limits, due)
         else:
@@ -285,6 +294,29 @@ async def _live_session(
             # (if it does not, the next write renews again a second later, at the latest).
             entry.last_seen_ms = max(entry.last_seen_ms, now_ms)
     return entry.row
+
+
+def _settle(
+    request: Request,
+    db: AsyncSession,
+    cache: AuthCache,
+    entry: SessionEntry,
+    values: dict[str, Any] | None,
+    now_ms: int,
+    due: bool,
+) -> Callable[[bool, Claim | None], Awaitable[None]]:
+    """What `_live_session` and `caller_idempotency` do with a held check's outcome."""
+
+    async def settle(renewed: bool, claimed: Claim | None) -> None:
+        if not renewed:
+            cache.forget_session(entry.row.id)
+            raise Unauthorized()
+        if due:
+            entry.last_seen_ms = max(entry.last_seen_ms, now_ms)
+        if values is not None:
+            _own(request, claimed or await IdempotencyStore(db).taken(values))
+
+    return settle
 
 
 _CHECKS_SESSION_IN_TRANSACTION = "_multibank_checks_session_in_transaction"

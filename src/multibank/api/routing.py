@@ -23,7 +23,7 @@ from multibank.kernel import conflicts
 from multibank.kernel.context import Container
 from multibank.kernel.db import Database
 from multibank.kernel.errors import DomainError, NotFound
-from multibank.kernel.idempotency import Claim, IdempotencyStore
+from multibank.kernel.idempotency import Claim, IdempotencyStore, send_held
 
 log = logging.getLogger("multibank.requests")
 # In a write's `session.info`: what it does once its transaction is committed (`after_commit`).
@@ -107,7 +107,12 @@ class UnitOfWorkRoute(WrappedRoute):
             request.state.db = session
             try:
                 try:
-                    response = await handler(request)
+                    try:
+                        response = await handler(request)
+                    except Exception:
+                        await send_held(session)  # a held session check answers first (0064)
+                        raise
+                    await send_held(session)
                 except DomainError as exc:
                     if exc.keep_changes:
                         await _commit_refusal(request, session, exc)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from sqlalchemy import (
+    CTE,
     Integer,
     LargeBinary,
     String,
@@ -218,6 +220,81 @@ async def renew_and_claim(
     if due and changed(await db.execute(tokens.RENEWAL, renewal)) != 1:
         return False, None  # pragma: no cover - checked live just now, under the write lock
     return True, None if found.taken is not None else Claim(int(values["id"]), values)
+
+
+# A logged-in write's session check held for its operation's own first statement (decision
+# 0064), in its session's `info`.
+_HELD = "multibank.held_session_check"
+
+
+@dataclass(frozen=True)
+class HeldCheck:
+    """A logged-in write's session renewal (`tokens.renewal_params`) and the claim of its ref
+    (`claim_values`, or None), not sent by the dependency that made them: the operation sends
+    them in its first statement (`held_ctes`, `held_params`, then `settle_held`), or
+    `send_held` sends them alone, which the request's route does before any answer while one
+    is still held. `settle`: what the dependency does with the outcome, whether the session
+    was renewed and the claim, or None where the ref was taken (a 401, a replay, a 400, or the
+    claim recorded as the request's own)."""
+
+    renewal: dict[str, Any]
+    claim: dict[str, Any] | None
+    settle: Callable[[bool, Claim | None], Awaitable[None]]
+
+
+def hold(db: AsyncSession, check: HeldCheck) -> None:
+    """PostgreSQL only: SQLite keeps checking first (`renew_and_claim`)."""
+    db.info[_HELD] = check
+
+
+def take_held(db: AsyncSession) -> HeldCheck | None:
+    """The check held for this operation, now its to send (`held_ctes`)."""
+    held: HeldCheck | None = db.info.pop(_HELD, None)
+    return held
+
+
+async def send_held(db: AsyncSession) -> None:
+    """Sends what is held (if anything) alone, and settles it: what a dependency would have
+    sent first. May raise what the settlement raises (401, a replay)."""
+    held = take_held(db)
+    if held is None:
+        return
+    if held.claim is None:
+        renewed, claimed = changed(await db.execute(tokens.RENEWAL, held.renewal)) == 1, None
+    else:
+        renewed, claimed = await renew_and_claim(db, held.renewal, held.claim)
+    await held.settle(renewed, claimed)
+
+
+def held_ctes(with_claim: bool) -> list[CTE]:
+    """PostgreSQL: a held check as CTEs of an operation's statement (`held_params`): the
+    renewal (`renewed`, the session's id if it renewed) and, `with_claim`, the claim
+    (`claimed`, its id if it took the ref), inserted only if the renewal renewed; the last
+    is what the operation's writes must wait for (`EXISTS`), so that they are written only
+    once the session was found live and the ref free, after the session's row lock."""
+    renewed = tokens.RENEWAL.returning(tokens.SESSIONS.c.id).cte("renewed")
+    if not with_claim:
+        return [renewed]
+    row = select(*(_typed(key) for key in _CLAIMED)).where(exists(select(renewed.c.id)))
+    claimed = (
+        pg_insert(_TABLE)
+        .from_select(list(_CLAIMED), row)
+        .on_conflict_do_nothing()
+        .returning(_TABLE.c.id)
+        .cte("claimed")
+    )
+    return [renewed, claimed]
+
+
+def held_params(held: HeldCheck) -> dict[str, Any]:
+    claim = held.claim or {}
+    return {**held.renewal, **{f"c_{key}": value for key, value in claim.items()}}
+
+
+async def settle_held(held: HeldCheck, renewed: int, claimed: int) -> None:
+    """Settles a check sent by `held_ctes`: the rows its `renewed` and `claimed` returned."""
+    owned = Claim(int(held.claim["id"])) if held.claim is not None and claimed else None
+    await held.settle(renewed == 1, owned)
 
 
 class IdempotencyStore:
