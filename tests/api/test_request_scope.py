@@ -24,7 +24,6 @@ from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute, Mount
 from starlette.types import Receive, Scope, Send
 
-from multibank.api import deps
 from multibank.api.openapi import declared_schemes
 from multibank.api.routing import UnitOfWorkRoute, UnitOfWorkRouter
 from multibank.api.scope import SCOPE_KEY, RequestScope
@@ -216,4 +215,3 @@ async def test_the_caller_is_read_from_the_headers(
         assert r.status_code == status, value
     r = await client.get("/multi/corporates", headers={"api-key": "", "authorization": token})
     assert r.status_code == 400
-    assert deps.api_key_of is not None

@@ -1,5 +1,6 @@
 """Dependencies every version shares: the database session, the caller's programme and session,
-the programme's clock, and the idempotency-ref handling of D6."""
+the programme's clock, and the idempotency-ref handling of D6. What they learn of a request is
+kept in its `RequestScope` (api/scope.py)."""
 
 from __future__ import annotations
 
@@ -193,7 +194,7 @@ async def authenticate(
     The api-key is checked first (400, 401); a token of another programme is refused with 403
     after it (contract §2). Once per request, however many dependencies ask: the session is
     renewed once. `claim`: the idempotency claim a write sends with its renewal
-    (`caller_idempotency`); its outcome is remembered as `claim_outcome`.
+    (`caller_idempotency`); its outcome is kept as the scope's `claim_outcome`.
     """
     scope = scope_of(request)
     known = scope.caller
