@@ -19,20 +19,20 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.api.deps import AppContainer, Db
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.identities.samples import corporate_signup
 from multibank.programmes import repository as programmes_repo
 from multibank.programmes import service as programmes
 
 log = logging.getLogger("multibank.landing")
 
-router = APIRouter(route_class=UnitOfWorkRoute, include_in_schema=False)
+router = UnitOfWorkRouter(include_in_schema=False)
 
 DEFAULT_PROGRAMME = "default"  # the programme `multibank serve` creates (cli.py)
 CODE = "123456"  # every one-time code of a sandbox programme

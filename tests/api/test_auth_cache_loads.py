@@ -12,6 +12,7 @@ import pytest
 
 from multibank.api import deps
 from multibank.api.authcache import AuthCache, cache_of
+from multibank.api.scope import SCOPE_KEY, RequestScope
 from multibank.kernel.clock import ProgrammeClock
 from multibank.programmes.service import hash_api_key
 from tests.factories import verified
@@ -167,13 +168,14 @@ async def test_a_request_holding_its_connection_reads_its_key_and_session_alone(
         await asyncio.sleep(0)
     assert not reader.done()  # waiting in the shared load
 
-    unit = container.db.sessionmaker()
+    scope = RequestScope(container.db, read_only=False)
+    unit = scope.session
     try:
         await unit.connection()  # the write's session holds its connection now
         assert unit.in_transaction()
         request = SimpleNamespace(
             method="POST",
-            scope={"multibank": container, "state": {"db": unit}},
+            scope={"multibank": container, SCOPE_KEY: scope},
             state=SimpleNamespace(),
         )
         limits = deps._limits(container)
@@ -181,7 +183,7 @@ async def test_a_request_holding_its_connection_reads_its_key_and_session_alone(
         async with asyncio.timeout(10):
             found = await deps.authenticate_programme(request, p.api_key)
             row = await deps._live_session(
-                request, unit, cache, session_id, programme_row, now_ms, limits
+                request, scope, cache, session_id, programme_row, now_ms, limits
             )
         assert found.id == programme_row.id
         assert row.id == session_id

@@ -1,5 +1,6 @@
 """Dependencies every version shares: the database session, the caller's programme and session,
-the programme's clock, and the idempotency-ref handling of D6."""
+the programme's clock, and the idempotency-ref handling of D6. What they learn of a request is
+kept in its `RequestScope` (api/scope.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
-from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import APIKeyHeader, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.api.authcache import AuthCache, SessionEntry, cache_of
-from multibank.api.openapi import IDEMPOTENCY_REF, STEP_UP, STEP_UP_BODY, answers
-from multibank.api.routing import container_of, remembered
+from multibank.api.openapi import IDEMPOTENCY_REF, STEP_UP, STEP_UP_BODY, answers, secured
+from multibank.api.routing import container_of
+from multibank.api.scope import Caller, RequestScope, scope_of
 from multibank.kernel.clock import ProgrammeClock
 from multibank.kernel.context import Container
 from multibank.kernel.db import dialect_name
@@ -48,8 +50,29 @@ from multibank.programmes.service import hash_api_key
 # the second, and reads of one session do not each write.
 RENEW_EVERY_MS = 1000
 
+# The credentials' OpenAPI security schemes. No operation solves them as dependencies: the
+# dependencies below read the two headers themselves (`credentials`), and declare the schemes
+# with `secured`, so each operation's document says what it did when these were dependencies.
 api_key_scheme = APIKeyHeader(name="api-key", scheme_name="api_key", auto_error=False)
 bearer_scheme = HTTPBearer(scheme_name="auth_token", bearerFormat="JWT", auto_error=False)
+
+
+def api_key_of(request: Request) -> str | None:
+    """The `api-key` header, None when absent or empty (as `APIKeyHeader(auto_error=False)`)."""
+    return request.headers.get("api-key") or None
+
+
+def bearer_of(request: Request) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header (scheme in any case), None
+    otherwise: what `HTTPBearer(auto_error=False)` gives as its credentials."""
+    authorization = request.headers.get("authorization")
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    if not scheme or not token or scheme.lower() != "bearer":
+        return None
+    return token
 
 
 async def get_container(request: Request) -> Container:
@@ -57,8 +80,8 @@ async def get_container(request: Request) -> Container:
 
 
 async def get_db(request: Request) -> AsyncSession:
-    session: AsyncSession = request.state.db
-    return session
+    """The request's session (made now if nothing asked for it before)."""
+    return scope_of(request).session
 
 
 Db = Annotated[AsyncSession, Depends(get_db)]
@@ -84,7 +107,8 @@ async def authenticate_programme(request: Request, api_key: str | None) -> Progr
 
     Once per request: a request that already holds its transaction's connection must not look
     the key up again on a second one (a full pool would then wait on itself)."""
-    known: Programme | None = remembered(request, "programme")
+    scope = scope_of(request)
+    known = scope.programme
     if known is not None:
         return known
     if not api_key or not api_key.strip():
@@ -97,8 +121,7 @@ async def authenticate_programme(request: Request, api_key: str | None) -> Progr
     key_hash = hash_api_key(api_key.strip())
     programme = cache.programme(key_hash)
     if programme is None:
-        db: AsyncSession | None = remembered(request, "db")
-        if db is not None and db.in_transaction():
+        if scope.in_transaction():
             # It holds its transaction's connection: it does not wait for a shared load, which
             # may itself wait for a connection (`_live_session`).
             programme = await _load_programme(container, cache, key_hash)
@@ -108,7 +131,7 @@ async def authenticate_programme(request: Request, api_key: str | None) -> Progr
             )
         if programme is None:
             raise Unauthorized()
-    request.state.programme = programme
+    scope.programme = programme
     return programme
 
 
@@ -130,11 +153,10 @@ async def _load_programme(
     return programme
 
 
+@secured(api_key_scheme)
 @answers(400, 401)
-async def current_programme(
-    request: Request, api_key: Annotated[str | None, Depends(api_key_scheme)]
-) -> Programme:
-    return await authenticate_programme(request, api_key)
+async def current_programme(request: Request) -> Programme:
+    return await authenticate_programme(request, api_key_of(request))
 
 
 CurrentProgramme = Annotated[Programme, Depends(current_programme)]
@@ -147,19 +169,18 @@ async def programme_clock(container: AppContainer, programme: CurrentProgramme) 
 Now = Annotated[ProgrammeClock, Depends(programme_clock)]
 
 
-@dataclass(frozen=True)
-class Caller:
-    programme: Programme
-    session: AuthSession
-    now_ms: int  # the programme's clock when the request was authenticated
-
-
 # The dependencies of logged-in operations (`CurrentCaller`, `LoggedIn`, `StepUpRequired`,
-# `CorporateSession`, ...) are flat: each is one dependency on the two credential headers that
-# calls `authenticate` itself, instead of a chain of dependencies each depending on the last.
-# Each level FastAPI solves cost a read about as much as its database lookup (decision 0014).
-ApiKeyHeader = Annotated[str | None, Depends(api_key_scheme)]
-BearerHeader = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
+# `CorporateSession`, ...) are flat: each is one dependency that reads the two credential headers
+# and calls `authenticate` itself, instead of a chain of dependencies each depending on the last
+# (and on the security schemes). Each level FastAPI solves cost a read about as much as its
+# database lookup (decisions 0014, 0063).
+@secured(bearer_scheme)
+async def bearer_token(request: Request) -> str | None:
+    """The optional Bearer token, for an operation that also takes the key on its own."""
+    return bearer_of(request)
+
+
+BearerHeader = Annotated[str | None, Depends(bearer_token)]
 
 
 ClaimOf = Callable[[AuthSession, Programme, int], Awaitable[dict[str, Any] | None]]
@@ -168,7 +189,7 @@ ClaimOf = Callable[[AuthSession, Programme, int], Awaitable[dict[str, Any] | Non
 async def authenticate(
     request: Request,
     api_key: str | None,
-    credentials: HTTPAuthorizationCredentials | None,
+    token: str | None,
     claim: ClaimOf | None = None,
 ) -> Caller:
     """The logged-in caller: a live session of this programme, renewed by this call (D7).
@@ -176,16 +197,17 @@ async def authenticate(
     The api-key is checked first (400, 401); a token of another programme is refused with 403
     after it (contract §2). Once per request, however many dependencies ask: the session is
     renewed once. `claim`: the idempotency claim a write sends with its renewal
-    (`caller_idempotency`); its outcome is remembered as `claim_outcome`.
+    (`caller_idempotency`); its outcome is kept as the scope's `claim_outcome`.
     """
-    known: Caller | None = remembered(request, "authenticated")
+    scope = scope_of(request)
+    known = scope.caller
     if known is not None:
         return known
     programme = await authenticate_programme(request, api_key)
-    if credentials is None or not credentials.credentials:
+    if not token:
         raise Unauthorized()
     container = container_of(request)
-    decoded = container.tokens().verify(credentials.credentials)
+    decoded = container.tokens().verify(token)
     if decoded is None:
         raise Unauthorized()
     session_id, token_programme = decoded
@@ -193,23 +215,21 @@ async def authenticate(
         raise Forbidden()
     now_ms = ProgrammeClock(container.clock, programme.clock_offset_ms).now_ms()
     limits = _limits(container)
-    db: AsyncSession = request.state.db
     session = await _live_session(
-        request, db, cache_of(container), session_id, programme, now_ms, limits, claim
+        request, scope, cache_of(container), session_id, programme, now_ms, limits, claim
     )
     route_path = str(getattr(request.scope.get("route"), "path", ""))
     if session.token_type == "PASSWORD_UPDATE" and route_path != "/passwords/update":
         # The temporary token of an expired password opens `POST /passwords/update` only.
         raise Unauthorized()
-    request.state.caller = session
-    caller = Caller(programme, session, now_ms)
-    request.state.authenticated = caller
+    caller = scope.caller = Caller(programme, session, now_ms)
     return caller
 
 
+@secured(api_key_scheme, bearer_scheme)
 @answers(400, 401, 403)
-async def current_caller(request: Request, api_key: ApiKeyHeader, bearer: BearerHeader) -> Caller:
-    return await authenticate(request, api_key, bearer)
+async def current_caller(request: Request) -> Caller:
+    return await authenticate(request, api_key_of(request), bearer_of(request))
 
 
 CurrentCaller = Annotated[Caller, Depends(current_caller)]
@@ -217,7 +237,7 @@ CurrentCaller = Annotated[Caller, Depends(current_caller)]
 
 async def _live_session(
     request: Request,
-    db: AsyncSession,
+    scope: RequestScope,
     cache: AuthCache,
     session_id: int,
     programme: Programme,
@@ -243,10 +263,10 @@ async def _live_session(
         # twice a second was a statement in every thirty charges (decision 0034).
         entry = cache.session_however_old(session_id)
     if entry is None or not alive(entry.row, entry.last_seen_ms, programme_id, now_ms, limits):
-        if db.in_transaction():
+        if scope.in_transaction():
             # It holds its transaction's connection: it reads there, alone. Waiting for another
             # request's read, which may itself wait for a connection, could wait on itself.
-            entry = await _load_session(db, cache, session_id)
+            entry = await _load_session(scope.session, cache, session_id)
         else:
             container = container_of(request)
             entry = await cache.load_once(
@@ -261,7 +281,9 @@ async def _live_session(
             # do not each renew it too. Put back if the statement fails.
             previous, entry.last_seen_ms = entry.last_seen_ms, now_ms
             try:
-                renewed = await renew_session(db, session_id, programme_id, now_ms, limits)
+                renewed = await renew_session(
+                    scope.session, session_id, programme_id, now_ms, limits
+                )
             except BaseException:
                 entry.last_seen_ms = min(entry.last_seen_ms, previous)
                 raise
@@ -273,6 +295,7 @@ async def _live_session(
         # On SQLite a write renews at most once a second too, and otherwise confirms the session
         # is live in its transaction (`tokens.confirm_or_renew`, decision 0030).
         due = now_ms - entry.last_seen_ms >= RENEW_EVERY_MS
+        db = scope.session
         if _checks_session_in_transaction(request) and dialect_name(db) == "postgresql":
             # Held for the operation's own first statement (decision 0064), settled as below.
             renewal = renewal_params(session_id, programme_id, now_ms, limits)
@@ -285,7 +308,7 @@ async def _live_session(
             renewal = renewal_params(session_id, programme_id, now_ms, limits)
             renewed, claimed = await renew_and_claim(db, renewal, values, due)
             if renewed:
-                request.state.claim_outcome = (values, claimed)
+                scope.claim_outcome = (values, claimed)
         if not renewed:
             cache.forget_session(session_id)
             raise Unauthorized()
@@ -357,18 +380,25 @@ async def _load_session_apart(
 
 
 async def begin_idempotent(
-    request: Request, db: AsyncSession, programme: Programme, now_ms: int, caller: str
+    request: Request,
+    db: AsyncSession | RequestScope,
+    programme: Programme,
+    now_ms: int,
+    caller: str,
 ) -> None:
+    """Claims the request's `idempotency-ref`, if it sent one, on `db` (or on its scope's
+    session, asked for only then)."""
     values = await _claim_of(request, programme, now_ms, caller)
     if values is not None:
-        _own(request, await IdempotencyStore(db).claim(values))
+        session = db.session if isinstance(db, RequestScope) else db
+        _own(request, await IdempotencyStore(session).claim(values))
 
 
 def _own(request: Request, outcome: StoredResponse | Claim) -> None:
     """The request owns its claim; or the ref was taken, and its stored answer is replayed."""
     if isinstance(outcome, StoredResponse):
         raise Replay(outcome)
-    request.state.idempotency_record = outcome
+    scope_of(request).idempotency_record = outcome
 
 
 async def _claim_of(
@@ -401,13 +431,14 @@ async def _claim_of(
 
 
 @answers(400, 413, IDEMPOTENCY_REF)
-async def idempotency(request: Request, db: Db, programme: CurrentProgramme, clock: Now) -> None:
+async def idempotency(request: Request, programme: CurrentProgramme, clock: Now) -> None:
     """D6 for operations without a logged-in caller (`api-key` only)."""
-    await begin_idempotent(request, db, programme, clock.now_ms(), "anonymous")
+    await begin_idempotent(request, scope_of(request), programme, clock.now_ms(), "anonymous")
 
 
+@secured(api_key_scheme, bearer_scheme)
 @answers(400, 413, IDEMPOTENCY_REF)
-async def caller_idempotency(request: Request, api_key: ApiKeyHeader, bearer: BearerHeader) -> None:
+async def caller_idempotency(request: Request) -> None:
     """D6 for logged-in operations: refs are scoped to the user who sent them. The claim goes
     with the session's renewal (`_live_session`): on PostgreSQL one round trip for both."""
 
@@ -416,17 +447,17 @@ async def caller_idempotency(request: Request, api_key: ApiKeyHeader, bearer: Be
     ) -> dict[str, Any] | None:
         return await _claim_of(request, programme, now_ms, f"user:{session.user_id}")
 
-    already = remembered(request, "authenticated") is not None
-    caller = await authenticate(request, api_key, bearer, claim)
-    outcome: tuple[dict[str, Any], Claim | None] | None = remembered(request, "claim_outcome")
-    db: AsyncSession = request.state.db
+    scope = scope_of(request)
+    already = scope.caller is not None
+    caller = await authenticate(request, api_key_of(request), bearer_of(request), claim)
+    outcome = scope.claim_outcome
     if outcome is not None:
         values, owned = outcome
-        _own(request, owned if owned is not None else await IdempotencyStore(db).taken(values))
+        taken = owned if owned is not None else await IdempotencyStore(scope.session).taken(values)
+        _own(request, taken)
     elif already:  # authenticated by an earlier dependency: the claim goes alone
-        await begin_idempotent(
-            request, db, caller.programme, caller.now_ms, f"user:{caller.session.user_id}"
-        )
+        user = f"user:{caller.session.user_id}"
+        await begin_idempotent(request, scope, caller.programme, caller.now_ms, user)
 
 
 # D6: accepted on every POST and PATCH; other methods accept the header and ignore it.
@@ -434,9 +465,10 @@ Idempotent = Depends(idempotency)
 CallerIdempotent = Depends(caller_idempotency)
 
 
-async def anonymous_ctx(db: Db, programme: CurrentProgramme, clock: Now) -> Ctx:
-    """Operations that need only the `api-key` (sign-up, e-mail codes, login, invites)."""
-    return Ctx(db, programme, clock.now_ms())
+async def anonymous_ctx(request: Request, programme: CurrentProgramme, clock: Now) -> Ctx:
+    """Operations that need only the `api-key` (sign-up, e-mail codes, login, invites). The
+    session is asked for once the key is accepted: a refused key makes none."""
+    return Ctx(scope_of(request).session, programme, clock.now_ms())
 
 
 AnonCtx = Annotated[Ctx, Depends(anonymous_ctx)]
@@ -454,25 +486,27 @@ class Session:
         return self.auth.identity_id
 
 
-async def logged_in(
-    request: Request, api_key: str | None, bearer: HTTPAuthorizationCredentials | None
-) -> Session:
-    caller = await authenticate(request, api_key, bearer)
-    return Session(Ctx(request.state.db, caller.programme, caller.now_ms), caller.session)
+async def logged_in(request: Request) -> Session:
+    """The logged-in caller of the request's two credential headers, with its context."""
+    caller = await authenticate(request, api_key_of(request), bearer_of(request))
+    ctx = Ctx(scope_of(request).session, caller.programme, caller.now_ms)
+    return Session(ctx, caller.session)
 
 
+@secured(api_key_scheme, bearer_scheme)
 @answers(400, 401, 403)
-async def caller_ctx(request: Request, api_key: ApiKeyHeader, bearer: BearerHeader) -> Session:
-    return await logged_in(request, api_key, bearer)
+async def caller_ctx(request: Request) -> Session:
+    return await logged_in(request)
 
 
 LoggedIn = Annotated[Session, Depends(caller_ctx)]
 
 
 def _of_type(kind: str) -> Callable[..., Awaitable[Session]]:
+    @secured(api_key_scheme, bearer_scheme)
     @answers(400, 401, 403)
-    async def check(request: Request, api_key: ApiKeyHeader, bearer: BearerHeader) -> Session:
-        session = await logged_in(request, api_key, bearer)
+    async def check(request: Request) -> Session:
+        session = await logged_in(request)
         # A consumer's token on a corporate operation (or the reverse) is refused outright.
         if session.auth.identity_type != kind:
             raise Forbidden()
@@ -519,11 +553,10 @@ def require_step_up(session: Session) -> None:
         raise Forbidden("STEP_UP_REQUIRED", STEP_UP_MESSAGE)
 
 
+@secured(api_key_scheme, bearer_scheme)
 @answers(400, 401, 403, STEP_UP)
-async def stepped_up_session(
-    request: Request, api_key: ApiKeyHeader, bearer: BearerHeader
-) -> Session:
-    session = await logged_in(request, api_key, bearer)
+async def stepped_up_session(request: Request) -> Session:
+    session = await logged_in(request)
     if step_up_pending(session):
         # The session may have stepped up in another process since it was remembered.
         row = await read_session(session.ctx.db, session.auth.id)
@@ -573,14 +606,13 @@ class StatementReader:
                 raise Forbidden("STEP_UP_REQUIRED", STEP_UP_MESSAGE)
 
 
+@secured(api_key_scheme, bearer_scheme)
 @answers(400, 401, 403, STEP_UP)
-async def statement_reader(
-    request: Request, api_key: ApiKeyHeader, bearer: BearerHeader
-) -> StatementReader:
+async def statement_reader(request: Request) -> StatementReader:
     """`stepped_up_session`, unchanged for a stepped-up session or a programme without step-up;
     a session that has not stepped up passes only if its user stepped up recently in another
     session, with the windows of those step-ups (one more read, on this path only)."""
-    session = await logged_in(request, api_key, bearer)
+    session = await logged_in(request)
     if not step_up_pending(session):
         return StatementReader(session)
     now = session.ctx.now

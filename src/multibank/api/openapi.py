@@ -14,6 +14,10 @@ post-processed once:
   route (`responses=conflicts(...)`, `not_found(...)`, `LOCKED`);
 - each status gets the body schema the server sends for it (none for 401, 423, 429), 429 its
   `x-ratelimit-*` headers, and every response the `request-ref` header;
+- a dependency marked with `@secured(scheme, ...)` reads those credentials from the request
+  itself (one dependency instead of one per scheme, solved on every request); the operations
+  using it declare the schemes as FastAPI declares a `Security(scheme)` dependency: each
+  scheme in `components.securitySchemes` and a security requirement naming it;
 - the 422 FastAPI invents is removed, and an operation needing both `api_key` and `auth_token`
   has one security requirement object holding both (two objects would mean either), unless the
   route lists its alternatives itself (`x-security-alternatives` in its `openapi_extra`).
@@ -34,12 +38,14 @@ from fastapi.dependencies.models import Dependant
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute, iter_route_contexts
+from fastapi.security.base import SecurityBase
 from fastapi.telemetry import TelemetryConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Marks on dependency callables: the statuses a request can get because the dependency ran.
 _ANSWERS = "__multibank_answers__"
+_SECURED = "__multibank_secured__"
 STEP_UP = "step-up"  # a 403 with the STEP_UP_REQUIRED body
 IDEMPOTENCY_REF = "idempotency-ref"  # declares the optional `idempotency-ref` header
 
@@ -49,6 +55,17 @@ def answers(*statuses: int | str) -> Callable[[F], F]:
 
     def mark(call: F) -> F:
         setattr(call, _ANSWERS, frozenset(statuses))
+        return call
+
+    return mark
+
+
+def secured(*schemes: SecurityBase) -> Callable[[F], F]:
+    """Marks a dependency that reads the credentials of `schemes` from the request itself: the
+    operations that use it declare them in their security requirement, in this order."""
+
+    def mark(call: F) -> F:
+        setattr(call, _SECURED, schemes)
         return call
 
     return mark
@@ -195,6 +212,21 @@ def _marks(route: APIRoute) -> set[int | str]:
     return found
 
 
+def declared_schemes(route: APIRoute) -> list[SecurityBase]:
+    """The security schemes the route's `@secured` dependencies read, each once, in the order
+    of its dependency tree (FastAPI's order for `Security(scheme)` dependencies)."""
+    found: dict[str, SecurityBase] = {}
+    for dep in _walk(route.dependant):
+        for scheme in getattr(dep.call, _SECURED, ()):
+            found.setdefault(scheme.scheme_name, scheme)
+    return list(found.values())
+
+
+def scheme_document(scheme: SecurityBase) -> dict[str, Any]:
+    """A scheme's `components.securitySchemes` entry, as FastAPI writes it."""
+    return scheme.model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
 def _has_input(route: APIRoute) -> bool:
     for dep in _walk(route.dependant):
         if dep.path_params or dep.query_params or dep.header_params or dep.body_params:
@@ -238,6 +270,11 @@ def _error_response(status: int) -> dict[str, Any]:
 
 def _describe_operation(route: APIRoute, operation: dict[str, Any]) -> None:
     responses: dict[str, Any] = operation.setdefault("responses", {})
+    schemes = declared_schemes(route)
+    if schemes:
+        # Where FastAPI puts a `Security(scheme)` dependency's requirement; merged below.
+        security_list: list[dict[str, list[str]]] = operation.setdefault("security", [])
+        security_list.extend({scheme.scheme_name: []} for scheme in schemes)
     responses.pop("422", None)
     statuses = derived_statuses(route)
     for status in sorted(s for s in statuses if isinstance(s, int)):
@@ -377,14 +414,17 @@ def _refs(node: Any) -> set[str]:
 
 def describe(app: FastAPI, document: dict[str, Any]) -> dict[str, Any]:
     paths: dict[str, Any] = document.get("paths", {})
+    components = document.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
     for route in _routes(app):
         item = paths.get(route.path_format, {})
         for method in route.methods or ():
             operation = item.get(method.lower())
             if operation is not None:
                 _describe_operation(route, operation)
-    components = document.setdefault("components", {})
-    schemas = components.setdefault("schemas", {})
+                for scheme in declared_schemes(route):
+                    security_schemes = components.setdefault("securitySchemes", {})
+                    security_schemes.setdefault(scheme.scheme_name, scheme_document(scheme))
     _exact_integers(document)
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)

@@ -1,8 +1,10 @@
 """Per-request transactions, idempotent replays, and the composition of version applications.
 
-Every route of the public, simulator and portal APIs uses `UnitOfWorkRoute`: the request opens
-one database session, commits it when the handler answers below 400 and rolls it back otherwise,
-so a refused request changes nothing and a successful one is all-or-nothing.
+Every route of the public, simulator and portal APIs uses `UnitOfWorkRoute` (their routers are
+`UnitOfWorkRouter`s): the request has one `RequestScope` (api/scope.py) holding at most one
+database session, made when a statement first needs it; a write commits it when the handler
+answers below 400 and rolls it back otherwise, so a refused request changes nothing and a
+successful one is all-or-nothing.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.routing import BaseRoute
 
 from multibank.api.routebase import WrappedRoute
+from multibank.api.scope import SCOPE_KEY, RequestScope
 from multibank.kernel import conflicts
 from multibank.kernel.context import Container
-from multibank.kernel.db import Database
 from multibank.kernel.errors import DomainError, NotFound
-from multibank.kernel.idempotency import Claim, IdempotencyStore, send_held
+from multibank.kernel.idempotency import IdempotencyStore, send_held
 
 log = logging.getLogger("multibank.requests")
 # In a write's `session.info`: what it does once its transaction is committed (`after_commit`).
@@ -51,14 +53,10 @@ def container_of(request: Request) -> Container:
     return container
 
 
-def remembered(request: Request, name: str) -> Any:
-    """What this request put in `request.state` under `name`, or None. Read from the scope's
-    state dict, which `request.state` wraps, so a miss raises and catches nothing."""
-    state: dict[str, Any] = request.scope.get("state") or {}
-    return state.get(name)
-
-
 class UnitOfWorkRoute(WrappedRoute):
+    """A route of the server's APIs: its request's `RequestScope` (api/scope.py), made here and
+    kept in the ASGI scope, and its unit of work (this module's docstring)."""
+
     def wrap(
         self, handler: Callable[[Request], Coroutine[Any, Any, Response]]
     ) -> Callable[[Request], Coroutine[Any, Any, Response]]:
@@ -68,15 +66,18 @@ class UnitOfWorkRoute(WrappedRoute):
                 # A read runs its statements in autocommit (the read engine): no BEGIN/COMMIT
                 # round trips and, on SQLite, no queueing behind the writer. What a read writes
                 # (a session renewal, a due IBAN allocation) is one guarded statement at a time.
-                session = db.read_sessionmaker()
+                scope = RequestScope(db, read_only=True)
+                request.scope[SCOPE_KEY] = scope
                 try:
-                    request.state.db = session
                     return await handler(request)  # autocommit: nothing to commit or undo
                 finally:
-                    await session.close()
-            return await attempts(request, db)
+                    if scope.opened is not None:
+                        await scope.opened.close()
+            scope = RequestScope(db, read_only=False)
+            request.scope[SCOPE_KEY] = scope
+            return await attempts(request, scope)
 
-        async def attempts(request: Request, db: Database) -> Response:
+        async def attempts(request: Request, scope: RequestScope) -> Response:
             """`write`, run again while its transaction loses a race in the database (a deadlock
             or a serialization failure, kernel/conflicts.py), up to `conflicts.ATTEMPTS` runs in
             all; the last run's error is the answer (503, api/errors.py). Safe: nothing of the
@@ -86,7 +87,7 @@ class UnitOfWorkRoute(WrappedRoute):
             attempt = 1
             while True:
                 try:
-                    return await write(request, db)
+                    return await write(request, scope)
                 except Exception as error:
                     if attempt >= conflicts.ATTEMPTS or not conflicts.lost_race(error):
                         raise
@@ -96,36 +97,41 @@ class UnitOfWorkRoute(WrappedRoute):
                         request.url.path,
                         conflicts.sqlstate(error),
                     )
-                _forget(request)
+                scope.next_attempt()
                 await asyncio.sleep(conflicts.pause(attempt))
                 attempt += 1
 
-        async def write(request: Request, db: Database) -> Response:
+        async def write(request: Request, scope: RequestScope) -> Response:
             # A write: one session transaction on one connection, begun at its first
-            # statement, committed below an answer of 400 and rolled back otherwise.
-            session = db.sessionmaker()
-            request.state.db = session
+            # statement, committed below an answer of 400 and rolled back otherwise. The
+            # session is made by the first dependency or service that needs it: a write that
+            # ran no statement has nothing to commit or undo.
             try:
                 try:
                     try:
                         response = await handler(request)
                     except Exception:
-                        await send_held(session)  # a held session check answers first (0064)
+                        await _send_held(scope)  # a held session check answers first (0064)
                         raise
-                    await send_held(session)
+                    await _send_held(scope)
                 except DomainError as exc:
-                    if exc.keep_changes:
-                        await _commit_refusal(request, session, exc)
-                    else:
-                        await session.rollback()
+                    if scope.opened is not None:
+                        if exc.keep_changes:
+                            await _commit_refusal(scope, scope.opened, exc)
+                        else:
+                            await scope.opened.rollback()
                     raise
                 except BaseException:
-                    await session.rollback()
+                    if scope.opened is not None:
+                        await scope.opened.rollback()
                     raise
+                session = scope.opened
+                if session is None:
+                    return response
                 if response.status_code >= 400:
                     await session.rollback()
                     return response
-                record: Claim | None = remembered(request, "idempotency_record")
+                record = scope.idempotency_record
                 if record is not None:  # the answer is stored in the same transaction
                     await IdempotencyStore(session).complete(
                         record,
@@ -139,25 +145,32 @@ class UnitOfWorkRoute(WrappedRoute):
             finally:
                 # Committed or rolled back above (a rollback that was itself interrupted leaves
                 # the connection to the pool's reset on return).
-                await session.close()
+                if scope.opened is not None:
+                    await scope.opened.close()
 
         return run
 
 
-# What a write's dependencies remember of it in `request.state`: forgotten before it runs again.
-_PER_ATTEMPT = ("authenticated", "caller", "claim_outcome", "idempotency_record", "db")
+class UnitOfWorkRouter(APIRouter):
+    """The router of every part of the server's APIs (versions, simulator, portal): its routes
+    are `UnitOfWorkRoute`s unless it names a subclass of it, so none can go without its request
+    scope and transaction (tests/api/test_request_scope.py checks every route of the app)."""
+
+    def __init__(self, *, route_class: type[APIRoute] = UnitOfWorkRoute, **kwargs: Any) -> None:
+        if not issubclass(route_class, UnitOfWorkRoute):
+            raise TypeError(f"{route_class.__name__} is not a UnitOfWorkRoute")
+        super().__init__(route_class=route_class, **kwargs)
 
 
-def _forget(request: Request) -> None:
-    state: dict[str, Any] = request.scope.get("state") or {}
-    for name in _PER_ATTEMPT:
-        state.pop(name, None)
+async def _send_held(scope: RequestScope) -> None:
+    if scope.opened is not None:
+        await send_held(scope.opened)
 
 
-async def _commit_refusal(request: Request, session: AsyncSession, exc: DomainError) -> None:
+async def _commit_refusal(scope: RequestScope, session: AsyncSession, exc: DomainError) -> None:
     """Keeps what a refused request had to record. Its idempotency placeholder goes, so a retry
     runs again, unless the refusal itself is the answer the ref keeps (`store_answer`)."""
-    record: Claim | None = remembered(request, "idempotency_record")
+    record = scope.idempotency_record
     if record is not None:
         if exc.store_answer:
             body = exc.body()
@@ -211,7 +224,7 @@ def compose(
     removed_ids = set(removed)
     override_routes = [r for router in overrides for r in router.routes]
     replaced = {operation_key(r) for r in override_routes}
-    out = APIRouter(route_class=UnitOfWorkRoute)
+    out = UnitOfWorkRouter()
     seen: set[str] = set()
     gone: list[APIRoute] = []
     for router in base:
@@ -241,7 +254,7 @@ def absent(lacking: Iterable[APIRouter], having: Sequence[APIRouter]) -> APIRout
     does not serve: `POST /multi/managed_accounts/{id}/remove` answers as every operation
     3.29.1 lacks."""
     served = {operation_key(r) for router in having for r in router.routes}
-    out = APIRouter(route_class=UnitOfWorkRoute)
+    out = UnitOfWorkRouter()
     for router in lacking:
         for route in router.routes:
             assert isinstance(route, APIRoute)

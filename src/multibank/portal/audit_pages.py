@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import Depends, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from multibank.api.deps import Db
 from multibank.api.openapi import not_found
+from multibank.api.routing import UnitOfWorkRouter
+from multibank.api.scope import scope_of
 from multibank.audit import service as audit
 from multibank.kernel.validation import parse_id
 from multibank.portal import web
@@ -33,7 +35,7 @@ Limit = Annotated[int, Query(ge=1, le=100)]
 
 # The portal's pages.
 
-pages = APIRouter(prefix="/portal", include_in_schema=False, route_class=web.PortalRoute)
+pages = UnitOfWorkRouter(prefix="/portal", include_in_schema=False, route_class=web.PortalRoute)
 
 
 def _shown(value: Any) -> str:
@@ -47,7 +49,7 @@ def _shown(value: Any) -> str:
 async def _page(
     request: Request, programme_id: int | None, action: str | None, actor: str | None, offset: int
 ) -> tuple[dict[str, Any], int]:
-    db = request.state.db
+    db = scope_of(request).session
     count, rows = await audit.page(db, programme_id, action, actor, offset, web.PAGE)
     actions, actors = await audit.choices(db, programme_id)
     context = {
@@ -89,7 +91,8 @@ async def programme_audit_page(
     if signed is None:
         return web.to_login()
     number = parse_id(programme_id)
-    programme = None if number is None else await repository.get_programme(request.state.db, number)
+    db = scope_of(request).session
+    programme = None if number is None else await repository.get_programme(db, number)
     if programme is None:
         return web.render("message.html", 404, title="Not found", text="No such programme.")
     context, _ = await _page(request, programme.id, action or None, actor or None, offset)
@@ -133,7 +136,7 @@ class AuditPage(BaseModel):
     records: list[AuditRecordRead]
 
 
-api = APIRouter(
+api = UnitOfWorkRouter(
     tags=["Audit log"],
     route_class=AuditedRoute,
     dependencies=[Depends(require_admin)],

@@ -25,7 +25,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from multibank.api.limits import client_ip
-from multibank.api.routing import UnitOfWorkRoute, container_of, remembered
+from multibank.api.routing import UnitOfWorkRoute, container_of
+from multibank.api.scope import scope_of
 from multibank.audit import service as audit
 from multibank.audit.service import Target
 from multibank.kernel.validation import parse_id
@@ -33,7 +34,6 @@ from multibank.portal import sessions
 from multibank.programmes.models import Programme
 
 T = TypeVar("T")
-WATCH = "audit_watch"
 
 # A path's segment (portal) or parameter (operator API) and the kind of thing it names.
 KINDS = {
@@ -149,7 +149,7 @@ async def portal_action(
     request: Request, signed: sessions.Signed, work: Callable[[], Awaitable[T]]
 ) -> T:
     """Runs a portal form's `work` and records it (in its transaction) once it is done."""
-    db: AsyncSession = request.state.db
+    db = scope_of(request).session
     action, programme_id, target = portal_names(request.url.path)
     seen = await watch(db, programme_id)
     try:
@@ -172,12 +172,11 @@ def _address(request: Request) -> str:
 async def signed_in(request: Request, token: str) -> None:
     """A sign-in, in its transaction; the session is named as its later actions name it."""
     container = container_of(request)
-    signed = await sessions.current(
-        request.state.db, token, container.clock.system_ms(), container.admin_token
-    )
+    db = scope_of(request).session
+    signed = await sessions.current(db, token, container.clock.system_ms(), container.admin_token)
     actor = session_actor(signed) if signed else "portal"
     await audit.record(
-        request.state.db,
+        db,
         container.clock.system_ms(),
         actor,
         "portal.sign_in",
@@ -203,7 +202,10 @@ async def sign_in_refused(request: Request, token: str) -> None:
 async def signed_out(request: Request, signed: sessions.Signed) -> None:
     container = container_of(request)
     await audit.record(
-        request.state.db, container.clock.system_ms(), session_actor(signed), "portal.sign_out"
+        scope_of(request).session,
+        container.clock.system_ms(),
+        session_actor(signed),
+        "portal.sign_out",
     )
 
 
@@ -215,7 +217,8 @@ async def _watch_write(request: Request) -> None:
     if request.method in ("GET", "HEAD"):
         return
     programme_id = parse_id(str(request.path_params.get("programme_id", "")))
-    request.state.audit_watch = await watch(request.state.db, programme_id)
+    scope = scope_of(request)
+    scope.audit_watch = await watch(scope.session, programme_id)
 
 
 WATCHING = Depends(_watch_write)
@@ -239,10 +242,11 @@ class AuditedRoute(UnitOfWorkRoute):
 
         async def run(request: Request) -> Response:
             response = await handler(request)
-            seen: Watch | None = remembered(request, WATCH)
-            if seen is None:
+            scope = scope_of(request)
+            seen = scope.audit_watch
+            if not isinstance(seen, Watch):  # a read, or a write refused before it was watched
                 return response
-            db: AsyncSession = request.state.db
+            db = scope.session
             if response.status_code >= 400:
                 stop_watching(db, seen)
                 return response

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import Depends, Path, Query
 from pydantic import BaseModel, Field
 
 from multibank.api.deps import AppContainer, Db, conflicts
 from multibank.api.openapi import not_found
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.cards import pool
 from multibank.kernel.errors import NotFound
 from multibank.kernel.vocabulary import Currency, DigitsId
@@ -18,7 +19,7 @@ from multibank.portal.auditing import AuditedRoute
 from multibank.programmes import service
 from multibank.programmes.context import Ctx
 
-router = APIRouter(route_class=AuditedRoute, tags=["Card pool"])
+router = UnitOfWorkRouter(route_class=AuditedRoute, tags=["Card pool"])
 IdPath = Annotated[str, Path(pattern=r"^[0-9]{1,19}$")]
 POOL_CONFLICTS = (
     "PROFILE_NOT_FOUND",

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import Depends, Query, Response
 from pydantic import BaseModel
 
 from multibank.api.deps import Db, conflicts
 from multibank.api.openapi import not_found
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.cards import operator
 from multibank.portal.auditing import AuditedRoute
 from multibank.portal.router import (
@@ -24,7 +25,7 @@ from multibank.portal.router import (
 from multibank.programmes import service
 from multibank.programmes.schemas import CardFeesRead, CardFeeWrite
 
-router = APIRouter(
+router = UnitOfWorkRouter(
     prefix="/programmes",
     tags=["Cards"],
     route_class=AuditedRoute,

@@ -16,6 +16,7 @@ from multibank.accounts.models import ManagedAccount
 from multibank.api.deps import AppContainer, Db, conflicts
 from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp, answers, not_found
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.kernel.errors import NotFound, Unauthorized
 from multibank.ledger.verify import verify_alone
 from multibank.portal import card_pool
@@ -73,7 +74,7 @@ THROTTLED: dict[int | str, dict[str, Any]] = {
 }
 
 
-router = APIRouter(
+router = UnitOfWorkRouter(
     prefix="/programmes",
     tags=["Programmes"],
     route_class=AuditedRoute,

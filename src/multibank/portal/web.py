@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -51,7 +51,8 @@ from multibank.accounts import repository as accounts_repo
 from multibank.accounts import service as accounts
 from multibank.accounts import statement_pdf
 from multibank.accounts.models import ManagedAccount
-from multibank.api.routing import UnitOfWorkRoute, after_commit, container_of
+from multibank.api.routing import UnitOfWorkRoute, UnitOfWorkRouter, after_commit, container_of
+from multibank.api.scope import scope_of
 from multibank.api.v3_29.statements import CSV_COLUMNS, entry_body, to_csv
 from multibank.cards import clock as card_clock
 from multibank.cards import operator as card_ops
@@ -119,7 +120,7 @@ class PortalRoute(UnitOfWorkRoute):
         return run
 
 
-router = APIRouter(prefix="/portal", include_in_schema=False, route_class=PortalRoute)
+router = UnitOfWorkRouter(prefix="/portal", include_in_schema=False, route_class=PortalRoute)
 HERE = Path(__file__).parent
 templates = Environment(
     loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"])
@@ -166,8 +167,7 @@ templates.filters["amount"] = overview.amount
 
 
 def _db(request: Request) -> AsyncSession:
-    db: AsyncSession = request.state.db
-    return db
+    return scope_of(request).session
 
 
 def _now(request: Request) -> int:
@@ -1853,7 +1853,7 @@ async def card_action(request: Request, programme_id: str, card_id: str, action:
 # Included after every other portal router (app.py): an address under /portal/ that no page
 # answers gets the portal's own "not found" page, not the API's JSON. /portal/api is a mount
 # matched before this, so the operator API keeps its JSON 404.
-fallback = APIRouter(prefix="/portal", include_in_schema=False, route_class=PortalRoute)
+fallback = UnitOfWorkRouter(prefix="/portal", include_in_schema=False, route_class=PortalRoute)
 
 
 @fallback.get("/{rest:path}")

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Response
+from fastapi import Depends, Path, Response
 
 from multibank.api.deps import AppContainer, Db, conflicts
 from multibank.api.openapi import not_found
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.cards import lifecycle
 from multibank.cards.models import ManagedCard
 from multibank.kernel.errors import NotFound
@@ -18,7 +18,7 @@ from multibank.kernel.validation import parse_id
 from multibank.programmes.context import Ctx
 from multibank.simulator.deps import SimulatorIdempotent, SimulatorProgramme
 
-router = APIRouter(tags=["Simulator"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Simulator"])
 CardPath = Annotated[str, Path(pattern=r"^[0-9]+$")]
 NOT_FOUND = not_found("no card of that id in this programme (another programme's included)")
 

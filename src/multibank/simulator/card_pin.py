@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Response
+from fastapi import Depends, Path, Response
 from sqlalchemy import select
 
 from multibank.api.deps import AppContainer, Db, conflicts
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.cards import physical
 from multibank.cards.models import ManagedCard
 from multibank.kernel.errors import NotFound
@@ -17,7 +17,7 @@ from multibank.kernel.validation import parse_id
 from multibank.programmes.context import Ctx
 from multibank.simulator.deps import SimulatorIdempotent, SimulatorProgramme
 
-router = APIRouter(tags=["Simulator"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Simulator"])
 CardPath = Annotated[str, Path(pattern=r"^[0-9]+$")]
 
 

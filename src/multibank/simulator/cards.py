@@ -8,12 +8,12 @@ from __future__ import annotations
 import hmac
 from typing import Annotated, Any, Literal, cast
 
-from fastapi import APIRouter, Body, Depends, Path
+from fastapi import Body, Depends, Path
 from pydantic import BaseModel, Field, StringConstraints
 from sqlalchemy import bindparam, select
 
 from multibank.api.deps import AppContainer, Db
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.cards import lifecycle, money, physical
 from multibank.cards.models import ManagedCard
 from multibank.kernel.carddata import CardKeyring
@@ -23,7 +23,7 @@ from multibank.programmes.context import Ctx
 from multibank.programmes.models import Profile
 from multibank.simulator.deps import CardSimulatorIdempotent, RememberedSimulatorProgramme
 
-router = APIRouter(tags=["Simulator"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Simulator"])
 
 
 async def _ctx(db: Db, programme: RememberedSimulatorProgramme, container: AppContainer) -> Ctx:

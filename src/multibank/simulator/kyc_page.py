@@ -6,11 +6,11 @@ from __future__ import annotations
 import html
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Form, Path, Request
+from fastapi import Depends, Form, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from multibank.api.deps import AppContainer, Db
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.identities import repository as identities_repo
 from multibank.identities import service as identities
 from multibank.identities.models import Identity
@@ -20,7 +20,7 @@ from multibank.programmes.repository import get_programme
 from multibank.users import repository as users_repo
 from multibank.users.models import User
 
-router = APIRouter(route_class=UnitOfWorkRoute, include_in_schema=False)
+router = UnitOfWorkRouter(include_in_schema=False)
 Reference = Annotated[str, Path(pattern=r"^[0-9]{1,30}$")]
 OUTCOMES = {
     "review": "PENDING_REVIEW",

@@ -13,7 +13,7 @@ from multibank.accounts import service as accounts
 from multibank.api.deps import AppContainer, Db, conflicts
 from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp
-from multibank.api.routing import UnitOfWorkRoute, after_commit
+from multibank.api.routing import UnitOfWorkRouter, after_commit
 from multibank.cards import clock as card_clock
 from multibank.factors import service as factors
 from multibank.identities import service as identities
@@ -34,7 +34,7 @@ from multibank.simulator import cards as card_simulator
 from multibank.simulator.card_lifecycle import router as card_lifecycle_router
 from multibank.simulator.deps import SimulatorIdempotent, SimulatorProgramme
 
-router = APIRouter(tags=["Simulator"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Simulator"])
 
 
 class Request(StrictBody):

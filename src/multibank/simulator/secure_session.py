@@ -7,27 +7,22 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Request
 from pydantic import BaseModel, Field, StringConstraints
 
 from multibank.api.deps import AppContainer, BearerHeader, Db, authenticate
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.cards import tokens
 from multibank.kernel.wire import StrictBody as SimRequest
 from multibank.programmes.context import Ctx
-from multibank.simulator.deps import (
-    SimulatorIdempotent,
-    SimulatorProgramme,
-    programme_key_scheme,
-)
+from multibank.simulator.deps import ProgrammeKey, SimulatorIdempotent, SimulatorProgramme
 
-router = APIRouter(tags=["Simulator"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Simulator"])
 TokenField = Literal["CARD_NUMBER", "CVV", "PIN", "PASSWORD"]
 BEARER_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "The Bearer token is missing, unknown or of a session that ended"},
     403: {"description": "The Bearer token is of another programme"},
 }
-ProgrammeKey = Annotated[str | None, Depends(programme_key_scheme)]
 
 
 class TokenizeValue(SimRequest):
@@ -87,7 +82,7 @@ async def tokenize(
     "PIN"}}}` → `{"tokens": {"pin": "…"}}`; a PIN token is the upgrade's `pin.value`."""
     identity_id = None
     now = container.clock.now_ms(programme.clock_offset_ms)
-    if bearer is not None and bearer.credentials:
+    if bearer:
         caller = await authenticate(request, (key or "").strip(), bearer)
         identity_id, now = caller.session.identity_id, caller.now_ms
     values: dict[str, tuple[str, str]] = {n: (v.value, v.field) for n, v in body.values.items()}

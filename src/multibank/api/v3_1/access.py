@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from pydantic import BaseModel
 
 from multibank.api.deps import AnonCtx, AppContainer, Idempotent
 from multibank.api.limits import LoginLimited
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.api.v3_29.access import LOGIN_RESPONSES, LoginRequest, PasswordChecked, do_login
 from multibank.api.v3_29.access import login_with_password as latest
 from multibank.kernel.vocabulary import IdentityId, TypeId
 
-router = APIRouter(tags=["Access"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Access"])
 
 
 class LoginResponse(BaseModel):

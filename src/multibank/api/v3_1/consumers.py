@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 from pydantic import BaseModel
 
 from multibank.api.deps import CallerIdempotent, ConsumerSession, conflicts
@@ -13,7 +13,7 @@ from multibank.api.limits import (
     CallerCodeSendLimited,
     CallerCodeVerifyLimited,
 )
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.api.v3_1.corporates import MobileSend
 from multibank.api.v3_29 import consumers as latest
 from multibank.identities import service
@@ -34,7 +34,7 @@ from multibank.kernel.vocabulary import (
     Wire,
 )
 
-router = APIRouter(tags=["Consumers"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Consumers"])
 
 
 class ConsumerUpdate310(Wire):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 from pydantic import BaseModel
 
 from multibank.api.deps import AnonCtx, CallerIdempotent, CorporateSession, Idempotent, conflicts
@@ -13,7 +13,7 @@ from multibank.api.limits import (
     CallerCodeSendLimited,
     CallerCodeVerifyLimited,
 )
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.api.v3_29 import corporates as latest
 from multibank.identities import service
 from multibank.identities.models import CORPORATE
@@ -38,7 +38,7 @@ from multibank.kernel.vocabulary import (
 )
 from multibank.kernel.wire import WireEnum
 
-router = APIRouter(tags=["Corporates"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Corporates"])
 
 
 class CorporateCreate310(CorporateCreate):

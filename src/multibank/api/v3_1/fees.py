@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
 from multibank.api.deps import (
     CallerIdempotent,
@@ -10,10 +10,10 @@ from multibank.api.deps import (
     CorporateSession,
     checks_session_in_transaction,
 )
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.api.v3_29.fees import CONFLICTS, ChargeFeeRequest, charge
 
-router = APIRouter(route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter()
 
 
 @router.post(

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
 from multibank.accounts import service
 from multibank.api.deps import CallerIdempotent, LoggedIn, conflicts
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.api.v3_29.managed_accounts import AccountId, owner
 
-router = APIRouter(tags=["Managed Accounts"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Managed Accounts"])
 
 
 @router.post(

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 from pydantic import BaseModel
 
 from multibank.api.deps import StepUpRequired
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.api.v3_29.fees import CurrencyAmount, TransactionId
 from multibank.api.v3_29.managed_accounts import AccountId
 from multibank.api.v3_29.statements import (
@@ -25,7 +25,7 @@ from multibank.api.v3_29.statements import (
 )
 from multibank.ledger.statements import Entry
 
-router = APIRouter(tags=["Managed Accounts"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Managed Accounts"])
 
 
 class StatementEntry(BaseModel):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 from pydantic import AfterValidator, BaseModel
 
 from multibank.api.deps import CallerIdempotent, LoggedIn, conflicts
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.api.v3_29 import users as latest
 from multibank.kernel.vocabulary import Email, IdentityId, Wire
 from multibank.users import service
@@ -23,7 +23,7 @@ def _length(value: str) -> str:
 
 
 Email310 = Annotated[Email, AfterValidator(_length)]
-router = APIRouter(tags=["Authorised Users"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Authorised Users"])
 
 
 class UserCreate310(UserBase):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import Depends, Request, Response
 from pydantic import BaseModel
 
 from multibank.access import service
@@ -21,11 +21,12 @@ from multibank.api.deps import (
 )
 from multibank.api.limits import LoginLimited
 from multibank.api.openapi import LOCKED
-from multibank.api.routing import UnitOfWorkRoute, remembered
+from multibank.api.routing import UnitOfWorkRouter
+from multibank.api.scope import scope_of
 from multibank.kernel.tokens import end_session
 from multibank.kernel.vocabulary import Email, IdentityId, SensitivePassword, TypeId, Wire
 
-router = APIRouter(tags=["Access"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Access"])
 
 # Login's answers beyond those of its dependencies, on both versions.
 LOGIN_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -84,7 +85,7 @@ async def check_password(
     # at once (a read session: autocommit).
     db = container.db.read_sessionmaker()
     try:
-        request.state.password_check = await service.check_password(
+        scope_of(request).password_check = await service.check_password(
             db,
             container.hasher,
             known_credentials(container),
@@ -103,7 +104,7 @@ PasswordChecked = Depends(check_password)
 async def do_login(
     request: Request, body: LoginRequest, ctx: AnonCtx, container: AppContainer
 ) -> dict[str, Any]:
-    checked = remembered(request, "password_check")
+    checked: service.PasswordCheck | None = scope_of(request).password_check
     # Only while the request holds no transaction: a ref's answer is stored in it (and on
     # SQLite it would hold the one writing connection the INSERT needs).
     if checked is not None and not ctx.db.in_transaction():

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
-
 from multibank.api.deps import (
     STEP_UP_RESPONSES,
     AppContainer,
@@ -14,12 +12,12 @@ from multibank.api.deps import (
     StepUpRequired,
     conflicts,
 )
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.api.v3_29.managed_cards import card_body, owner
 from multibank.cards import pool
 from multibank.cards.schemas import ManagedCardRead
 
-router = APIRouter(tags=["Managed Cards"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Managed Cards"])
 ASSIGN_CONFLICTS = (
     "IDENTITY_NOT_VERIFIED",
     "INSTRUMENT_NOT_FOUND",

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 from pydantic import BaseModel
 
 from multibank.api.deps import StatementCaller
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.api.v3_29.fees import CurrencyAmount, TransactionId
 from multibank.api.v3_29.managed_cards import CardId, owner
 from multibank.api.v3_29.statements import (
@@ -36,7 +36,7 @@ from multibank.cards import service as cards
 from multibank.ledger import statements
 from multibank.ledger.statements import Entry
 
-router = APIRouter(tags=["Managed Cards"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Managed Cards"])
 
 
 class CardStatementEntry(BaseModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Response
+from fastapi import Body, Response
 
 from multibank.api.answers import Answer
 from multibank.api.deps import (
@@ -15,7 +15,7 @@ from multibank.api.deps import (
     conflicts,
 )
 from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.api.v3_29.corporates import mobile
 from multibank.identities import service
 from multibank.identities.models import CONSUMER, Identity
@@ -33,7 +33,7 @@ from multibank.kernel.errors import Conflict
 from multibank.kernel.vocabulary import EmailRequest, EmailVerifyRequest
 from multibank.users.models import User
 
-router = APIRouter(tags=["Consumers"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Consumers"])
 
 # The hot read's answer, written from the dict below without validating it again (api/answers.py).
 CONSUMER_ANSWER = Answer(ConsumerRead)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
 from multibank.api.answers import Answer
 from multibank.api.deps import (
@@ -15,7 +15,7 @@ from multibank.api.deps import (
     conflicts,
 )
 from multibank.api.limits import CodeSendLimited, CodeVerifyLimited
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.identities import service
 from multibank.identities.models import CORPORATE, Identity
 from multibank.identities.repository import IdentityView, RootView
@@ -29,7 +29,7 @@ from multibank.identities.schemas import (
 from multibank.kernel.vocabulary import EmailRequest, EmailVerifyRequest, ReferenceResponse
 from multibank.users.models import User
 
-router = APIRouter(tags=["Corporates"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Corporates"])
 
 # The hot read's answer, written from the dict below without validating it again (api/answers.py).
 CORPORATE_ANSWER = Answer(CorporateRead)

@@ -3,14 +3,14 @@ a push device (contract §5.3, docs/decisions/0007)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
 from multibank.api.deps import CallerIdempotent, LoggedIn, StepUpRequired, conflicts
 from multibank.api.limits import (
     CallerCodeSendLimited,
     CallerCodeVerifyLimited,
 )
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.factors import service
 from multibank.factors.schemas import (
     FactorsResponse,
@@ -21,7 +21,7 @@ from multibank.factors.schemas import (
     SCAVerifyRequest,
 )
 
-router = APIRouter(tags=["Additional Factors"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Additional Factors"])
 
 
 @router.get(

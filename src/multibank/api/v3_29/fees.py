@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter
 from pydantic import BaseModel
 
 from multibank.api.deps import (
@@ -16,12 +15,12 @@ from multibank.api.deps import (
     checks_session_in_transaction,
     conflicts,
 )
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.fees import service
 from multibank.identities.schemas import Read
 from multibank.kernel.vocabulary import DigitsId, Wire
 
-router = APIRouter(route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter()
 CONFLICTS = conflicts(
     "UNRESOLVED_FEE_TYPE",
     "UNRESOLVED_CURRENCY",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import Path, Query, Request, Response
 from pydantic import StringConstraints
 
 from multibank.accounts import repository, service
@@ -27,12 +27,12 @@ from multibank.api.deps import (
     conflicts,
 )
 from multibank.api.query_filters import ObjectFilter, QueryFilters
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.identities import service as identities
 from multibank.kernel.vocabulary import Currency, Tag
 from multibank.ledger.models import LedgerAccount
 
-router = APIRouter(tags=["Managed Accounts"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Managed Accounts"])
 AccountId = Annotated[str, Path(pattern=r"^[0-9]+$")]
 StateValue = Annotated[str, Query(pattern="^(ACTIVE|BLOCKED|DESTROYED)$")]
 # The pattern goes on the items: on the list itself it is a TypeError (500) at request time.

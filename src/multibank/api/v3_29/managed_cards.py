@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import Path, Query, Response
 
 from multibank.accounts.service import Owner
 from multibank.api.deps import (
@@ -18,7 +18,7 @@ from multibank.api.deps import (
     StepUpRequired,
     conflicts,
 )
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.cards import lifecycle, manufacturing, money, repository, service, spend_rules
 from multibank.cards.models import ManagedCard
 from multibank.cards.schemas import (
@@ -36,7 +36,7 @@ from multibank.kernel.vocabulary import Currency, Tag
 from multibank.ledger.models import LedgerAccount
 from multibank.programmes.context import Ctx
 
-router = APIRouter(tags=["Managed Cards"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Managed Cards"])
 CardId = Annotated[str, Path(pattern=r"^[0-9]+$")]
 # A state, or several joined by commas, or nothing: the official demo app sends
 # `state=ACTIVE,BLOCKED` and `state=` (all cards), as the reference accepts (decision 0053).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Path, Response
+from fastapi import Path, Response
 from pydantic import BaseModel
 
 from multibank.access import service
@@ -18,7 +18,7 @@ from multibank.api.deps import (
     conflicts,
 )
 from multibank.api.limits import CallerCodeVerifyLimited, CodeSendLimited, CodeVerifyLimited
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.kernel.vocabulary import (
     Email,
     IdentityId,
@@ -30,7 +30,7 @@ from multibank.kernel.vocabulary import (
 )
 from multibank.users.models import User
 
-router = APIRouter(tags=["Passwords"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Passwords"])
 COMPLEXITY = ("PASSWORD_TOO_SHORT", "PASSWORD_TOO_LONG", "PASSWORD_TOO_SIMPLE")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 from pydantic import BaseModel, StringConstraints
 
 from multibank.api.deps import (
@@ -16,7 +16,7 @@ from multibank.api.deps import (
     StepUpRequired,
     conflicts,
 )
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.api.v3_29.managed_cards import CardId, card_body, owner
 from multibank.cards import physical, service
 from multibank.cards.schemas import (
@@ -27,7 +27,7 @@ from multibank.cards.schemas import (
 )
 from multibank.kernel.vocabulary import Wire
 
-router = APIRouter(tags=["Managed Cards"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Managed Cards"])
 ActivationCode = Annotated[str, StringConstraints(pattern=r"^[0-9]+$", min_length=1, max_length=6)]
 Reference = Annotated[str, StringConstraints(min_length=1, max_length=50)]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 
 from multibank.api.deps import conflicts
 from multibank.api.query_filters import QueryFilters
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.api.v3_29.payments_common import (
     PaymentOperations,
     add_payment_operations,
@@ -30,7 +30,7 @@ from multibank.payments.schemas import (
     TransferCreate,
 )
 
-router = APIRouter(tags=["Sends"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Sends"])
 Id = Annotated[str, Query(pattern=r"^[0-9]+$", max_length=19)]
 CREATE_CONFLICTS = (
     "PROFILE_NOT_FOUND",

@@ -12,20 +12,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import Depends, Header, Query, Request, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from multibank.accounts import service as accounts
 from multibank.accounts import statement_pdf
 from multibank.api.deps import STEP_UP_RESPONSES, Session, StepUpRequired
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.api.v3_29.fees import CurrencyAmount, TransactionId
 from multibank.api.v3_29.managed_accounts import AccountId, owner
 from multibank.ledger import statements
 from multibank.ledger.statements import CARD_STEPS, Entry, StatementPage, StatementQuery
 
-router = APIRouter(tags=["Managed Accounts"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Managed Accounts"])
 
 JSON, CSV, PDF = "application/json", "text/csv", "application/pdf"
 INT32_MAX = 2**31 - 1

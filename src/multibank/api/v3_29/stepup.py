@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
 from multibank.api.deps import CallerIdempotent, LoggedIn, conflicts
 from multibank.api.limits import (
     CallerCodeSendLimited,
     CallerCodeVerifyLimited,
 )
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.factors import service
 from multibank.factors.schemas import (
     ChallengeIdResponse,
@@ -19,7 +19,7 @@ from multibank.factors.schemas import (
     SCAVerifyRequest,
 )
 
-router = APIRouter(tags=["Access"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Access"])
 
 
 @router.post(

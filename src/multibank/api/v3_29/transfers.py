@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 
 from multibank.api.deps import conflicts
 from multibank.api.openapi import not_found
 from multibank.api.query_filters import QueryFilters
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.api.v3_29.payments_common import (
     PaymentOperations,
     add_payment_operations,
@@ -30,7 +30,7 @@ from multibank.payments.schemas import (
     TransfersPage,
 )
 
-router = APIRouter(tags=["Transfers"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Transfers"])
 Id = Annotated[str, Query(pattern=r"^[0-9]+$", max_length=19)]
 CREATE_CONFLICTS = (
     "PROFILE_INACTIVE",

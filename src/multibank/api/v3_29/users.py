@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import Path, Query, Response
 
 from multibank.api.deps import (
     AnonCtx,
@@ -15,7 +15,7 @@ from multibank.api.deps import (
     conflicts,
 )
 from multibank.api.limits import CallerCodeSendLimited, CodeSendLimited, CodeVerifyLimited
-from multibank.api.routing import UnitOfWorkRoute
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.identities import service as identities
 from multibank.kernel.vocabulary import (
     Email,
@@ -35,7 +35,7 @@ from multibank.users.schemas import (
     UserUpdate,
 )
 
-router = APIRouter(tags=["Authorised Users"], route_class=UnitOfWorkRoute)
+router = UnitOfWorkRouter(tags=["Authorised Users"])
 UserId = Annotated[str, Path(pattern=r"^[0-9]+$")]
 PASSWORD_CONFLICTS = (
     "PASSWORD_ALREADY_USED",
