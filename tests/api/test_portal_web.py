@@ -322,3 +322,23 @@ async def test_sign_out_ends_the_session_everywhere(app, client):
         assert (await c.get("/portal/")).status_code == 303
     finally:
         await c.aclose()
+
+
+async def test_the_programmes_page_is_paged_newest_first(browser, programme, container):
+    """A server holding many programmes (a client's test suite makes one per test) shows them
+    fifty at a time, the newest on the first page, with links to the older ones."""
+    from multibank.programmes import repository
+
+    async with container.db.transaction() as session:
+        before = len(await repository.list_programmes(session))
+    made = [await programme() for _ in range(max(3, 51 - before))]
+    async with container.db.transaction() as session:
+        everyone = [int(p.id) for p in await repository.list_programmes(session)]
+    assert len(everyone) > 50
+    first = await page(browser, "/portal/")
+    ids = re.findall(r'href="/portal/programmes/(\d+)/overview"', first)
+    assert ids == [str(i) for i in sorted(everyone, reverse=True)[:50]]
+    assert ids[:3] == [p.id for p in reversed(made)][:3]
+    assert f"of {len(everyone)}" in first and 'rel="next"' in first
+    last = await page(browser, f"/portal/?offset={len(everyone) - 1}")
+    assert re.findall(r'href="/portal/programmes/(\d+)/overview"', last) == [str(min(everyone))]
