@@ -334,14 +334,15 @@ def serve(
 
     Updates the database schema first, then prints where the API listens and the `default`
     programme's id, API key and profiles."""
+    # Settings and the port are checked before the server's modules load (about 2 s of
+    # imports): a refusal comes at once.
+    settings = _settings()
+    _can_listen(host, port)
     import uvicorn
 
     from multibank.app import build_container, startup
     from multibank.kernel.migrate import upgrade
     from multibank.kernel.node_lease import NodeKeeper
-
-    settings = _settings()
-    _can_listen(host, port)
 
     async def prepare(db: Database) -> tuple[ProgrammeDescription, bool, str | None]:
         await _reachable(db, settings.database_startup_timeout_seconds)
