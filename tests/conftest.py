@@ -55,6 +55,24 @@ def pytest_report_header() -> str:
     return f"multibank database: {DB_KIND}"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "any_database: the test's outcome does not depend on the database under test (it reads "
+        "the source, the OpenAPI documents or the CLI's help, or starts its own SQLite server), "
+        "so only the SQLite half of scripts/test runs it",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if DB_KIND == "sqlite":
+        return
+    once = pytest.mark.skip(reason="the same whatever the database: the SQLite half runs it")
+    for item in items:
+        if item.get_closest_marker("any_database") is not None:
+            item.add_marker(once)
+
+
 def pg_database_name(label: str) -> str:
     """A new name for a database the tests create on the shared server: the prefix (so a
     server shared with others can tell, and clean up, the suite's), the label and a unique tail."""

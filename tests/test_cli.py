@@ -798,6 +798,7 @@ async def test_wrong_jwt_keys_are_one_line(monkeypatch, tmp_path, args, keys, sa
     assert not (tmp_path / "keys.db").exists()
 
 
+@pytest.mark.any_database  # its own SQLite file, or no database at all
 @pytest.mark.parametrize(
     "settings",
     [
@@ -825,6 +826,7 @@ async def test_serve_with_wrong_settings_is_one_line(tmp_path, settings):
 LIVE_SECRETS = {"MULTIBANK_ADMIN_TOKEN": "a" * 40, "MULTIBANK_JWT_KEYS": "k1:" + "s" * 48}
 
 
+@pytest.mark.any_database  # its own SQLite file, or no database at all
 async def test_a_live_server_refuses_to_start_without_its_card_keys(tmp_path):
     """Card numbers must be readable only with keys the operator holds (D29): a live server
     never generates its own, and says which variable is missing."""
@@ -878,6 +880,7 @@ async def test_a_live_container_without_card_keys_does_not_start(settings):
         await live.db.dispose()
 
 
+@pytest.mark.any_database  # its own SQLite file, or no database at all
 async def test_serve_on_a_taken_port_says_so_before_anything(tmp_path):
     database = tmp_path / "serve.db"
     with socket.socket() as taken:
@@ -897,6 +900,7 @@ async def test_serve_on_a_taken_port_says_so_before_anything(tmp_path):
     assert not database.exists()  # said before the database was touched
 
 
+@pytest.mark.any_database  # its own SQLite file, or no database at all
 async def test_serve_does_not_wait_for_a_sqlite_file_it_cannot_open(tmp_path):
     """Only a database server can come up later: a SQLite path is refused at once."""
     code, out, err, took = await multibank(

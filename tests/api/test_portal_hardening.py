@@ -136,6 +136,7 @@ def test_live_mode_wants_an_admin_token_of_32_characters():
     assert Settings(mode="sandbox", admin_token="x").admin_token == "x"
 
 
+@pytest.mark.any_database  # its own SQLite file, or no database at all
 async def test_serve_in_live_mode_refuses_a_short_admin_token_in_one_line(tmp_path):
     env = {
         **os.environ,
