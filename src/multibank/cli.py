@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
-import click
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
@@ -183,26 +182,19 @@ def database_said(settings: Settings) -> tuple[str, str | None]:
     return f"{os.path.abspath(path)} (SQLite, {origin})", path
 
 
-def _say_database(said: str) -> None:
-    """`database: …` on stderr, once per command even when it opens the database twice."""
-    ctx = click.get_current_context(silent=True)
-    meta = ctx.find_root().meta if ctx is not None else {}
-    if not meta.get("multibank.database_said"):
-        meta["multibank.database_said"] = True
-        typer.echo(f"database: {said}", err=True)
-
-
 def _run(
     work: Callable[[Database], Awaitable[T]],
     settings: Settings | None = None,
     creates: bool = False,
     wait_seconds: float = 0,
+    again: bool = False,
 ) -> T:
     """Runs `work` on the configured database, first naming it on stderr (`database: …`).
     Unless the command `creates` the schema (`db upgrade`, `serve`), a missing, unreachable or
     unmigrated database is said in one line and exits 2, and nothing is created (a SQLite path
     is not even touched). A SQLite file that `creates` makes is said as it is made; a
-    PostgreSQL server that cannot be reached yet is waited for up to `wait_seconds`."""
+    PostgreSQL server that cannot be reached yet is waited for up to `wait_seconds`. A command
+    that opens the database `again` (to record what it did) does not name it twice."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -251,7 +243,8 @@ def _run(
                         f"the database at {where} is at {revision}: run `multibank db upgrade`",
                         CANNOT_START,
                     )
-            _say_database(said)
+            if not again:
+                typer.echo(f"database: {said}", err=True)
             return await work(db)
         finally:
             await db.dispose()
@@ -1268,7 +1261,10 @@ def programme_reset(
         note = f"was programme {done.old_id}, archived as {done.archived_as}"
         target = audit.Target("programme", str(done.new_id))
         at = Clock().system_ms()
-        _run(lambda db: audit.record_cli(db, at, "programme.reset", name, None, target, note))
+        _run(
+            lambda db: audit.record_cli(db, at, "programme.reset", name, None, target, note),
+            again=True,
+        )
     except NotFound as exc:
         _fail(exc.message)
         return
@@ -1316,6 +1312,7 @@ def webhooks_trigger(
                 db, Clock().system_ms(), "webhook.trigger", programme, note=f"{event}: {ids}"
             ),
             settings,
+            again=True,
         )
     except NotFound as exc:
         _fail(exc.message)
@@ -1366,6 +1363,7 @@ def webhooks_replay(
             db, Clock().system_ms(), "webhook_event.replay", None, int(event_id), replayed, said
         ),
         settings,
+        again=True,
     )
     if not result.delivered:
         _fail(f"replay not accepted: {line}")

@@ -354,7 +354,13 @@ def _login_page(
     if not LOGIN_TOKEN.fullmatch(value):
         value = secrets.token_urlsafe(24)
     response = render(
-        "login.html", status, title="Sign in", msg=msg, error=status >= 400, login_csrf=value
+        "login.html",
+        status,
+        title="Sign in",
+        msg=msg,
+        error=status >= 400,
+        login_csrf=value,
+        token_from_env=bool(container_of(request).settings.admin_token),
     )
     response.headers.update(headers or {})
     response.set_cookie(
