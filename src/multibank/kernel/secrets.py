@@ -8,7 +8,7 @@ import secrets
 from collections.abc import Callable
 
 from sqlalchemy import String
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -83,8 +83,13 @@ class AdminTokenWatcher(PeriodicWorker):
         self.current = current
 
     async def round(self) -> bool:
-        async with self.db.sessionmaker() as session:
-            value = await read_secret(session, ADMIN_TOKEN)
+        try:
+            async with self.db.sessionmaker() as session:
+                value = await read_secret(session, ADMIN_TOKEN)
+        except (OSError, SQLAlchemyError):
+            # The database is away (its outage is logged where requests meet it): the token
+            # stays the one last read until it answers again.
+            return False
         if value and value != self.current:
             self.current = value
             self.on_change(value)
