@@ -12,6 +12,8 @@ import contextlib
 import os
 import re
 import secrets
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +51,15 @@ LIVE_CARD_ENV = {f"MULTIBANK_{k.upper()}": v for k, v in LIVE_CARD_KEYS.items()}
 # Letters, digits and underscores, short enough that a whole name stays within PostgreSQL's 63.
 PG_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,29}")
 BASES = ("/multi", "/3.29.1/multi", "/3.1.0/multi")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The user's data directory, where the default SQLite database lives (decision 0066), is a
+    folder of this run's own: a command a test starts without MULTIBANK_DATABASE_URL never reads
+    or writes the developer's own sandbox. (platformdirs reads XDG_DATA_HOME on Linux.)"""
+    data_home = tempfile.mkdtemp(prefix="multibank-test-data-")
+    os.environ["XDG_DATA_HOME"] = data_home
+    config.add_cleanup(lambda: shutil.rmtree(data_home, ignore_errors=True))
 
 
 def pytest_report_header() -> str:

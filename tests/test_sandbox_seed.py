@@ -155,7 +155,7 @@ async def test_seed_json_on_a_new_database(seed_db):
     assert data["apiKey"].startswith("mb_sbx_")
     assert data["corporate"]["email"] != data["consumer"]["email"]
     # The database had no operator admin token: it was generated now, and said once (stderr).
-    said = re.search(r"operator API admin token \(generated, shown once\): (\S+)", result.stderr)
+    said = re.search(r"^admin token: (\S+) \(generated now; ", result.stderr, re.M)
     assert said, result.stderr
 
     async with api(seed_db) as (client, admin_token):
@@ -187,7 +187,8 @@ async def test_seed_text_output_of_a_named_programme(seed_db):
     assert "(1000.00 EUR)" in out
     corporate, consumer = text_fields(out, "corporate"), text_fields(out, "consumer")
     # `programme create` makes no operator admin token: the first seed did, and said so once.
-    assert out.rstrip().splitlines()[-1].startswith("operator API admin token (generated, ")
+    assert out.rstrip().splitlines()[-1].startswith("admin token: ")
+    assert out.rstrip().endswith("(generated now; `multibank admin-token` shows it again)")
     assert "default" not in ok(await cli("programme", "list"))
 
     result = await cli("sandbox", "seed", "--programme", "strict", "--json")
@@ -207,8 +208,8 @@ async def test_seed_refuses_a_live_programme(seed_db):
     result = await cli("sandbox", "seed", "--programme", "production")
     assert result.exit_code == 1, (result.output, result.exception)
     assert result.stdout == ""
-    message = result.stderr.strip()
-    assert "\n" not in message
+    opened, message = result.stderr.strip().splitlines()  # the database, then the refusal
+    assert opened.startswith("database: ")
     assert "production" in message and "live" in message and "sandbox" in message
 
     # Nothing was created: no `default` programme either.

@@ -354,7 +354,13 @@ def _login_page(
     if not LOGIN_TOKEN.fullmatch(value):
         value = secrets.token_urlsafe(24)
     response = render(
-        "login.html", status, title="Sign in", msg=msg, error=status >= 400, login_csrf=value
+        "login.html",
+        status,
+        title="Sign in",
+        msg=msg,
+        error=status >= 400,
+        login_csrf=value,
+        token_from_env=bool(container_of(request).settings.admin_token),
     )
     response.headers.update(headers or {})
     response.set_cookie(
@@ -373,6 +379,17 @@ async def login_page(request: Request) -> Response:
     if await signed_in(request) is not None:
         return RedirectResponse("/portal/", status_code=303)
     return _login_page(request, msg=LOGIN_NOTES.get(request.query_params.get("flash", "")))
+
+
+# Where the server's admin token comes from, said truthfully (decision 0067): the operator's
+# setting, or the one a sandbox generated on its first start and keeps in its database.
+WRONG_TOKEN_FROM_ENV = (
+    "Wrong admin token: type the value of this server's MULTIBANK_ADMIN_TOKEN and sign in again."
+)
+WRONG_TOKEN_STORED = (
+    "Wrong admin token: this sandbox generated its own on its first start; "
+    "`multibank admin-token` (run with the server's settings) shows it. Sign in again with it."
+)
 
 
 @router.post("/login")
@@ -395,10 +412,7 @@ async def login(request: Request) -> Response:
         return _login_page(request, 429, text, exc.headers())
     if not ok:
         await auditing.sign_in_refused(request, token)
-        text = (
-            "Wrong admin token: type the server's MULTIBANK_ADMIN_TOKEN (a sandbox's "
-            "`multibank serve` prints it when it starts) and sign in again."
-        )
+        text = WRONG_TOKEN_FROM_ENV if container.settings.admin_token else WRONG_TOKEN_STORED
         return _login_page(request, 401, text)
     value = await sessions.sign_in(_db(request), _now(request), container.admin_token or "")
     await auditing.signed_in(request, value)
