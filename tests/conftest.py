@@ -60,19 +60,16 @@ def pytest_configure(config: pytest.Config) -> None:
     data_home = tempfile.mkdtemp(prefix="multibank-test-data-")
     os.environ["XDG_DATA_HOME"] = data_home
     config.add_cleanup(lambda: shutil.rmtree(data_home, ignore_errors=True))
-
-
-def pytest_report_header() -> str:
-    return f"multibank database: {DB_KIND}"
-
-
-def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "any_database: the test's outcome does not depend on the database under test (it reads "
         "the source, the OpenAPI documents or the CLI's help, or starts its own SQLite server), "
         "so only the SQLite half of scripts/test runs it",
     )
+
+
+def pytest_report_header() -> str:
+    return f"multibank database: {DB_KIND}"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
