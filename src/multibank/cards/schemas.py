@@ -96,8 +96,16 @@ class ManagedCardUpdate(Wire):
     renewalType: RenewalType | None = None
 
 
-class Value(BaseModel):
-    value: str
+class CardNumberToken(BaseModel):
+    """The card number's token (D21a): never a card number (it has a letter)."""
+
+    value: Annotated[str, StringConstraints(min_length=16, max_length=16)]
+
+
+class CvvToken(BaseModel):
+    """The CVV's token (D21a): never a CVV (it has a letter)."""
+
+    value: Annotated[str, StringConstraints(min_length=3, max_length=3)]
 
 
 class CardState(BaseModel):
@@ -180,8 +188,8 @@ class ManagedCardRead(BaseModel):
     state: CardState
     type: Literal["VIRTUAL", "PHYSICAL"]
     cardBrand: Literal["MASTERCARD", "VISA"]
-    cardNumber: Value
-    cvv: Value
+    cardNumber: CardNumberToken
+    cvv: CvvToken
     cardNumberFirstSix: Annotated[str, StringConstraints(pattern=r"^[0-9]{6}$")]
     cardNumberLastFour: Annotated[str, StringConstraints(pattern=r"^[0-9]{4}$")]
     nameOnCard: str

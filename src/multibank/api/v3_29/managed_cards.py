@@ -87,7 +87,8 @@ def card_body(
     balance: LedgerAccount | None,
     spent: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """The card as 3.32.1 writes it: the number and CVV as tokens (D20), never in clear."""
+    """The card as 3.32.1 writes it: the number and CVV as tokens of the description's lengths
+    (D21a), never in clear."""
     state: dict[str, str] = {"state": card.state}
     if card.blocked_reason:
         state["blockedReason"] = card.blocked_reason
@@ -103,8 +104,8 @@ def card_body(
         "state": state,
         "type": card.type,
         "cardBrand": card.card_brand,
-        "cardNumber": {"value": keys.token(card.id, service.NUMBER_FIELD, 0)},
-        "cvv": {"value": keys.token(card.id, service.CVV_FIELD, card.version)},
+        "cardNumber": {"value": keys.number_token(card.id)},
+        "cvv": {"value": keys.cvv_token(card.id, card.version)},
         "cardNumberFirstSix": card.number_first_six,
         "cardNumberLastFour": card.number_last_four,
         "nameOnCard": card.name_on_card,
