@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from multibank.kernel.vocabulary import Country, Currency, DigitsId, PostCode, Tag, Wire
 
@@ -52,9 +60,26 @@ class DigitalWallets(Wire):
     artworkReference: Annotated[str, StringConstraints(max_length=100)] | None = None
 
 
+# What each mode needs beyond the common fields (cards.md §3.3: `PrepaidModeCardRequest`,
+# `DebitModeCardRequest`, flat in the body), as the description says it.
+_MODE_NEEDS = {"PREPAID_MODE": "currency", "DEBIT_MODE": "parentManagedAccountId"}
+_MODE_REQUIRED = {
+    "allOf": [
+        {
+            "if": {"properties": {"mode": {"const": mode}}, "required": ["mode"]},
+            "then": {"required": [field], "properties": {field: {"not": {"type": "null"}}}},
+        }
+        for mode, field in _MODE_NEEDS.items()
+    ]
+}
+
+
 class ManagedCardCreate(Wire):
     """Prepaid cards name `currency`, debit cards `parentManagedAccountId`; the other mode's
-    field is ignored (D28)."""
+    field is ignored (D28). The one a mode needs, missing or null, is a 400 naming it
+    (`REQUIRED`)."""
+
+    model_config = ConfigDict(json_schema_extra=_MODE_REQUIRED)
 
     profileId: DigitsId
     tag: Tag | None = None
@@ -66,17 +91,24 @@ class ManagedCardCreate(Wire):
     digitalWallets: DigitalWallets | None = None
     authForwardingDefaultTimeoutDecision: TimeoutDecision | None = None
     mode: Mode
-    currency: Currency | None = None
-    parentManagedAccountId: DigitsId | None = None
+    # Checked after `mode` (declared before them), even when absent, so that the error names
+    # the field a client must add.
+    currency: Annotated[
+        Currency | None,
+        Field(validate_default=True, description="Required for a `PREPAID_MODE` card."),
+    ] = None
+    parentManagedAccountId: Annotated[
+        DigitsId | None,
+        Field(validate_default=True, description="Required for a `DEBIT_MODE` card."),
+    ] = None
     renewalType: RenewalType | None = None
 
-    @model_validator(mode="after")
-    def _the_mode_names_its_field(self) -> ManagedCardCreate:
-        if self.mode == "PREPAID_MODE" and self.currency is None:
-            raise ValueError("currency is required for a PREPAID_MODE card")
-        if self.mode == "DEBIT_MODE" and self.parentManagedAccountId is None:
-            raise ValueError("parentManagedAccountId is required for a DEBIT_MODE card")
-        return self
+    @field_validator("currency", "parentManagedAccountId", mode="after")
+    @classmethod
+    def _the_mode_needs_it(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None and _MODE_NEEDS.get(info.data.get("mode", "")) == info.field_name:
+            raise PydanticCustomError("missing", "Field required")
+        return value
 
 
 class ManagedCardUpdate(Wire):
@@ -108,12 +140,26 @@ class CvvToken(BaseModel):
     value: Annotated[str, StringConstraints(min_length=3, max_length=3)]
 
 
-class CardState(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+InstrumentState = Literal["ACTIVE", "BLOCKED", "DESTROYED"]
+BlockedReason = Literal["USER", "SYSTEM", "LOST"]
+DestroyedReason = Literal["SYSTEM", "USER", "LOST", "STOLEN", "EXPIRED"]
+# A reason is there only with its state (cards.md §2.3, D24).
+_REASON_NEEDS_STATE = {
+    "allOf": [
+        {"if": {"required": [reason]}, "then": {"properties": {"state": {"const": state}}}}
+        for reason, state in (("blockedReason", "BLOCKED"), ("destroyedReason", "DESTROYED"))
+    ]
+}
 
-    state: str
-    blockedReason: str | None = None
-    destroyedReason: str | None = None
+
+class CardState(BaseModel):
+    """`blockedReason` only with `state` BLOCKED, `destroyedReason` only with DESTROYED."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra=_REASON_NEEDS_STATE)
+
+    state: InstrumentState
+    blockedReason: BlockedReason | None = None
+    destroyedReason: DestroyedReason | None = None
 
 
 class CardBalances(BaseModel):
@@ -177,7 +223,22 @@ class PhysicalCardDetailsRead(BaseModel):
 
 class ManagedCardRead(BaseModel):
     """Prepaid cards carry `balances`; debit cards `parentManagedAccountId` and
-    `availableToSpend`. `cardNumber` and `cvv` are tokens (D20)."""
+    `availableToSpend`. `cardNumber` and `cvv` are tokens (D20, D21a)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "allOf": [
+                {
+                    "if": {"properties": {"mode": {"const": "PREPAID_MODE"}}},
+                    "then": {"required": ["balances"]},
+                },
+                {
+                    "if": {"properties": {"mode": {"const": "DEBIT_MODE"}}},
+                    "then": {"required": ["parentManagedAccountId", "availableToSpend"]},
+                },
+            ]
+        }
+    )
 
     id: DigitsId
     profileId: DigitsId

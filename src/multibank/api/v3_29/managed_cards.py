@@ -167,10 +167,20 @@ async def managed_cards_get(
     friendlyName: Annotated[str | None, Query(min_length=1, max_length=50)] = None,
     state: Annotated[list[StateValue] | None, Query()] = None,
     blocked_reason: Annotated[
-        list[BlockedReasonValue] | None, Query(alias="state.blockedReason")
+        list[BlockedReasonValue] | None,
+        Query(
+            alias="state.blockedReason",
+            description="Needs `state=BLOCKED` among the `state` values (400 otherwise); "
+            "applies to the blocked cards only.",
+        ),
     ] = None,
     destroyed_reason: Annotated[
-        list[DestroyedReasonValue] | None, Query(alias="state.destroyedReason")
+        list[DestroyedReasonValue] | None,
+        Query(
+            alias="state.destroyedReason",
+            description="Needs `state=DESTROYED` among the `state` values (400 otherwise); "
+            "applies to the destroyed cards only.",
+        ),
     ] = None,
     currency: Annotated[Currency | None, Query()] = None,
     type: Annotated[str | None, Query(pattern="^(VIRTUAL|PHYSICAL)$")] = None,
