@@ -286,12 +286,16 @@ TransactionBound = Annotated[int, Field(ge=0, le=2**63 - 1)]
 
 
 class SpendLimitValue(Wire):
+    model_config = ConfigDict(extra="forbid")
+
     currency: Currency
     # A negative amount is a 409 SPEND_LIMIT_AMOUNT_INVALID, not a 400 (observed, D22).
     amount: Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 
 
 class SpendLimit(Wire):
+    model_config = ConfigDict(extra="forbid")
+
     value: SpendLimitValue
     interval: SpendInterval
 
@@ -334,7 +338,11 @@ class ProfileSpendRules(CommonLevelSpendRules):
 
 class CardLevelSpendRules(CommonLevelSpendRules):
     """Every field optional. On PATCH only the fields sent change, an empty list (or one of only
-    nulls) clears that list, and a null changes nothing."""
+    nulls) clears that list, and a null changes nothing. An unknown key is a 400 (`NOT_IN`):
+    read as no rule at all, a misspelt one would replace the card's rules with nothing. Rules
+    that contradict each other are a 409 `SPEND_RULE_INVALID` (decision 0073)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     spendLimit: Annotated[list[SpendLimit | None], Field(max_length=50)] | None = None
     minTransactionAmount: TransactionBound | None = None
