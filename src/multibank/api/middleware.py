@@ -28,6 +28,21 @@ def _route_template(scope: Scope) -> str:
     return f"{scope.get('root_path', '')}{path}"
 
 
+def refuse_framing(headers: list[tuple[bytes, bytes]]) -> None:
+    """Every HTML page (the API and simulator docs, the KYC sandbox page, the landing page, the
+    portal) refuses to be framed, as the portal does: no other site can overlay its buttons.
+    A page's own policy stays; what it lacks is added."""
+    names = {k.lower(): v for k, v in headers}
+    if not names.get(b"content-type", b"").lower().startswith(b"text/html"):
+        return
+    if b"x-frame-options" not in names:
+        headers.append((b"x-frame-options", b"DENY"))
+    policies = [v.lower() for k, v in headers if k.lower() == b"content-security-policy"]
+    if not any(b"frame-ancestors" in policy for policy in policies):
+        # A second policy is enforced beside the first: this one restricts framing only.
+        headers.append((b"content-security-policy", b"frame-ancestors 'none'"))
+
+
 class EdgeMiddleware:
     def __init__(self, app: ASGIApp, container: Container) -> None:
         self.app = app
@@ -53,9 +68,14 @@ class EdgeMiddleware:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
                 status["sent"] = True
-                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"server"]
+                headers = [
+                    (k, v)
+                    for k, v in message.get("headers", [])
+                    if k.lower() not in (b"server", b"x-content-type-options")
+                ]
                 headers.append((b"request-ref", ref.encode()))
-                headers.append((b"x-content-type-options", b"nosniff"))
+                headers.append((b"x-content-type-options", b"nosniff"))  # once, whoever set it
+                refuse_framing(headers)
                 if no_store and not any(k.lower() == b"cache-control" for k, _ in headers):
                     # Answers carry personal data and tokens: no cache keeps them.
                     headers.append((b"cache-control", b"no-store"))
