@@ -11,6 +11,8 @@ from typing import Any
 from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from multibank.api.errors import database_unavailable
+from multibank.kernel import conflicts
 from multibank.kernel.context import Container
 from multibank.observability import REQUEST_LATENCY, REQUESTS, request_ref_var
 
@@ -26,6 +28,9 @@ def _route_template(scope: Scope) -> str:
     if path is None:
         return "unmatched"
     return f"{scope.get('root_path', '')}{path}"
+
+
+UNAVAILABLE = {"code": "SERVICE_UNAVAILABLE", "message": "The database is unavailable; retry."}
 
 
 def refuse_framing(headers: list[tuple[bytes, bytes]]) -> None:
@@ -48,6 +53,13 @@ class EdgeMiddleware:
         self.app = app
         self.container = container
         self.max_body = container.settings.max_body_bytes
+
+    @staticmethod
+    async def _unavailable(scope: Scope, send: Send, error: Exception) -> None:
+        """A route of the outer application (no handler of a version's) met the outage: the
+        same one WARNING line and 503 as the versions' handler gives."""
+        log.warning("database unavailable on %s %s: %s", scope["method"], scope["path"], error)
+        await _send_json(send, 503, UNAVAILABLE, ((b"retry-after", b"5"),))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -117,9 +129,17 @@ class EdgeMiddleware:
 
             try:
                 await self.app(scope, receive_limited, send_wrapper)
-            except Exception:
+            except Exception as error:
                 if status["too_large"]:
                     return  # the app noticed the "disconnect" we made up; 413 already went out
+                if database_unavailable(error) or conflicts.lost_race(error):
+                    # Expected weather, not a bug: a version's or the simulator's handler has
+                    # answered the 503 and said so in one WARNING line (api/errors.py; the
+                    # exception still comes up through its mount). Said again here, with a
+                    # traceback, each outage request would be logged twice, once as an ERROR.
+                    if not status["sent"]:
+                        await self._unavailable(scope, send_wrapper, error)
+                    return
                 log.exception("unhandled error")
                 if not status["sent"]:
                     await _send_json(
@@ -171,7 +191,9 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
+async def _send_json(
+    send: Send, status: int, body: dict[str, Any], extra: tuple[tuple[bytes, bytes], ...] = ()
+) -> None:
     raw = json.dumps(body).encode()
     await send(
         {
@@ -180,6 +202,7 @@ async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(raw)).encode()),
+                *extra,
             ],
         }
     )

@@ -13,6 +13,7 @@ from pydantic import (
     ValidationInfo,
     field_validator,
 )
+from pydantic.config import JsonDict
 from pydantic_core import PydanticCustomError
 
 from multibank.kernel.vocabulary import Country, Currency, DigitsId, PostCode, Tag, Wire
@@ -63,7 +64,7 @@ class DigitalWallets(Wire):
 # What each mode needs beyond the common fields (cards.md §3.3: `PrepaidModeCardRequest`,
 # `DebitModeCardRequest`, flat in the body), as the description says it.
 _MODE_NEEDS = {"PREPAID_MODE": "currency", "DEBIT_MODE": "parentManagedAccountId"}
-_MODE_REQUIRED = {
+_MODE_REQUIRED: JsonDict = {
     "allOf": [
         {
             "if": {"properties": {"mode": {"const": mode}}, "required": ["mode"]},
@@ -144,7 +145,7 @@ InstrumentState = Literal["ACTIVE", "BLOCKED", "DESTROYED"]
 BlockedReason = Literal["USER", "SYSTEM", "LOST"]
 DestroyedReason = Literal["SYSTEM", "USER", "LOST", "STOLEN", "EXPIRED"]
 # A reason is there only with its state (cards.md §2.3, D24).
-_REASON_NEEDS_STATE = {
+_REASON_NEEDS_STATE: JsonDict = {
     "allOf": [
         {"if": {"required": [reason]}, "then": {"properties": {"state": {"const": state}}}}
         for reason, state in (("blockedReason", "BLOCKED"), ("destroyedReason", "DESTROYED"))
