@@ -11,7 +11,7 @@ from typing import Any
 from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from multibank.api.errors import database_unavailable
+from multibank.api.errors import database_unavailable, logged
 from multibank.kernel import conflicts
 from multibank.kernel.context import Container
 from multibank.observability import REQUEST_LATENCY, REQUESTS, request_ref_var
@@ -55,11 +55,12 @@ class EdgeMiddleware:
         self.max_body = container.settings.max_body_bytes
 
     @staticmethod
-    async def _unavailable(scope: Scope, send: Send, error: Exception) -> None:
+    async def _unavailable(scope: Scope, send: Send, error: Exception, sent: bool) -> None:
         """A route of the outer application (no handler of a version's) met the outage: the
-        same one WARNING line and 503 as the versions' handler gives."""
+        same one WARNING line and, unless its answer had begun, the same 503."""
         log.warning("database unavailable on %s %s: %s", scope["method"], scope["path"], error)
-        await _send_json(send, 503, UNAVAILABLE, ((b"retry-after", b"5"),))
+        if not sent:
+            await _send_json(send, 503, UNAVAILABLE, ((b"retry-after", b"5"),))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -132,13 +133,15 @@ class EdgeMiddleware:
             except Exception as error:
                 if status["too_large"]:
                     return  # the app noticed the "disconnect" we made up; 413 already went out
+                if logged(error):
+                    # A mounted application's handler answered it and logged it (an outage's
+                    # 503 in one WARNING line); it still comes up through the mount. Logged
+                    # again here, with a traceback, each outage request would be said twice,
+                    # once as an ERROR.
+                    return
                 if database_unavailable(error) or conflicts.lost_race(error):
-                    # Expected weather, not a bug: a version's or the simulator's handler has
-                    # answered the 503 and said so in one WARNING line (api/errors.py; the
-                    # exception still comes up through its mount). Said again here, with a
-                    # traceback, each outage request would be logged twice, once as an ERROR.
-                    if not status["sent"]:
-                        await self._unavailable(scope, send_wrapper, error)
+                    # Expected weather in a route of the outer application: one WARNING line.
+                    await self._unavailable(scope, send_wrapper, error, status["sent"])
                     return
                 log.exception("unhandled error")
                 if not status["sent"]:
