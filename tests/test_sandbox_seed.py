@@ -124,6 +124,33 @@ async def check_identity(
     assert r.json()["token"] != seeded["token"]
 
 
+async def add_card(
+    client: httpx.AsyncClient, api_key: str, kind: str, seeded: dict[str, Any], profile: str
+) -> None:
+    """Every field of the identity's address is filled in, and the address is a card's billing
+    address as the demo app's add-card page sends it (tests/api/test_demo_app_cards.py)."""
+    h = {"api-key": api_key, "Authorization": f"Bearer {seeded['token']}"}
+    me = (await client.get(f"/multi/{kind}", headers=h)).json()
+    address = (
+        me["company"]["businessAddress"] if kind == "corporates" else me["rootUser"]["address"]
+    )
+    fields = {"addressLine1", "addressLine2", "city", "postCode", "state", "country"}
+    assert set(address) == fields, address
+    assert all(isinstance(v, str) and v.strip() for v in address.values()), address
+    card = {
+        "profileId": profile,
+        "friendlyName": "Seeded",
+        "nameOnCard": "Seeded Card",
+        "cardholderMobileNumber": "+447700900123",
+        "billingAddress": address,
+        "mode": "PREPAID_MODE",
+        "currency": me["baseCurrency"],
+    }
+    r = await client.post("/multi/managed_cards", headers=h, json=card)
+    assert r.status_code == 200, r.text
+    assert r.json()["billingAddress"] == address
+
+
 def text_fields(out: str, kind: str) -> dict[str, str]:
     """The fields of one identity in the text output."""
     block = out.split(f"\n{kind}\n", 1)[1]
@@ -168,6 +195,12 @@ async def test_seed_json_on_a_new_database(seed_db):
         )
         assert r.status_code == 200, r.text
         assert r.json()["apiKey"] == data["apiKey"]
+        profiles = r.json()["profiles"]
+        for kind, card_profile in (
+            ("corporates", "corporatePrepaidManagedCard"),
+            ("consumers", "consumerPrepaidManagedCard"),
+        ):
+            await add_card(client, data["apiKey"], kind, data[kind[:-1]], profiles[card_profile])
 
     # The default programme `multibank serve` shows is the one seeded; the ledger adds up.
     shown = json.loads(ok(await cli("programme", "show", "default", "--json")))

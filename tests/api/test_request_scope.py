@@ -99,11 +99,14 @@ def test_the_documents_declare_security_as_before(container: Container) -> None:
         for key, was in before["operations"].items():
             method, path = key.split(" ", 1)
             operation = doc["paths"][path][method.lower()]
+            # A business rule's 409 added since (a destroyed card's spend rules, issue 41) is no
+            # credentials' check: left out of both sides.
             now = {
                 "security": operation.get("security"),
-                "responses": sorted(operation["responses"]),
+                "responses": sorted(s for s in operation["responses"] if s != "409"),
                 "parameters": [[p["in"], p["name"]] for p in operation.get("parameters", [])],
             }
+            was = {**was, "responses": [s for s in was["responses"] if s != "409"]}
             assert now == was, f"{base} {key}"
 
 
