@@ -30,4 +30,15 @@
   });
 
   for (const button of document.querySelectorAll("button.copy")) button.hidden = false;
+
+  // Charts (decision 0070): the value of the bar under the pointer or with the focus is written
+  // in the line under its chart.
+  function show(event) {
+    const bar = event.target instanceof Element ? event.target.closest("[data-value]") : null;
+    const figure = bar ? bar.closest(".chart-figure") : null;
+    const line = figure ? figure.querySelector(".chart-value") : null;
+    if (line) line.textContent = bar.getAttribute("data-value");
+  }
+  document.addEventListener("mouseover", show);
+  document.addEventListener("focusin", show);
 })();
