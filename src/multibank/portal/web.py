@@ -162,7 +162,27 @@ def _yesno(value: bool) -> Markup:
     return Markup(f'<option value="true"{yes}>yes</option><option value="false"{no}>no</option>')
 
 
-templates.globals.update(when=_when, money=_money, describe=_describe, yesno=_yesno)
+def _field_amount(minor: int, currency: str) -> str:
+    """An amount as a money field shows it: major units, the currency's decimals, no
+    thousands separators or currency (what the operator edits)."""
+    exponent = minor_unit_exponent(currency)
+    sign = "-" if minor < 0 else ""
+    whole_part, fraction = divmod(abs(minor), 10**exponent)
+    return sign + str(whole_part) + (f".{fraction:0{exponent}d}" if exponent else "")
+
+
+# The currencies whose minor unit is not a hundredth, for the script's "= N minor units" line.
+ODD_EXPONENTS = json.dumps(
+    {c: minor_unit_exponent(c) for c in sorted(ISO_4217) if minor_unit_exponent(c) != 2}
+)
+templates.globals.update(
+    when=_when,
+    money=_money,
+    describe=_describe,
+    yesno=_yesno,
+    major=_field_amount,
+    odd_exponents=ODD_EXPONENTS,
+)
 templates.filters["amount"] = overview.amount
 
 
@@ -294,6 +314,37 @@ def whole(raw: str | None, what: str) -> int:
     if not WHOLE.fullmatch(text):
         raise Refused(f"{what} must be a whole number written with the digits 0-9.")
     return int(text)
+
+
+# An amount as the portal shows it: ASCII digits, optional thousands commas, a point and decimals.
+MAJOR = re.compile(r"(-?)([0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,20})(?:\.([0-9]{1,20}))?")
+
+
+def major_amount(raw: str | None, currency: str, what: str) -> int:
+    """An amount typed as the portal writes amounts (decision 0071): major units of `currency`
+    with at most its own number of decimals (12.50 EUR, 1,250 JPY), returned in minor units;
+    anything else is refused in plain words. An unknown currency counts two decimals (the
+    service then refuses the currency itself)."""
+    exponent = minor_unit_exponent(currency)
+    example = _money(1250 * 10**exponent // 100 if exponent else 1250, currency)
+    text = (raw or "").strip().replace(" ", "")
+    match = MAJOR.fullmatch(text)
+    if match is None:
+        raise Refused(
+            f"{what} must be written in {currency} with the digits 0-9, such as "
+            f"{example.removesuffix(' ' + currency)}."
+        )
+    sign, whole_part, decimals = match.groups()
+    decimals = decimals or ""
+    if len(decimals) > exponent:
+        places = f"{exponent} decimals" if exponent else "no decimals"
+        raise Refused(f"{what} has more decimals than {currency} has ({places}).")
+    minor = int(whole_part.replace(",", "")) * 10**exponent + int(
+        (decimals or "0").ljust(exponent, "0") or "0"
+    )
+    if minor > MOST_MINOR:
+        raise Refused(f"{what} is more than any account can hold.")
+    return -minor if sign else minor
 
 
 def _bad_address(exc: RequestValidationError) -> HTMLResponse:
@@ -591,6 +642,7 @@ async def programme_page(request: Request, programme_id: str) -> Response:
         card_profiles=await card_ops.card_profiles(db, programme),
         card_fees=(await service.card_fees_of(db, programme)).model_dump(),
         now=_ctx(request, programme).now,
+        exemption_currency=await _exemption_currency(request, programme),
     )
 
 
@@ -617,6 +669,18 @@ async def overview_page(request: Request, programme_id: str) -> Response:
 
 
 BOOLEAN_SETTINGS = {"stepUpRequired", "sendsScaRequired", "owtScaRequired"}
+# Settings that are amounts: the form takes them as every money field does, in major units.
+MONEY_SETTINGS = {
+    "lowValueExemptionMaxAmount": "Exempt amount per payment",
+    "lowValueExemptionMaxTotal": "Exempt total since the last SCA",
+}
+
+
+async def _exemption_currency(request: Request, programme: Programme) -> str:
+    """The currency the exemption amounts are typed and shown in: the programme's first. The
+    setting itself is a count of minor units, the same for every currency (the API's)."""
+    currencies = (await service.read(_db(request), programme)).currencies
+    return currencies[0] if currencies else "EUR"
 
 
 def _setting_value(name: str, raw: str) -> Any:
@@ -662,9 +726,15 @@ def programme_form(
 @programme_form("settings")
 async def settings_save(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     fields = ProgrammeSettingsUpdate.model_fields
-    data = ProgrammeSettingsUpdate(
-        **{k: _setting_value(k, v) for k, v in form.items() if k in fields}
-    )
+    values = {k: _setting_value(k, v) for k, v in form.items() if k in fields}
+    currency = await _exemption_currency(request, programme)
+    for name, what in MONEY_SETTINGS.items():
+        if name in form:  # typed in major units of the currency the form names (decision 0071)
+            try:
+                values[name] = major_amount(form[name], currency, what)
+            except Refused as exc:
+                raise Refused(str(exc), f"invalid: {name}") from exc
+    data = ProgrammeSettingsUpdate(**values)
     allow_private = container_of(request).settings.webhooks_allow_private
     await service.update_settings(_db(request), programme, data, allow_private)
     return Flash("Settings saved.")
@@ -681,10 +751,9 @@ async def key_create(request: Request, form: dict[str, str], programme: Programm
 
 @programme_form("movement_fee")
 async def movement_fee(request: Request, form: dict[str, str], programme: Programme) -> Flash:
-    amount = whole(form.get("amount"), "The fee")
-    await service.set_movement_fee(
-        _db(request), programme, form.get("kind", ""), form.get("currency", ""), amount
-    )
+    currency = form.get("currency", "")
+    amount = major_amount(form.get("amount"), currency, "The fee")
+    await service.set_movement_fee(_db(request), programme, form.get("kind", ""), currency, amount)
     return Flash("Fee set.")
 
 
@@ -698,7 +767,7 @@ async def fee_type(request: Request, form: dict[str, str], programme: Programme)
         name,
         form.get("group", "") or "DEFAULT",
         form.get("currency", ""),
-        whole(form.get("amount"), "The amount"),
+        major_amount(form.get("amount"), form.get("currency", ""), "The amount"),
     )
     return Flash(f"Fee type {name} saved.")
 
@@ -1102,7 +1171,7 @@ async def account_action(
             # The simulator's rule: only an allocation the owner asked for is finished early.
             await accounts.allocate_pending_iban(ctx, account)
             return Flash(f"IBAN {account.iban} allocated.")
-        amount = whole(form.get("amount"), "The amount")
+        amount = major_amount(form.get("amount"), account.currency, "The amount")
         code = await accounts.deposit(
             ctx, account, account.currency, amount, {"sender": "Portal deposit"}
         )
@@ -1752,10 +1821,10 @@ async def inbox_page(request: Request, programme_id: str, offset: Offset = 0) ->
 
 @programme_form("card_fee")
 async def card_fee(request: Request, form: dict[str, str], programme: Programme) -> Flash:
-    kind = form.get("kind", "")
+    kind, currency = form.get("kind", ""), form.get("currency", "")
     # The operator API's model: an unknown kind or a malformed currency is refused by it.
     changes = CardFeeWrite.model_validate(
-        {kind: {form.get("currency", ""): whole(form.get("amount"), "The fee")}}
+        {kind: {currency: major_amount(form.get("amount"), currency, "The fee")}}
     )
     await service.set_card_fees(_db(request), programme, changes.model_dump(exclude_none=True))
     return Flash("Card fee set.")
