@@ -36,8 +36,9 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
+import idna
 from fastapi import Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
@@ -676,6 +677,56 @@ MONEY_SETTINGS = {
 }
 
 
+WEBHOOK_URL_LONGEST = 2000  # the API's limit (programmes/schemas.py WebhookUrl)
+
+
+def webhook_url_ascii(raw: str) -> str | None:
+    """The webhook URL as typed in the form, in the ASCII form the API stores (decision 0071):
+    an international host name in its IDNA (punycode) form, other characters of the path and
+    query percent-encoded; empty: no URL. A URL that cannot be one is refused with the reason."""
+    text = raw.strip()
+    if not text:
+        return None
+    if any(c.isspace() or not c.isprintable() for c in text):
+        raise Refused("The webhook URL contains a space or an invisible character: remove it.")
+    parts = urlsplit(text)
+    if parts.scheme.lower() not in ("http", "https") or not text.lower().startswith(
+        f"{parts.scheme.lower()}://"
+    ):
+        raise Refused(
+            f"The webhook URL must start with http:// or https:// (it starts with “{text[:12]}”)."
+        )
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise Refused(f"The webhook URL's port is not a number from 0 to 65535 ({exc}).") from exc
+    userinfo, _, host = parts.netloc.rpartition("@")
+    host = host if port is None else host.rpartition(":")[0]
+    if not host:
+        raise Refused("The webhook URL has no host name after its “//”.")
+    if not host.isascii():  # an ASCII host (an IP address, `localhost`) is kept as typed
+        try:
+            host = idna.encode(host, uts46=True).decode("ascii")
+        except idna.IDNAError as exc:
+            raise Refused(
+                f"The webhook URL's host name “{host}” is not a valid name: {exc}."
+            ) from exc
+    netloc = (f"{quote(userinfo, safe=':%')}@" if userinfo else "") + host
+    if port is not None:
+        netloc += f":{port}"
+    safe = "/%:@!$&'()*+,;=-._~?#[]"
+    path = quote(parts.path, safe=safe)
+    query = quote(parts.query, safe=safe)
+    fragment = quote(parts.fragment, safe=safe)
+    url = urlunsplit((parts.scheme.lower(), netloc, path, query, fragment))
+    if len(url) > WEBHOOK_URL_LONGEST:
+        raise Refused(
+            f"The webhook URL is {len(url):,} characters long in its ASCII form; "
+            f"at most {WEBHOOK_URL_LONGEST:,} are allowed."
+        )
+    return url
+
+
 async def _exemption_currency(request: Request, programme: Programme) -> str:
     """The currency the exemption amounts are typed and shown in: the programme's first. The
     setting itself is a count of minor units, the same for every currency (the API's)."""
@@ -734,6 +785,8 @@ async def settings_save(request: Request, form: dict[str, str], programme: Progr
                 values[name] = major_amount(form[name], currency, what)
             except Refused as exc:
                 raise Refused(str(exc), f"invalid: {name}") from exc
+    if "webhookUrl" in form:
+        values["webhookUrl"] = webhook_url_ascii(form["webhookUrl"])
     data = ProgrammeSettingsUpdate(**values)
     allow_private = container_of(request).settings.webhooks_allow_private
     await service.update_settings(_db(request), programme, data, allow_private)
