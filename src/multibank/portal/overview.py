@@ -25,6 +25,7 @@ from multibank.identities.models import Identity
 from multibank.kernel.money import minor_unit_exponent
 from multibank.ledger.models import MANAGED_ACCOUNT, REVENUE, LedgerAccount, Posting
 from multibank.payments.models import APPROVED, OWT, SUBMITTED, Payment
+from multibank.portal import card_payments
 
 DAY_MS = 86_400_000
 DAYS = 30
@@ -87,6 +88,14 @@ async def _grouped(
     return {str(k): int(n) for k, n in (await db.execute(stmt)).all()}
 
 
+async def _payments_by_state(db: AsyncSession, programme_id: int) -> dict[str, int]:
+    """Payments and card steps (authorisations, settlements, refunds) per state: the rows the
+    payments page lists (`card_payments.listing`), counted in the database."""
+    listed = card_payments.listing(programme_id)
+    stmt = select(listed.c.state, func.count()).group_by(listed.c.state).order_by(listed.c.state)
+    return {str(k): int(n) for k, n in (await db.execute(stmt)).all()}
+
+
 async def _balances(
     db: AsyncSession, programme_id: int, instrument: InstrumentedAttribute[int] | None
 ) -> list[Balance]:
@@ -112,7 +121,7 @@ async def read(db: AsyncSession, programme_id: int, now_ms: int) -> Overview:
         customers=await _grouped(db, Identity.type, Identity.programme_id, pid),
         accounts=await _grouped(db, ManagedAccount.state, ManagedAccount.programme_id, pid),
         cards=await _grouped(db, ManagedCard.mode, ManagedCard.programme_id, pid),
-        payments=await _grouped(db, Payment.state, Payment.programme_id, pid),
+        payments=await _payments_by_state(db, pid),
         accounts_money=await _balances(db, programme_id, ManagedAccount.id),
         cards_money=await _balances(db, programme_id, ManagedCard.id),
         revenue=await _balances(db, programme_id, None),

@@ -43,7 +43,7 @@ class Party:
     owner_url: str | None
 
 
-def _owner_name(identity: Any, root: Any) -> ColumnElement[str]:
+def owner_name(identity: Any, root: Any) -> ColumnElement[str]:
     # The name the customers page shows: the company's, or the root user's "name surname".
     person: ColumnElement[str] = root.name + " " + root.surname
     return func.coalesce(identity.company["name"].as_string(), person)
@@ -64,10 +64,10 @@ def with_parties(
             Payment,
             func.coalesce(src_acc.friendly_name, src_card.friendly_name).label("src_name"),
             src_owner.label("src_owner"),
-            _owner_name(src_who, src_root).label("src_owner_name"),
+            owner_name(src_who, src_root).label("src_owner_name"),
             func.coalesce(dst_acc.friendly_name, dst_card.friendly_name).label("dst_name"),
             dst_owner.label("dst_owner"),
-            _owner_name(dst_who, dst_root).label("dst_owner_name"),
+            owner_name(dst_who, dst_root).label("dst_owner_name"),
         )
         .outerjoin(src_acc, and_(Payment.source_type != CARDS, src_acc.id == Payment.source_id))
         .outerjoin(src_card, and_(Payment.source_type == CARDS, src_card.id == Payment.source_id))

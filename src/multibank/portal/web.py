@@ -45,7 +45,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from pydantic import ValidationError
-from sqlalchemy import ColumnElement, Select, and_, case, func, or_, select
+from sqlalchemy import ColumnElement, Select, Subquery, and_, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.accounts import repository as accounts_repo
@@ -73,7 +73,14 @@ from multibank.payments import repository as payments_repo
 from multibank.payments import steps as payment_steps
 from multibank.payments.models import OWT, SEND, TRANSFER, Payment
 from multibank.payments.schemas import OWT_STATES, SEND_STATES, TRANSFER_STATES
-from multibank.portal import auditing, overview, payment_detail, readable, sessions
+from multibank.portal import (
+    auditing,
+    card_payments,
+    overview,
+    payment_detail,
+    readable,
+    sessions,
+)
 from multibank.portal.guard import AdminThrottled, admin_authenticated
 from multibank.programmes import repository, service
 from multibank.programmes.context import Ctx
@@ -1441,8 +1448,15 @@ async def ledger_page(request: Request, programme_id: str, offset: Offset = 0) -
     )
 
 
-PAYMENT_KINDS = {"TRANSFER": TRANSFER, "SEND": SEND, "OWT": OWT}
-PAYMENT_STATES = tuple(dict.fromkeys((*TRANSFER_STATES, *SEND_STATES, *OWT_STATES)))
+PAYMENT_KINDS = {
+    "TRANSFER": TRANSFER,
+    "SEND": SEND,
+    "OWT": OWT,
+    **{kind: kind for kind in card_payments.CARD_KINDS.values()},
+}
+PAYMENT_STATES = tuple(
+    dict.fromkeys((*TRANSFER_STATES, *SEND_STATES, *OWT_STATES, *card_payments.CARD_STATES))
+)
 # What the operator has to settle or reject (sandbox wires waiting at the bank) comes first.
 NEEDS_ACTION = ("SUBMITTED", "APPROVED")
 DAY_MS = 86_400_000
@@ -1491,9 +1505,10 @@ def _major(raw: str, what: str, problems: list[str]) -> Decimal | None:
     return value
 
 
-def _amount_bound(major: Decimal, at_least: bool) -> ColumnElement[bool]:
-    """Payment.amount (minor units) at least / at most `major` in the payment's own currency:
+def _amount_bound(listed: Subquery, major: Decimal, at_least: bool) -> ColumnElement[bool]:
+    """The listed amount (minor units) at least / at most `major` in the row's own currency:
     one branch per minor-unit exponent, so the database compares integers."""
+    amount, currency = listed.c.amount, listed.c.currency
     odd = {e: sorted(c for c in ISO_4217 if minor_unit_exponent(c) == e) for e in (0, 3)}
     odd_codes = [c for codes in odd.values() for c in codes]
 
@@ -1502,51 +1517,55 @@ def _amount_bound(major: Decimal, at_least: bool) -> ColumnElement[bool]:
         minor = min(
             int(scaled.to_integral_value(ROUND_CEILING if at_least else ROUND_FLOOR)), MOST_MINOR
         )
-        return Payment.amount >= minor if at_least else Payment.amount <= minor
+        return amount >= minor if at_least else amount <= minor
 
     return or_(
-        *(and_(Payment.currency.in_(codes), bound(e)) for e, codes in odd.items()),
-        and_(Payment.currency.not_in(odd_codes), bound(2)),
+        *(and_(currency.in_(codes), bound(e)) for e, codes in odd.items()),
+        and_(currency.not_in(odd_codes), bound(2)),
     )
 
 
 def _payment_conditions(
-    filters: PaymentFilters,
+    filters: PaymentFilters, listed: Subquery
 ) -> tuple[list[ColumnElement[bool]], list[str]]:
-    """The SQL conditions of the payments page's filters and, for each input that is not a
-    filter, a sentence saying what to type instead (that filter is then left out)."""
+    """The SQL conditions of the payments page's filters on the listed payments and card steps
+    (`card_payments.listing`) and, for each input that is not a filter, a sentence saying what
+    to type instead (that filter is then left out)."""
     conditions: list[ColumnElement[bool]] = []
     problems: list[str] = []
     if filters.state:
         state = filters.state.strip().upper()
         if state in PAYMENT_STATES:
-            conditions.append(Payment.state == state)
+            conditions.append(listed.c.state == state)
         else:
             problems.append(f"State must be one of: {', '.join(PAYMENT_STATES)}.")
     if filters.kind:
         kind = PAYMENT_KINDS.get(filters.kind.strip().upper())
         if kind:
-            conditions.append(Payment.kind == kind)
+            conditions.append(listed.c.kind == kind)
         else:
-            problems.append("Kind must be transfer, send or OWT (outgoing wire transfer).")
+            problems.append(
+                "Kind must be transfer, send, OWT (outgoing wire transfer), card_authorisation, "
+                "card_settlement or card_refund."
+            )
     start = _day_ms(filters.date_from.strip(), "From", problems) if filters.date_from else None
     end = _day_ms(filters.date_to.strip(), "To", problems) if filters.date_to else None
     if start is not None and end is not None and start > end:
         problems.append("From must not be after To.")
     else:
         if start is not None:
-            conditions.append(Payment.created_at >= start)
+            conditions.append(listed.c.created_at >= start)
         if end is not None:  # the whole of the To day
-            conditions.append(Payment.created_at < end + DAY_MS)
+            conditions.append(listed.c.created_at < end + DAY_MS)
     low = _major(filters.amount_min, "Minimum amount", problems) if filters.amount_min else None
     high = _major(filters.amount_max, "Maximum amount", problems) if filters.amount_max else None
     if low is not None and high is not None and low > high:
         problems.append("Minimum amount must not be more than maximum amount.")
     else:
         if low is not None:
-            conditions.append(_amount_bound(low, at_least=True))
+            conditions.append(_amount_bound(listed, low, at_least=True))
         if high is not None:
-            conditions.append(_amount_bound(high, at_least=False))
+            conditions.append(_amount_bound(listed, high, at_least=False))
     return conditions, problems
 
 
@@ -1570,16 +1589,25 @@ async def payments_page(
     filters = PaymentFilters(
         *(value[:40] for value in (state, kind, date_from, date_to, amount_min, amount_max))
     )
-    conditions, problems = _payment_conditions(filters)
-    stmt = select(Payment).where(Payment.programme_id == programme.id, *conditions)
+    listed = card_payments.listing(programme.id)
+    conditions, problems = _payment_conditions(filters, listed)
+    stmt = select(listed.c.source, listed.c.id).where(*conditions)
     count = await _count(db, stmt)
-    needs_action = case((and_(Payment.kind == OWT, Payment.state.in_(NEEDS_ACTION)), 0), else_=1)
-    ordering = (needs_action, Payment.created_at.desc(), Payment.id.desc())
-    # The page's payments with their parties' names, in one query (no query per row): the
-    # names are joined to the page's rows only, not to every payment the filters match.
-    shown = stmt.with_only_columns(Payment.id).order_by(*ordering).offset(offset).limit(PAGE)
-    rows = await db.execute(payment_detail.with_parties(Payment.id.in_(shown)).order_by(*ordering))
+    waits = and_(listed.c.kind == OWT, listed.c.state.in_(NEEDS_ACTION))
+    ordering = (case((waits, 0), else_=1), listed.c.created_at.desc(), listed.c.id.desc())
+    page_rows = (await db.execute(stmt.order_by(*ordering).offset(offset).limit(PAGE))).all()
     base = f"/portal/programmes/{programme.id}"
+    # The page's payments with their parties' names in one query, its card steps with their
+    # cards' in another (no query per row), joined to the page's rows only.
+    payment_ids = [i for source, i in page_rows if source == card_payments.PAYMENT]
+    by_id: dict[tuple[str, int], dict[str, Any]] = {}
+    if payment_ids:
+        found = await db.execute(payment_detail.with_parties(Payment.id.in_(payment_ids)))
+        for row in found.all():
+            by_id[card_payments.PAYMENT, row[0].id] = payment_detail.listed(base, row)
+    card_ids = [i for source, i in page_rows if source == card_payments.CARD]
+    for i, shown in (await card_payments.card_rows(db, base, programme.id, card_ids)).items():
+        by_id[card_payments.CARD, i] = shown
     return await show(
         request,
         signed,
@@ -1589,7 +1617,7 @@ async def payments_page(
         filters=filters,
         states=PAYMENT_STATES,
         problems=problems,
-        payments=[payment_detail.listed(base, row) for row in rows.all()],
+        payments=[by_id[(s, i)] for s, i in page_rows if (s, i) in by_id],
         pager=pager(request, offset, PAGE, count),
     )
 
