@@ -199,10 +199,16 @@ async def movements(db: AsyncSession, base: str, p: Payment) -> list[Movement]:
     rows = (
         await db.execute(
             select(
-                Posting, LedgerAccount.kind, LedgerAccount.currency, ManagedAccount.friendly_name
+                Posting,
+                LedgerAccount.kind,
+                LedgerAccount.currency,
+                ManagedAccount.friendly_name,
+                ManagedCard.friendly_name,
             )
             .join(LedgerAccount, LedgerAccount.id == Posting.account_id)
             .outerjoin(ManagedAccount, ManagedAccount.id == Posting.account_id)
+            # A prepaid card's money is the ledger account with the card's id: named as the card.
+            .outerjoin(ManagedCard, ManagedCard.id == Posting.account_id)
             .where(Posting.transaction_id.in_([t.id for t in found]))
             .order_by(Posting.created_at, Posting.id)
         )
@@ -210,13 +216,15 @@ async def movements(db: AsyncSession, base: str, p: Payment) -> list[Movement]:
     closings = {r[0].pending_id for r in rows if r[0].pending_id is not None}
     by_tx: dict[int, list[Line]] = {t.id: [] for t in found}
     sums: dict[int, tuple[int, int]] = {}
-    for posting, kind, currency, friendly in rows:
+    for posting, kind, currency, friendly, card_name in rows:
         available, actual = sums.get(posting.transaction_id, (0, 0))
         available += posting.available_amount
         actual += posting.actual_amount
         sums[posting.transaction_id] = (available, actual)
         if friendly is not None:
             name, url = str(friendly), f"{base}/accounts/{posting.account_id}"
+        elif card_name is not None:
+            name, url = f"{card_name} (card)", f"{base}/cards/{posting.account_id}"
         else:
             label = SYSTEM_NAMES.get(kind, str(kind).replace("_", " ").lower())
             name, url = f"{label} {currency}", None

@@ -47,6 +47,7 @@ from markupsafe import Markup
 from pydantic import ValidationError
 from sqlalchemy import ColumnElement, Select, Subquery, and_, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from multibank.accounts import repository as accounts_repo
 from multibank.accounts import service as accounts
@@ -56,8 +57,9 @@ from multibank.api.routing import UnitOfWorkRoute, UnitOfWorkRouter, after_commi
 from multibank.api.scope import scope_of
 from multibank.api.v3_29.statements import CSV_COLUMNS, entry_body, to_csv
 from multibank.cards import clock as card_clock
+from multibank.cards import money as card_money
 from multibank.cards import operator as card_ops
-from multibank.cards.models import ManagedCard
+from multibank.cards.models import CardMovement, ManagedCard
 from multibank.identities import service as identities
 from multibank.identities.models import Identity
 from multibank.kernel.errors import DomainError
@@ -91,6 +93,7 @@ from multibank.programmes.schemas import (
     ProgrammeCreate,
     ProgrammeSettingsUpdate,
 )
+from multibank.simulator import cards as card_simulator
 from multibank.simulator.router import ClockAdvance
 from multibank.users import repository as users_repo
 from multibank.users.models import ROOT, User
@@ -156,8 +159,11 @@ def _money(amount: int, currency: str) -> str:
 
 def _describe(entry: statements.Entry) -> str:
     """The PDF's description of a statement entry, with its fee written as the portal writes
-    amounts (the PDF keeps its own)."""
+    amounts (the PDF keeps its own) and a card step's merchant."""
     text = statement_pdf.describe(entry)
+    merchant = entry.details.get("merchantName")
+    if merchant:  # a card step: where the card was used
+        text = f"{text} at {merchant}"
     pdf_fee = f", fee {Money(entry.fee, entry.currency).format()}"
     if entry.fee and text.endswith(pdf_fee):
         return f"{text.removesuffix(pdf_fee)}, fee {_money(entry.fee, entry.currency)}"
@@ -347,9 +353,8 @@ def major_amount(raw: str | None, currency: str, what: str) -> int:
     if len(decimals) > exponent:
         places = f"{exponent} decimals" if exponent else "no decimals"
         raise Refused(f"{what} has more decimals than {currency} has ({places}).")
-    minor = int(whole_part.replace(",", "")) * 10**exponent + int(
-        (decimals or "0").ljust(exponent, "0") or "0"
-    )
+    minor: int = int(whole_part.replace(",", "")) * 10**exponent
+    minor += int(decimals.ljust(exponent, "0") or "0")
     if minor > MOST_MINOR:
         raise Refused(f"{what} is more than any account can hold.")
     return -minor if sign else minor
@@ -524,13 +529,16 @@ async def script() -> Response:
 # Paging
 
 
-def pager(request: Request, offset: int, limit: int, count: int) -> dict[str, Any]:
+def pager(
+    request: Request, offset: int, limit: int, count: int, key: str = "offset"
+) -> dict[str, Any]:
     """What a list page says under its rows: which rows of how many, and links to the pages
-    before and after, keeping the page's other query parameters (a search, a filter)."""
+    before and after, keeping the page's other query parameters (a search, a filter, another
+    list's page); `key`: the parameter of this list's offset."""
 
     def link(to: int) -> str:
-        query = {k: v for k, v in request.query_params.items() if k != "offset"}
-        return "?" + urlencode({**query, "offset": str(to)})
+        query = {k: v for k, v in request.query_params.items() if k != key}
+        return "?" + urlencode({**query, key: str(to)})
 
     shown = max(0, min(limit, count - offset))
     return {
@@ -662,6 +670,15 @@ async def overview_page(request: Request, programme_id: str) -> Response:
         return opened
     signed, programme = opened
     now = _ctx(request, programme).now
+    db = _db(request)
+    view = await overview.read(db, programme.id, now)
+    base = f"/portal/programmes/{programme.id}"
+    # The waiting wire transfers' source accounts by name (one query for the rows shown).
+    sources: dict[int, Any] = {}
+    if view.waiting:
+        ids = [p.id for p in view.waiting]
+        for row in (await db.execute(payment_detail.with_parties(Payment.id.in_(ids)))).all():
+            sources[row[0].id] = payment_detail.listed(base, row)["source"]
     return await show(
         request,
         signed,
@@ -669,7 +686,8 @@ async def overview_page(request: Request, programme_id: str) -> Response:
         title=f"{programme.name} overview",
         programme=programme,
         now=now,
-        view=await overview.read(_db(request), programme.id, now),
+        view=view,
+        sources=sources,
         day_chart=overview.day_chart,
         count_chart=overview.count_chart,
         day_name=overview.day_name,
@@ -1134,6 +1152,16 @@ async def customer_page(
         users=users,
         pager=pager(request, offset, PAGE, count),
         accounts=rows,
+        can_approve=_approve_changes(identity, root),
+        can_reject=identity.dd_status != KyiStatus.REJECTED,
+    )
+
+
+def _approve_changes(identity: Identity, root: User) -> bool:
+    """Whether the sandbox's approval would change anything: it approves the due diligence
+    and verifies the root user's e-mail and mobile (identities.simulate_verify)."""
+    return not (
+        identity.dd_status == KyiStatus.APPROVED and root.email_verified and root.mobile_verified
     )
 
 
@@ -1190,7 +1218,15 @@ async def customer_decide(
         return RedirectResponse(f"{url}/reject", status_code=303)
     ctx = _ctx(request, programme)
 
+    root = await users_repo.root_of(_db(request), programme.id, identity.id)
+    check = "KYB" if identity.type == "CORPORATE" else "KYC"
+
     async def work() -> Flash:
+        # A stale page's button that would change nothing is said, not done again.
+        if decision == "verify" and not _approve_changes(identity, root):
+            raise Refused(f"The {check} is approved already: nothing changed.", "ALREADY_VERIFIED")
+        if decision == "reject" and identity.dd_status == KyiStatus.REJECTED:
+            raise Refused(f"The {check} is rejected already: nothing changed.")
         if decision == "verify":
             await identities.simulate_verify(ctx, identity.id, identity.type)
             return Flash("Approved.")
@@ -1337,7 +1373,11 @@ async def account_page(
         programme=programme,
         account=account,
         ledger_account=await _db(request).get(LedgerAccount, account.id),
+        owner=await _owner_name(_db(request), programme.id, account.identity_id),
         entries=page.entries,
+        entry_links=await _entry_links(
+            _db(request), f"/portal/programmes/{programme.id}", programme.id, page.entries
+        ),
         offset=offset,
         span=span,
         downloads={kind: f"{base}.{kind}?{query}" for kind in STATEMENT_KINDS},
@@ -1911,30 +1951,72 @@ async def card_fee(request: Request, form: dict[str, str], programme: Programme)
     return Flash("Card fee set.")
 
 
+def _cards_query(
+    programme_id: int, identity: int | None, q: str
+) -> Select[ManagedCard, LedgerAccount, str]:
+    """The programme's cards (one customer's when `identity` is given) with the money they
+    spend and their owner's name, matching `q`: the last digits of the number (up to four, a
+    leading * or • ignored), or text found in the card's name, its name on card or its owner's
+    name (any case)."""
+    who, root = aliased(Identity), aliased(User)
+    owner = payment_detail.owner_name(who, root)
+    stmt = (
+        select(ManagedCard, LedgerAccount, owner.label("owner_name"))
+        .outerjoin(
+            LedgerAccount,
+            LedgerAccount.id == func.coalesce(ManagedCard.parent_account_id, ManagedCard.id),
+        )
+        .outerjoin(who, who.id == ManagedCard.identity_id)
+        .outerjoin(root, (root.identity_id == who.id) & (root.role == ROOT))
+        .where(ManagedCard.programme_id == programme_id)
+    )
+    if identity is not None:
+        stmt = stmt.where(ManagedCard.identity_id == identity)
+    text = q.strip().lstrip("*•· ")
+    if text:
+        like = _contains(text)
+        conditions: list[ColumnElement[bool]] = [
+            func.lower(ManagedCard.friendly_name).like(like, escape="\\"),
+            func.lower(ManagedCard.name_on_card).like(like, escape="\\"),
+            func.lower(owner).like(like, escape="\\"),
+        ]
+        if text.isascii() and text.isdigit() and len(text) <= 4:
+            conditions.append(ManagedCard.number_last_four.like(f"%{text}"))
+        stmt = stmt.where(or_(*conditions))
+    return stmt
+
+
 @router.get("/programmes/{programme_id}/cards")
 async def cards_page(
     request: Request,
     programme_id: str,
     identity: Annotated[str | None, Query(max_length=40)] = None,
+    q: Annotated[str | None, Query(max_length=SEARCH_LONGEST)] = None,
     offset: Offset = 0,
 ) -> Response:
     opened = await _open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, programme = opened
+    db = _db(request)
     who = (identity or "").strip()
     number = parse_id(who) if who else None
-    count, rows = 0, list[tuple[ManagedCard, LedgerAccount | None]]()
+    count, cards = 0, list[dict[str, Any]]()
     if not who or number is not None:
-        count, rows = await card_ops.page(_db(request), programme.id, number, (), offset, PAGE)
+        stmt = _cards_query(programme.id, number, q or "")
+        count = await _count(db, stmt)
+        ordered = stmt.order_by(ManagedCard.created_at.desc(), ManagedCard.id.desc())
+        for card, balance, owner in (await db.execute(ordered.offset(offset).limit(PAGE))).all():
+            cards.append({**card_ops.card_view(card, balance), "ownerName": owner or ""})
     return await show(
         request,
         signed,
         "cards.html",
         title="Cards",
         programme=programme,
-        cards=[card_ops.card_view(card, balance) for card, balance in rows],
+        cards=cards,
         identity=who,
+        q=(q or "").strip(),
         pager=pager(request, offset, PAGE, count),
     )
 
@@ -1951,8 +2033,14 @@ async def _card(request: Request, programme: Programme, value: str) -> Any:
 
 @router.get("/programmes/{programme_id}/cards/{card_id}")
 async def card_page(
-    request: Request, programme_id: str, card_id: str, offset: Offset = 0
+    request: Request,
+    programme_id: str,
+    card_id: str,
+    offset: Offset = 0,
+    entries: Offset = 0,
 ) -> Response:
+    """A card: its owner by name, its statement (funding, purchases, fees, with the balances
+    after), what becomes of its money, its authorisations, and in a sandbox a test purchase."""
     opened = await _open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
@@ -1966,6 +2054,12 @@ async def card_page(
     except DomainError:
         return _not_found("card")
     count, found = await card_ops.authorisations(db, programme.id, card.id, offset, PAGE)
+    spending = card.id if card.parent_account_id is None else card.parent_account_id
+    query = statements.StatementQuery(
+        spending, fund_movements_only=True, offset=entries, limit=PAGE, card_id=card.id
+    )
+    statement = await statements.statement(db, query)
+    base = f"/portal/programmes/{programme.id}"
     return await show(
         request,
         signed,
@@ -1973,9 +2067,131 @@ async def card_page(
         title=card.friendly_name,
         programme=programme,
         card=card_ops.card_view(card, balance),
+        owner=await _owner_name(db, programme.id, card.identity_id),
+        account_name=await _account_name(db, programme.id, card.parent_account_id),
+        fate=card_fate(card, balance),
         authorisations=found,
         pager=pager(request, offset, PAGE, count),
+        entries=statement.entries,
+        entry_links=await _entry_links(db, base, programme.id, statement.entries),
+        entries_pager=pager(request, entries, PAGE, statement.count, key="entries"),
     )
+
+
+async def _owner_name(db: AsyncSession, programme_id: int, identity_id: int | None) -> str:
+    """The name the customers page gives an owner (the company's, or "name surname")."""
+    if identity_id is None:
+        return ""
+    stmt = (
+        select(Identity, User)
+        .join(User, (User.identity_id == Identity.id) & (User.role == ROOT))
+        .where(Identity.programme_id == programme_id, Identity.id == identity_id)
+    )
+    row = (await db.execute(stmt)).one_or_none()
+    return "" if row is None else _name(row[0], row[1])
+
+
+async def _account_name(db: AsyncSession, programme_id: int, account_id: int | None) -> str:
+    if account_id is None:
+        return ""
+    account = await accounts_repo.get_in_programme(db, programme_id, account_id, False)
+    return "" if account is None else account.friendly_name
+
+
+async def _entry_links(
+    db: AsyncSession, base: str, programme_id: int, entries: list[statements.Entry]
+) -> dict[int, str]:
+    """Where each statement entry's payment is shown, by ledger transaction id: a transfer's,
+    send's or wire transfer's own page; a card step's authorisation on its card's page."""
+    ids = [e.transaction_id for e in entries]
+    if not ids:
+        return {}
+    links: dict[int, str] = {}
+    paid = select(Payment.id, Payment.transaction_id).where(
+        Payment.programme_id == programme_id,
+        or_(Payment.id.in_(ids), Payment.transaction_id.in_(ids)),
+    )
+    for payment_id, tx_id in (await db.execute(paid)).all():
+        links[tx_id or payment_id] = f"{base}/payments/{payment_id}"
+    stepped = select(CardMovement.transaction_id, CardMovement.card_id).where(
+        CardMovement.programme_id == programme_id, CardMovement.transaction_id.in_(ids)
+    )
+    for tx_id, card_id in (await db.execute(stepped)).all():
+        links.setdefault(tx_id, f"{base}/cards/{card_id}#tx-{tx_id}")
+    return links
+
+
+def card_fate(card: ManagedCard, balance: LedgerAccount | None) -> str:
+    """What becomes of the card's money, in plain words (decision 0070): where it is now for a
+    destroyed card, and what its expiry will do for a live one."""
+    prepaid = card.parent_account_id is None
+    left = _money(balance.available if balance else 0, card.currency)
+    if not prepaid:
+        return (
+            "A debit card holds no money: it spends its account's, which keeps its balance "
+            "whatever becomes of the card. Holds the card opened stay on the account until "
+            "they settle or expire."
+        )
+    if card.state != "DESTROYED":
+        expiry = f"{card.expiry_mmyy[:2]}/{card.expiry_mmyy[2:]}"
+        if card.renewal_type == "NO_RENEW":
+            return (
+                f"At the end of {expiry} (the programme's clock) the card expires: it is "
+                "destroyed (EXPIRED) and its balance stays on it, where no purchase, transfer or "
+                "send can use it any more, so move the money off the card before then."
+            )
+        return (
+            f"At the end of {expiry} the card is renewed: same number, a new expiry and CVV; "
+            "its money stays on it and can still be spent."
+        )
+    if card.destroyed_reason in ("LOST", "STOLEN") and card.replacement_id:
+        return (
+            f"Destroyed ({card.destroyed_reason}): its available balance moved to its "
+            f"replacement card when that was made; {left} is left on this card."
+        )
+    return (
+        f"Destroyed ({card.destroyed_reason}): its balance, {left}, stays on the card, where "
+        "no purchase, transfer or send can use it any more (SOURCE_INSTRUMENT_DESTROYED). "
+        "Authorisations still open settle or expire as before; an expired hold comes back "
+        "to this balance."
+    )
+
+
+@router.post("/programmes/{programme_id}/cards/{card_id}/purchase")
+async def card_purchase(request: Request, programme_id: str, card_id: str) -> Response:
+    """The card simulator's purchase (an authorisation and its settlement at once), from the
+    card's page of a sandbox programme: the same service, rules and refusals (D26)."""
+    opened = await _posted_programme(request, programme_id)
+    if isinstance(opened, Response):
+        return opened
+    signed, form, programme = opened
+    number = parse_id(card_id)
+    if number is None or programme.mode != "sandbox":
+        return _not_found("card")
+    ctx = _ctx(request, programme)
+    card, profile_rules = await card_simulator.card_and_rules(ctx, str(number))
+    if card is None:
+        return _not_found("card")
+    url = f"/portal/programmes/{programme.id}/cards/{card.id}"
+
+    async def work() -> Flash:
+        amount = major_amount(form.get("amount"), card.currency, "The amount")
+        merchant = (form.get("merchant") or "").strip() or card_money.DEFAULT_MERCHANT_NAME
+        if len(merchant) > 50:
+            raise Refused("The merchant's name must be at most 50 characters.")
+        attempt = card_money.Attempt(
+            currency=card.currency,
+            amount=amount,
+            merchant_name=merchant,
+            atm=form.get("atm") == "yes",
+        )
+        outcome = await card_money.purchase(ctx, card, attempt, profile_rules=profile_rules)
+        if outcome.code != "COMPLETED":
+            raise Refused(readable.sentence(outcome.code), outcome.code)
+        what = "ATM withdrawal" if attempt.atm else f"Purchase at {merchant}"
+        return Flash(f"{what} of {_money(amount, card.currency)} settled.", code=outcome.code)
+
+    return await act(request, signed, url, work)
 
 
 @router.post("/programmes/{programme_id}/cards/{card_id}/{action}")
