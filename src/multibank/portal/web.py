@@ -2186,7 +2186,7 @@ async def card_purchase(request: Request, programme_id: str, card_id: str) -> Re
             atm=form.get("atm") == "yes",
         )
         outcome = await card_money.purchase(ctx, card, attempt, profile_rules=profile_rules)
-        if outcome.code != "COMPLETED":
+        if outcome.code not in ("APPROVED", "COMPLETED"):
             raise Refused(readable.sentence(outcome.code), outcome.code)
         what = "ATM withdrawal" if attempt.atm else f"Purchase at {merchant}"
         return Flash(f"{what} of {_money(amount, card.currency)} settled.", code=outcome.code)
