@@ -360,6 +360,11 @@ async def test_owners_accounts_and_cards_are_named_not_numbered(
     # The transfer to the card names the card, not "managed account EUR".
     detail = await page(browser, f"{base}/payments/{w['transfer']}")
     assert "Travel card (card)" in detail and "managed account EUR" not in detail
+    assert "Transfer to Travel card" in account  # the statement's description names it
+    # The ledger names the customers' accounts and cards, each linked to its page.
+    ledger = await page(browser, f"{base}/ledger")
+    assert f'<a href="{base}/cards/{w["card"]["id"]}">Travel card (card)</a>' in ledger
+    assert f'<a href="{base}/accounts/{w["acc"]}">' in ledger
 
 
 async def test_approve_is_offered_only_when_it_changes_something(

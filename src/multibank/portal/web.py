@@ -1473,6 +1473,7 @@ async def ledger_page(request: Request, programme_id: str, offset: Offset = 0) -
             )
         )
         kinds = {i: k.lower().replace("_", " ") for i, k in found.all()}
+    names = await _instrument_names(db, programme.id, account_ids)
     return await show(
         request,
         signed,
@@ -1482,10 +1483,33 @@ async def ledger_page(request: Request, programme_id: str, offset: Offset = 0) -
         violations=await verify_alone(container_of(request).db, programme.id),
         transactions=[(t, postings[t.id]) for t in txs],
         kinds=kinds,
+        names=names,
         offset=offset,
         limit=PAGE,
         more=more,
     )
+
+
+async def _instrument_names(
+    db: AsyncSession, programme_id: int, ids: set[int]
+) -> dict[int, tuple[str, str]]:
+    """(name, page) of each customer's account or card among ledger account `ids`; the
+    programme's own books (revenue, settlement) have neither and are left out."""
+    if not ids:
+        return {}
+    base = f"/portal/programmes/{programme_id}"
+    named: dict[int, tuple[str, str]] = {}
+    accounts_q = select(ManagedAccount.id, ManagedAccount.friendly_name).where(
+        ManagedAccount.programme_id == programme_id, ManagedAccount.id.in_(list(ids))
+    )
+    for i, name in (await db.execute(accounts_q)).all():
+        named[i] = (name, f"{base}/accounts/{i}")
+    cards_q = select(ManagedCard.id, ManagedCard.friendly_name).where(
+        ManagedCard.programme_id == programme_id, ManagedCard.id.in_(list(ids))
+    )
+    for i, name in (await db.execute(cards_q)).all():
+        named[i] = (f"{name} (card)", f"{base}/cards/{i}")
+    return named
 
 
 PAYMENT_KINDS = {
