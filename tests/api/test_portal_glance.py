@@ -227,6 +227,24 @@ async def test_card_purchases_are_among_the_payments_with_filters_and_counts(
     assert "No payment." in await page(browser, f"/portal/programmes/{other.id}/payments")
 
 
+async def test_a_card_purchase_beyond_32_bits_is_listed_and_filtered(
+    browser,  # noqa: F811
+    client,
+    programme,
+    container,
+):
+    p = await programme()
+    ident, _ = await customer(client, p, sms=False)
+    card = await create(client, ident)
+    big = 3_000_000_000  # 30,000,000.00 EUR: more than a 32-bit integer holds
+    await fund(container, p.id, card["id"], big + 1_000)
+    await simulate(client, p.api_key, f"{card['id']}/purchase", buy(big))
+    base = f"/portal/programmes/{p.id}/payments"
+    rows = rows_of(await page(browser, f"{base}?min=29,999,999.99&max=30000000"))
+    assert len(rows) == 2 and all("30,000,000.00 EUR" in row for row in rows), rows
+    assert "No payment matches." in await page(browser, f"{base}?min=30000000.01")
+
+
 async def test_a_card_page_shows_its_statement_its_money_and_a_test_purchase(
     browser,  # noqa: F811
     client,

@@ -13,7 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Subquery, case, func, literal, select, union_all
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Subquery,
+    case,
+    cast,
+    func,
+    literal,
+    select,
+    union_all,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -44,7 +54,9 @@ CARD_STATES = ("PENDING", "COMPLETED", "REVERSED", "EXPIRED")
 def _card_amount() -> ColumnElement[int]:
     # The merchant amount the step names (signed from the cardholder's side), as a positive
     # amount like every payment's; the fee is apart (`cardholderFee`).
-    return func.abs(LedgerTransaction.details["transactionAmount"]["amount"].as_integer())
+    # (Cast to a 64-bit integer: a card amount may pass 2**31, PostgreSQL's INTEGER.)
+    amount = LedgerTransaction.details[("transactionAmount", "amount")].as_string()
+    return func.abs(cast(amount, BigInteger))
 
 
 def card_steps(programme_id: int) -> Any:
