@@ -12,13 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, func, select
+from sqlalchemy import ColumnElement, Select, and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from multibank.accounts.models import ManagedAccount
-from multibank.cards.models import ManagedCard
+from multibank.cards.models import CardMovement, ManagedCard
 from multibank.identities.models import Identity
+from multibank.ledger import statements
 from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
 from multibank.payments.models import OWT, RETURNED, SEND, TRANSFER, Payment
 from multibank.users.models import ROOT, User
@@ -295,3 +296,51 @@ def _ledger_step(p: Payment, tx: LedgerTransaction, lines: list[Line]) -> str:
     if all(line.entry.startswith("hold") for line in lines):
         return "Amount and fee held on the source account"
     return "Money moved"
+
+
+# Names and links of other pages
+
+
+async def statement_links(
+    db: AsyncSession, base: str, programme_id: int, entries: list[statements.Entry]
+) -> dict[int, str]:
+    """Where each statement entry's payment is shown, by ledger transaction id: a transfer's,
+    send's or wire transfer's own page; a card step's authorisation on its card's page."""
+    ids = [e.transaction_id for e in entries]
+    if not ids:
+        return {}
+    links: dict[int, str] = {}
+    paid = select(Payment.id, Payment.transaction_id).where(
+        Payment.programme_id == programme_id,
+        or_(Payment.id.in_(ids), Payment.transaction_id.in_(ids)),
+    )
+    for payment_id, tx_id in (await db.execute(paid)).all():
+        links[tx_id or payment_id] = f"{base}/payments/{payment_id}"
+    stepped = select(CardMovement.transaction_id, CardMovement.card_id).where(
+        CardMovement.programme_id == programme_id, CardMovement.transaction_id.in_(ids)
+    )
+    for tx_id, card_id in (await db.execute(stepped)).all():
+        links.setdefault(tx_id, f"{base}/cards/{card_id}#tx-{tx_id}")
+    return links
+
+
+async def instrument_names(
+    db: AsyncSession, programme_id: int, ids: set[int]
+) -> dict[int, tuple[str, str]]:
+    """(name, page) of each customer's account or card among ledger account `ids`; the
+    programme's own books (revenue, settlement) have neither and are left out."""
+    if not ids:
+        return {}
+    base = f"/portal/programmes/{programme_id}"
+    named: dict[int, tuple[str, str]] = {}
+    accounts_q = select(ManagedAccount.id, ManagedAccount.friendly_name).where(
+        ManagedAccount.programme_id == programme_id, ManagedAccount.id.in_(list(ids))
+    )
+    for i, name in (await db.execute(accounts_q)).all():
+        named[i] = (name, f"{base}/accounts/{i}")
+    cards_q = select(ManagedCard.id, ManagedCard.friendly_name).where(
+        ManagedCard.programme_id == programme_id, ManagedCard.id.in_(list(ids))
+    )
+    for i, name in (await db.execute(cards_q)).all():
+        named[i] = (f"{name} (card)", f"{base}/cards/{i}")
+    return named

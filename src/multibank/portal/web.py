@@ -47,7 +47,6 @@ from markupsafe import Markup
 from pydantic import ValidationError
 from sqlalchemy import ColumnElement, Select, Subquery, and_, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased
 
 from multibank.accounts import repository as accounts_repo
 from multibank.accounts import service as accounts
@@ -59,7 +58,7 @@ from multibank.api.v3_29.statements import CSV_COLUMNS, entry_body, to_csv
 from multibank.cards import clock as card_clock
 from multibank.cards import money as card_money
 from multibank.cards import operator as card_ops
-from multibank.cards.models import CardMovement, ManagedCard
+from multibank.cards.models import ManagedCard
 from multibank.identities import service as identities
 from multibank.identities.models import Identity
 from multibank.kernel.errors import DomainError
@@ -77,6 +76,7 @@ from multibank.payments.models import OWT, SEND, TRANSFER, Payment
 from multibank.payments.schemas import OWT_STATES, SEND_STATES, TRANSFER_STATES
 from multibank.portal import (
     auditing,
+    card_pages,
     card_payments,
     overview,
     payment_detail,
@@ -1375,7 +1375,7 @@ async def account_page(
         ledger_account=await _db(request).get(LedgerAccount, account.id),
         owner=await _owner_name(_db(request), programme.id, account.identity_id),
         entries=page.entries,
-        entry_links=await _entry_links(
+        entry_links=await payment_detail.statement_links(
             _db(request), f"/portal/programmes/{programme.id}", programme.id, page.entries
         ),
         offset=offset,
@@ -1473,7 +1473,7 @@ async def ledger_page(request: Request, programme_id: str, offset: Offset = 0) -
             )
         )
         kinds = {i: k.lower().replace("_", " ") for i, k in found.all()}
-    names = await _instrument_names(db, programme.id, account_ids)
+    names = await payment_detail.instrument_names(db, programme.id, account_ids)
     return await show(
         request,
         signed,
@@ -1488,28 +1488,6 @@ async def ledger_page(request: Request, programme_id: str, offset: Offset = 0) -
         limit=PAGE,
         more=more,
     )
-
-
-async def _instrument_names(
-    db: AsyncSession, programme_id: int, ids: set[int]
-) -> dict[int, tuple[str, str]]:
-    """(name, page) of each customer's account or card among ledger account `ids`; the
-    programme's own books (revenue, settlement) have neither and are left out."""
-    if not ids:
-        return {}
-    base = f"/portal/programmes/{programme_id}"
-    named: dict[int, tuple[str, str]] = {}
-    accounts_q = select(ManagedAccount.id, ManagedAccount.friendly_name).where(
-        ManagedAccount.programme_id == programme_id, ManagedAccount.id.in_(list(ids))
-    )
-    for i, name in (await db.execute(accounts_q)).all():
-        named[i] = (name, f"{base}/accounts/{i}")
-    cards_q = select(ManagedCard.id, ManagedCard.friendly_name).where(
-        ManagedCard.programme_id == programme_id, ManagedCard.id.in_(list(ids))
-    )
-    for i, name in (await db.execute(cards_q)).all():
-        named[i] = (f"{name} (card)", f"{base}/cards/{i}")
-    return named
 
 
 PAYMENT_KINDS = {
@@ -1975,41 +1953,6 @@ async def card_fee(request: Request, form: dict[str, str], programme: Programme)
     return Flash("Card fee set.")
 
 
-def _cards_query(
-    programme_id: int, identity: int | None, q: str
-) -> Select[ManagedCard, LedgerAccount, str]:
-    """The programme's cards (one customer's when `identity` is given) with the money they
-    spend and their owner's name, matching `q`: the last digits of the number (up to four, a
-    leading * or • ignored), or text found in the card's name, its name on card or its owner's
-    name (any case)."""
-    who, root = aliased(Identity), aliased(User)
-    owner = payment_detail.owner_name(who, root)
-    stmt = (
-        select(ManagedCard, LedgerAccount, owner.label("owner_name"))
-        .outerjoin(
-            LedgerAccount,
-            LedgerAccount.id == func.coalesce(ManagedCard.parent_account_id, ManagedCard.id),
-        )
-        .outerjoin(who, who.id == ManagedCard.identity_id)
-        .outerjoin(root, (root.identity_id == who.id) & (root.role == ROOT))
-        .where(ManagedCard.programme_id == programme_id)
-    )
-    if identity is not None:
-        stmt = stmt.where(ManagedCard.identity_id == identity)
-    text = q.strip().lstrip("*•· ")
-    if text:
-        like = _contains(text)
-        conditions: list[ColumnElement[bool]] = [
-            func.lower(ManagedCard.friendly_name).like(like, escape="\\"),
-            func.lower(ManagedCard.name_on_card).like(like, escape="\\"),
-            func.lower(owner).like(like, escape="\\"),
-        ]
-        if text.isascii() and text.isdigit() and len(text) <= 4:
-            conditions.append(ManagedCard.number_last_four.like(f"%{text}"))
-        stmt = stmt.where(or_(*conditions))
-    return stmt
-
-
 @router.get("/programmes/{programme_id}/cards")
 async def cards_page(
     request: Request,
@@ -2027,7 +1970,8 @@ async def cards_page(
     number = parse_id(who) if who else None
     count, cards = 0, list[dict[str, Any]]()
     if not who or number is not None:
-        stmt = _cards_query(programme.id, number, q or "")
+        text = (q or "").strip().lstrip("*•· ")
+        stmt = card_pages.search(programme.id, number, _contains(text) if text else None, text)
         count = await _count(db, stmt)
         ordered = stmt.order_by(ManagedCard.created_at.desc(), ManagedCard.id.desc())
         for card, balance, owner in (await db.execute(ordered.offset(offset).limit(PAGE))).all():
@@ -2093,11 +2037,11 @@ async def card_page(
         card=card_ops.card_view(card, balance),
         owner=await _owner_name(db, programme.id, card.identity_id),
         account_name=await _account_name(db, programme.id, card.parent_account_id),
-        fate=card_fate(card, balance),
+        fate=card_pages.fate(card, balance),
         authorisations=found,
         pager=pager(request, offset, PAGE, count),
         entries=statement.entries,
-        entry_links=await _entry_links(db, base, programme.id, statement.entries),
+        entry_links=await payment_detail.statement_links(db, base, programme.id, statement.entries),
         entries_pager=pager(request, entries, PAGE, statement.count, key="entries"),
     )
 
@@ -2120,65 +2064,6 @@ async def _account_name(db: AsyncSession, programme_id: int, account_id: int | N
         return ""
     account = await accounts_repo.get_in_programme(db, programme_id, account_id, False)
     return "" if account is None else account.friendly_name
-
-
-async def _entry_links(
-    db: AsyncSession, base: str, programme_id: int, entries: list[statements.Entry]
-) -> dict[int, str]:
-    """Where each statement entry's payment is shown, by ledger transaction id: a transfer's,
-    send's or wire transfer's own page; a card step's authorisation on its card's page."""
-    ids = [e.transaction_id for e in entries]
-    if not ids:
-        return {}
-    links: dict[int, str] = {}
-    paid = select(Payment.id, Payment.transaction_id).where(
-        Payment.programme_id == programme_id,
-        or_(Payment.id.in_(ids), Payment.transaction_id.in_(ids)),
-    )
-    for payment_id, tx_id in (await db.execute(paid)).all():
-        links[tx_id or payment_id] = f"{base}/payments/{payment_id}"
-    stepped = select(CardMovement.transaction_id, CardMovement.card_id).where(
-        CardMovement.programme_id == programme_id, CardMovement.transaction_id.in_(ids)
-    )
-    for tx_id, card_id in (await db.execute(stepped)).all():
-        links.setdefault(tx_id, f"{base}/cards/{card_id}#tx-{tx_id}")
-    return links
-
-
-def card_fate(card: ManagedCard, balance: LedgerAccount | None) -> str:
-    """What becomes of the card's money, in plain words (decision 0070): where it is now for a
-    destroyed card, and what its expiry will do for a live one."""
-    prepaid = card.parent_account_id is None
-    left = _money(balance.available if balance else 0, card.currency)
-    if not prepaid:
-        return (
-            "A debit card holds no money: it spends its account's, which keeps its balance "
-            "whatever becomes of the card. Holds the card opened stay on the account until "
-            "they settle or expire."
-        )
-    if card.state != "DESTROYED":
-        expiry = f"{card.expiry_mmyy[:2]}/{card.expiry_mmyy[2:]}"
-        if card.renewal_type == "NO_RENEW":
-            return (
-                f"At the end of {expiry} (the programme's clock) the card expires: it is "
-                "destroyed (EXPIRED) and its balance stays on it, where no purchase, transfer or "
-                "send can use it any more, so move the money off the card before then."
-            )
-        return (
-            f"At the end of {expiry} the card is renewed: same number, a new expiry and CVV; "
-            "its money stays on it and can still be spent."
-        )
-    if card.destroyed_reason in ("LOST", "STOLEN") and card.replacement_id:
-        return (
-            f"Destroyed ({card.destroyed_reason}): its available balance moved to its "
-            f"replacement card when that was made; {left} is left on this card."
-        )
-    return (
-        f"Destroyed ({card.destroyed_reason}): its balance, {left}, stays on the card, where "
-        "no purchase, transfer or send can use it any more (SOURCE_INSTRUMENT_DESTROYED). "
-        "Authorisations still open settle or expire as before; an expired hold comes back "
-        "to this balance."
-    )
 
 
 @router.post("/programmes/{programme_id}/cards/{card_id}/purchase")
