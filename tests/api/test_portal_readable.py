@@ -306,7 +306,8 @@ async def test_refusals_in_plain_words_with_the_error_code_in_small_print(
     # Malformed amounts: a setting's, a fee's.
     home = f"/portal/programmes/{p.id}"
     refused = await landed(
-        browser, await submit(browser, f"{home}/settings", home, lowValueExemptionMaxAmount="30.001")
+        browser,
+        await submit(browser, f"{home}/settings", home, lowValueExemptionMaxAmount="30.001"),
     )
     said = flash_of(refused)
     assert said.startswith("Exempt amount per payment has more decimals than EUR has")

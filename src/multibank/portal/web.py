@@ -176,7 +176,7 @@ def _yesno(value: bool) -> Markup:
     return Markup(f'<option value="true"{yes}>yes</option><option value="false"{no}>no</option>')
 
 
-def _field_amount(minor: int, currency: str) -> str:
+def field_amount(minor: int, currency: str) -> str:
     """An amount as a money field shows it: major units, the currency's decimals, no
     thousands separators or currency (what the operator edits)."""
     exponent = minor_unit_exponent(currency)
@@ -194,7 +194,7 @@ templates.globals.update(
     money=_money,
     describe=_describe,
     yesno=_yesno,
-    major=_field_amount,
+    major=field_amount,
     odd_exponents=ODD_EXPONENTS,
 )
 templates.filters["amount"] = overview.amount
