@@ -208,10 +208,10 @@ async def test_each_portal_action_leaves_one_record(app, client, admin_headers, 
         revoke = f"{home}/api_keys/{labelled['id']}/revoke"
         assert await submitted(browser, revoke, revoke, confirm="yes") == "API key revoked."
         assert await submitted(
-            browser, f"{home}/movement_fee", home, kind="sends", currency="EUR", amount="31"
+            browser, f"{home}/movement_fee", home, kind="sends", currency="EUR", amount="0.31"
         ) == ("Fee set.")
         assert await submitted(
-            browser, f"{home}/card_fee", home, kind="refund", currency="EUR", amount="3"
+            browser, f"{home}/card_fee", home, kind="refund", currency="EUR", amount="0.03"
         ) == ("Card fee set.")
         said = await submitted(browser, f"{home}/clock", home, seconds="3600")
         assert said.startswith("The clock moved on")
@@ -321,10 +321,10 @@ async def test_customer_account_and_card_actions_name_their_target(
         assert r.status_code == 200, r.text
         said = await submitted(browser, f"{base}/accounts/{acc}/iban", detail)
         assert said.endswith(" allocated.")
-        said = await submitted(browser, f"{base}/accounts/{acc}/deposit", detail, amount="500")
+        said = await submitted(browser, f"{base}/accounts/{acc}/deposit", detail, amount="5.00")
         assert said == "Deposited 5.00 EUR. COMPLETED"
         refused = await submitted(browser, f"{base}/accounts/{acc}/deposit", detail, amount="x")
-        assert "whole number" in refused
+        assert "written in EUR" in refused
     finally:
         await browser.aclose()
     api = f"{PORTAL_API}/{p.id}/managed_accounts/{acc}"

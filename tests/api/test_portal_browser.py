@@ -135,7 +135,7 @@ async def journey(page: Page, base: str, tmp_path: Path) -> None:
     await page.reload()
     await page.click("text=Allocate IBAN")
     await page.wait_for_selector(".flash:has-text('IBAN')")
-    await page.fill("input[name=amount]", "25000")
+    await page.fill("input[name=amount]", "250.00")
     await page.click("button:has-text('Deposit')")
     await page.wait_for_selector(".flash:has-text('COMPLETED')")
     await page.click("text=Everyday")

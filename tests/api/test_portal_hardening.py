@@ -416,10 +416,10 @@ async def test_numbers_are_written_with_ascii_digits_only(browser, client, progr
     ident, acc = await customer(client, p, funds=1000, sms=False)
     base = f"/portal/programmes/{p.id}"
     detail = f"{base}/customers/{ident.id}"
-    for amount in ("1_0", "\u0661\u0662", "\uff11\uff12", "10.5", "1e3", "", " "):
+    for amount in ("1_0", "\u0661\u0662", "\uff11\uff12", "10.5.0", "1e3", "", " "):
         r = await submit(browser, f"{base}/accounts/{acc}/deposit", detail, amount=amount)
         html = await landed(browser, r)
-        assert "whole number" in flash_of(html), amount
+        assert "written in EUR" in flash_of(html), amount
     r = await submit(browser, f"{base}/accounts/{acc}/deposit", detail, amount="-5")
     assert "DENIED_AMOUNT_NOT_POSITIVE" in flash_of(await landed(browser, r))
     got = await client.get(f"/multi/managed_accounts/{acc}", headers=ident.headers)
@@ -430,7 +430,7 @@ async def test_numbers_are_written_with_ascii_digits_only(browser, client, progr
     r = await submit(
         browser, f"{base}/movement_fee", base, kind="sends", currency="EUR", amount="2_5"
     )
-    assert "whole number" in flash_of(await landed(browser, r))
+    assert "written in EUR" in flash_of(await landed(browser, r))
     got = (await client.get(f"{PORTAL_API}/{p.id}", headers=RIGHT)).json()
     assert got["settings"]["failedLoginLimit"] == 5
     assert got["movementFees"]["sends"]["EUR"] == 0

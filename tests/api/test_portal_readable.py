@@ -143,20 +143,20 @@ UNITS = {
         "sendsScaRequired": "Yes or no",
         "owtScaRequired": "Yes or no",
         "scaChallengeLimit": "count",
-        "lowValueExemptionMaxAmount": "In minor units",
+        "lowValueExemptionMaxAmount": "In EUR",
         "lowValueExemptionMaxCount": "since the customer's last SCA",
-        "lowValueExemptionMaxTotal": "In minor units",
+        "lowValueExemptionMaxTotal": "In EUR",
         "owtProcessingDelaySeconds": "In seconds",
         "webhookUrl": "https://",
     },
     "api_keys": {"label": "100 characters"},
-    "movement_fee": {"kind": "payment", "currency": "ISO 4217", "amount": "In minor units"},
-    "card_fee": {"kind": "purchase", "currency": "ISO 4217", "amount": "In minor units"},
+    "movement_fee": {"kind": "payment", "currency": "ISO 4217", "amount": "In that currency"},
+    "card_fee": {"kind": "purchase", "currency": "ISO 4217", "amount": "In that currency"},
     "fee_type": {
         "name": "letters",
         "group": "DEFAULT",
         "currency": "ISO 4217",
-        "amount": "In minor units",
+        "amount": "In that currency",
     },
     "clock": {"seconds": "In seconds"},
 }
@@ -197,7 +197,7 @@ async def test_every_setting_has_help_text_with_its_unit(
     helps = labels_of(
         await page(browser, f"/portal/programmes/{p.id}/customers/{ident.id}"), "deposit"
     )
-    assert "In minor units of GBP (10000 = 100.00 GBP)" in helps["amount"]
+    assert "In GBP, as shown on this page (such as 100.00)" in helps["amount"]
     # The new setting on the form, password expiry, saves and clears.
     home = f"/portal/programmes/{p.id}"
     said = flash_of(
@@ -306,10 +306,11 @@ async def test_refusals_in_plain_words_with_the_error_code_in_small_print(
     # Malformed amounts: a setting's, a fee's.
     home = f"/portal/programmes/{p.id}"
     refused = await landed(
-        browser, await submit(browser, f"{home}/settings", home, lowValueExemptionMaxAmount="30.00")
+        browser,
+        await submit(browser, f"{home}/settings", home, lowValueExemptionMaxAmount="30.001"),
     )
     said = flash_of(refused)
-    assert said.startswith("Exempt amount per payment must be a whole number")
+    assert said.startswith("Exempt amount per payment has more decimals than EUR has")
     assert small_print(refused) == "invalid: lowValueExemptionMaxAmount"
     assert "int_" not in said and "Input should" not in said
     refused = await landed(
@@ -318,7 +319,7 @@ async def test_refusals_in_plain_words_with_the_error_code_in_small_print(
             browser, f"{home}/movement_fee", home, kind="sends", currency="EUR", amount=""
         ),
     )
-    assert "The fee must be a whole number written with the digits 0-9" in flash_of(refused)
+    assert "The fee must be written in EUR with the digits 0-9" in flash_of(refused)
     assert "invalid literal" not in refused
     refused = await landed(
         browser, await submit(browser, f"{home}/settings", home, failedLoginLimit="1000")

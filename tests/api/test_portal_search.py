@@ -230,7 +230,7 @@ async def test_payments_filtered_by_amount_in_major_units(browser, payments):
         ("max=1e999999999", "Maximum amount must be at most"),
         ("min=10&max=5", "Minimum amount must not be more than maximum amount."),
         ("from=2026-03-02&to=2026-03-01", "From must not be after To."),
-        ("kind=cheque", "Kind must be transfer, send or OWT"),
+        ("kind=cheque", "Kind must be transfer, send, OWT (outgoing wire transfer), card"),
         ("state=LOST", "State must be one of:"),
     ],
 )

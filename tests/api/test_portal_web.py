@@ -191,7 +191,7 @@ async def test_programme_settings_keys_and_fees(browser, client, admin_headers):
     )
     assert 'class="flash error"' in bad and "failedLoginLimit" in flash_of(bad)
     said = await submitted(
-        browser, f"{home}/movement_fee", home, kind="sends", currency="GBP", amount="25"
+        browser, f"{home}/movement_fee", home, kind="sends", currency="GBP", amount="0.25"
     )
     assert said == "Fee set."
     summary = (await client.get(f"{PORTAL_API}/{pid}", headers=admin_headers)).json()
@@ -203,7 +203,7 @@ async def test_programme_settings_keys_and_fees(browser, client, admin_headers):
         name="CARD_FEE",
         group="PREMIUM",
         currency="EUR",
-        amount="40",
+        amount="0.40",
     )
     assert said == "Fee type CARD_FEE saved."
     await submit(
@@ -213,7 +213,7 @@ async def test_programme_settings_keys_and_fees(browser, client, admin_headers):
         name="CARD_FEE",
         group="DEFAULT",
         currency="EUR",
-        amount="90",
+        amount="0.90",
     )
     fee_types = (await client.get(f"{PORTAL_API}/{pid}/fee_types", headers=admin_headers)).json()
     card = next(f for f in fee_types if f["name"] == "CARD_FEE")
@@ -267,7 +267,7 @@ async def test_customers_verification_deposit_statement_and_sandbox_tools(
     assert r.status_code == 200, r.text
     said = await submitted(browser, f"{base}/accounts/{acc}/iban", detail)
     assert said.startswith("IBAN ") and said.endswith(" allocated.")
-    said = await submitted(browser, f"{base}/accounts/{acc}/deposit", detail, amount="12345")
+    said = await submitted(browser, f"{base}/accounts/{acc}/deposit", detail, amount="123.45")
     assert said == "Deposited 123.45 EUR. COMPLETED"  # the code in small print
     got = await client.get(f"/multi/managed_accounts/{acc}", headers=ident.headers)
     assert got.json()["balances"]["actualBalance"] == 12345

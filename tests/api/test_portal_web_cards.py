@@ -150,17 +150,18 @@ async def test_card_fees_form_on_the_programme_page(
     shown = await page(browser, home)
     assert f'action="{home}/card_fee"' in shown and "corporatePrepaidManagedCard" in shown
     said = await submitted(
-        browser, f"{home}/card_fee", home, kind="atmWithdrawal", currency="GBP", amount="200"
+        browser, f"{home}/card_fee", home, kind="atmWithdrawal", currency="GBP", amount="2.00"
     )
     assert said == "Card fee set."
     r = await client.get(f"{PORTAL_API}/{p.id}/card_fees", headers=admin_headers)
     assert r.json()["atmWithdrawal"] == {"EUR": 0, "GBP": 200, "USD": 0}
-    assert "2.00 GBP" in await page(browser, home)  # 200 minor units, as amounts are written
+    assert "2.00 GBP" in await page(browser, home)  # typed as it is written: 200 minor units
     for fields, says in (
         ({"kind": "purchase", "currency": "CHF", "amount": "5"}, "CURRENCY_NOT_SUPPORTED"),
         ({"kind": "cashback", "currency": "EUR", "amount": "5"}, "cashback"),
         ({"kind": "purchase", "currency": "EUR", "amount": "-5"}, "purchase.EUR"),
-        ({"kind": "purchase", "currency": "EUR", "amount": "ten"}, "whole number"),
+        ({"kind": "purchase", "currency": "EUR", "amount": "ten"}, "written in EUR"),
+        ({"kind": "purchase", "currency": "EUR", "amount": "0.105"}, "more decimals than EUR"),
     ):
         refused = await landed(browser, await submit(browser, f"{home}/card_fee", home, **fields))
         assert 'class="flash error"' in refused, fields

@@ -9,8 +9,10 @@ allows. Every text put into the SVG goes through Markup escaping.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 
 from markupsafe import Markup, escape
 from sqlalchemy import case, func, select
@@ -23,6 +25,7 @@ from multibank.identities.models import Identity
 from multibank.kernel.money import minor_unit_exponent
 from multibank.ledger.models import MANAGED_ACCOUNT, REVENUE, LedgerAccount, Posting
 from multibank.payments.models import APPROVED, OWT, SUBMITTED, Payment
+from multibank.portal import card_payments
 
 DAY_MS = 86_400_000
 DAYS = 30
@@ -85,6 +88,14 @@ async def _grouped(
     return {str(k): int(n) for k, n in (await db.execute(stmt)).all()}
 
 
+async def _payments_by_state(db: AsyncSession, programme_id: int) -> dict[str, int]:
+    """Payments and card steps (authorisations, settlements, refunds) per state: the rows the
+    payments page lists (`card_payments.listing`), counted in the database."""
+    listed = card_payments.listing(programme_id)
+    stmt = select(listed.c.state, func.count()).group_by(listed.c.state).order_by(listed.c.state)
+    return {str(k): int(n) for k, n in (await db.execute(stmt)).all()}
+
+
 async def _balances(
     db: AsyncSession, programme_id: int, instrument: InstrumentedAttribute[int] | None
 ) -> list[Balance]:
@@ -110,7 +121,7 @@ async def read(db: AsyncSession, programme_id: int, now_ms: int) -> Overview:
         customers=await _grouped(db, Identity.type, Identity.programme_id, pid),
         accounts=await _grouped(db, ManagedAccount.state, ManagedAccount.programme_id, pid),
         cards=await _grouped(db, ManagedCard.mode, ManagedCard.programme_id, pid),
-        payments=await _grouped(db, Payment.state, Payment.programme_id, pid),
+        payments=await _payments_by_state(db, pid),
         accounts_money=await _balances(db, programme_id, ManagedAccount.id),
         cards_money=await _balances(db, programme_id, ManagedCard.id),
         revenue=await _balances(db, programme_id, None),
@@ -165,24 +176,69 @@ def day_name(day: int) -> str:
     return datetime.fromtimestamp(day * 86_400, UTC).strftime("%Y-%m-%d")
 
 
-WIDTH, HEIGHT, TOP, BOTTOM = 600, 180, 10, 24
-COUNTS = 400  # the counts chart's width: narrower than the day chart, so its text stays legible
+WIDTH, PLOT = 600, 160  # the bars' own coordinates; the SVG stretches them to its box
 IN_COLOUR, OUT_COLOUR = "#2e7d32", "#c62828"
+GRID = "#d8dde3"
+
+
+def nice_ceiling(value: int) -> int:
+    """The smallest 1, 2 or 5 times a power of ten that is at least `value` (> 0): the top of a
+    value axis whose halves are round numbers too."""
+    step = 1
+    while True:
+        for m in (1, 2, 5):
+            if m * step >= value:
+                return m * step
+        step *= 10
+
+
+def _number(minor: int, currency: str) -> str:
+    """An axis label: the amount without its currency (the chart's caption names it)."""
+    return amount(minor, currency).removesuffix(f" {currency}")
+
+
+def _ticks(peak: int, write: Callable[[int], str]) -> list[str]:
+    """An axis's values from 0 up: 0, the half (empty when it is not a whole number of the
+    axis's units) and `peak`, as `write` writes them (escaped)."""
+    half = write(peak // 2) if peak % 2 == 0 else ""
+    return [str(escape(write(0))), str(escape(half)), str(escape(write(peak)))]
+
+
+def _value_line() -> str:
+    # Filled by portal.js with the value of the bar under the pointer or with the focus; the
+    # bars' <title> is the same text for a browser without scripts (a tooltip on hover).
+    return (
+        '<p class="chart-value muted" aria-live="polite">'
+        "Point at a bar, or tab to it, to read its value.</p>"
+    )
 
 
 def day_chart(currency: str, days: list[Day]) -> Markup:
-    """Money in and out per day as paired bars, scaled to the busiest day. Each bar carries a
-    <title> with its date and amount; a day without money draws no bar."""
-    peak = max([max(d.money_in, d.money_out) for d in days] + [1])
+    """Money in and out per day as paired bars under a value axis, scaled to a round number at
+    or above the busiest day. The text (axis values, dates, the period) is HTML around the SVG,
+    so it keeps the stylesheet's size at every width: the SVG holds only the bars and grid lines,
+    stretched to its box. Each bar can take the focus and carries its date and amount (<title>
+    and `data-value`); a day without money draws no bar."""
+    peak = nice_ceiling(max([max(d.money_in, d.money_out) for d in days] + [1]))
     slot = WIDTH / len(days)
     bar = slot * 0.4
-    plot = HEIGHT - TOP - BOTTOM
+    period = f"{day_name(days[0].day)} to {day_name(days[-1].day)}"
+    title = f"Money in and out per day, {currency}, {period} (UTC)"
     parts = [
-        f'<svg class="chart" role="img" viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" '
-        f'data-currency="{escape(currency)}">',
-        f"<title>Money in and out per day, {escape(currency)}</title>",
-        f'<line x1="0" y1="{HEIGHT - BOTTOM}" x2="{WIDTH}" y2="{HEIGHT - BOTTOM}" stroke="#999"/>',
+        f'<figure class="chart-figure" data-chart="{escape(currency)}">',
+        f"<figcaption>{escape(currency)} per day, {period} (UTC)</figcaption>",
+        '<div class="plot"><div class="y-axis" aria-hidden="true">',
+        *(f"<span>{t}</span>" for t in reversed(_ticks(peak, partial(_number, currency=currency)))),
+        "</div>",
+        f'<svg class="chart" role="img" viewBox="0 0 {WIDTH} {PLOT}" preserveAspectRatio="none" '
+        f'aria-label="{escape(title)}" data-currency="{escape(currency)}">',
+        f"<title>{escape(title)}</title>",
     ]
+    for y in (0.5, PLOT / 2, PLOT - 0.5):
+        parts.append(
+            f'<line x1="0" y1="{y}" x2="{WIDTH}" y2="{y}" stroke="{GRID}" '
+            'vector-effect="non-scaling-stroke"/>'
+        )
     for i, d in enumerate(days):
         x = i * slot + slot * 0.1
         for value, colour, kind, dx in (
@@ -191,43 +247,52 @@ def day_chart(currency: str, days: list[Day]) -> Markup:
         ):
             if value <= 0:
                 continue
-            h = max(plot * value / peak, 1.0)
+            h = max(PLOT * value / peak, 1.0)
             label = f"{day_name(d.day)}: {kind} {amount(value, currency)}"
             parts.append(
-                f'<rect class="bar {kind}" x="{x + dx:.1f}" y="{HEIGHT - BOTTOM - h:.1f}" '
-                f'width="{bar:.1f}" height="{h:.1f}" fill="{colour}">'
-                f"<title>{escape(label)}</title></rect>"
+                f'<rect class="bar {kind}" x="{x + dx:.1f}" y="{PLOT - h:.1f}" '
+                f'width="{bar:.1f}" height="{h:.1f}" fill="{colour}" tabindex="0" '
+                f'data-value="{escape(label)}"><title>{escape(label)}</title></rect>'
             )
-    for i in (0, len(days) - 1):
-        anchor = "start" if i == 0 else "end"
-        x = 0 if i == 0 else WIDTH
-        parts.append(
-            f'<text x="{x}" y="{HEIGHT - 6}" font-size="12" text-anchor="{anchor}" '
-            f'fill="#555">{day_name(days[i].day)}</text>'
-        )
-    parts.append("</svg>")
+    middle = days[len(days) // 2].day
+    parts += [
+        "</svg><span></span>",
+        '<div class="x-axis" aria-hidden="true">',
+        *(f"<span>{day_name(d)}</span>" for d in (days[0].day, middle, days[-1].day)),
+        "</div></div>",
+        _value_line(),
+        "</figure>",
+    ]
     return Markup("".join(parts))
 
 
-def count_chart(counts: dict[str, int]) -> Markup:
-    """Counts as horizontal bars (payments by state), labelled with the name and number."""
+def count_chart(counts: dict[str, int], period: str = "") -> Markup:
+    """Counts as horizontal bars (payments by state), one row each: its name and number in
+    HTML (the stylesheet's size at every width), its bar in an SVG stretched to the row, the
+    bar scaled to a round number at or above the largest count."""
     if not counts:
         return Markup("")
-    peak = max(counts.values()) or 1
-    row = 22
-    height = row * len(counts)
-    parts = [
-        f'<svg class="chart counts" role="img" viewBox="0 0 {COUNTS} {height}" width="100%">',
-        "<title>Payments by state</title>",
-    ]
-    for i, (name, n) in enumerate(counts.items()):
-        y = i * row
-        w = max((COUNTS - 190) * n / peak, 1.0)
-        label = f"{name.replace('_', ' ').lower()} {n:,}"
+    peak = nice_ceiling(max(counts.values()) or 1)
+    parts = ['<figure class="chart-figure counts-figure">']
+    if period:
+        parts.append(f"<figcaption>Payments by state, {escape(period)}</figcaption>")
+    parts.append('<div class="count-rows">')
+    for name, n in counts.items():
+        words = name.replace("_", " ").lower()
+        label = f"{words}: {n:,}"
+        width = max(100 * n / peak, 0.5)
         parts.append(
-            f'<text x="0" y="{y + 15}" font-size="13" fill="#333">{escape(label)}</text>'
-            f'<rect class="bar" x="185" y="{y + 4}" width="{w:.1f}" height="14" '
-            f'fill="#1565c0"><title>{escape(label)}</title></rect>'
+            f'<div class="count-row"><span class="count-label">{escape(words)}</span>'
+            '<svg class="chart counts" viewBox="0 0 100 10" preserveAspectRatio="none">'
+            f'<rect class="bar" x="0" y="0" width="{width:.1f}" height="10" fill="#1565c0" '
+            f'tabindex="0" data-value="{escape(label)}"><title>{escape(label)}</title></rect>'
+            f'</svg><span class="count-value">{n:,}</span></div>'
         )
-    parts.append("</svg>")
+    ticks = "".join(f"<span>{t}</span>" for t in _ticks(peak, lambda v: f"{v:,}"))
+    parts += [
+        '<div class="count-row count-axis" aria-hidden="true"><span></span>'
+        f'<span class="ticks">{ticks}</span><span></span></div></div>',
+        _value_line(),
+        "</figure>",
+    ]
     return Markup("".join(parts))

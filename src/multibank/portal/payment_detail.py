@@ -12,13 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, func, select
+from sqlalchemy import ColumnElement, Select, and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from multibank.accounts.models import ManagedAccount
-from multibank.cards.models import ManagedCard
+from multibank.cards.models import CardMovement, ManagedCard
 from multibank.identities.models import Identity
+from multibank.ledger import statements
 from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
 from multibank.payments.models import OWT, RETURNED, SEND, TRANSFER, Payment
 from multibank.users.models import ROOT, User
@@ -43,7 +44,7 @@ class Party:
     owner_url: str | None
 
 
-def _owner_name(identity: Any, root: Any) -> ColumnElement[str]:
+def owner_name(identity: Any, root: Any) -> ColumnElement[str]:
     # The name the customers page shows: the company's, or the root user's "name surname".
     person: ColumnElement[str] = root.name + " " + root.surname
     return func.coalesce(identity.company["name"].as_string(), person)
@@ -64,10 +65,10 @@ def with_parties(
             Payment,
             func.coalesce(src_acc.friendly_name, src_card.friendly_name).label("src_name"),
             src_owner.label("src_owner"),
-            _owner_name(src_who, src_root).label("src_owner_name"),
+            owner_name(src_who, src_root).label("src_owner_name"),
             func.coalesce(dst_acc.friendly_name, dst_card.friendly_name).label("dst_name"),
             dst_owner.label("dst_owner"),
-            _owner_name(dst_who, dst_root).label("dst_owner_name"),
+            owner_name(dst_who, dst_root).label("dst_owner_name"),
         )
         .outerjoin(src_acc, and_(Payment.source_type != CARDS, src_acc.id == Payment.source_id))
         .outerjoin(src_card, and_(Payment.source_type == CARDS, src_card.id == Payment.source_id))
@@ -199,10 +200,16 @@ async def movements(db: AsyncSession, base: str, p: Payment) -> list[Movement]:
     rows = (
         await db.execute(
             select(
-                Posting, LedgerAccount.kind, LedgerAccount.currency, ManagedAccount.friendly_name
+                Posting,
+                LedgerAccount.kind,
+                LedgerAccount.currency,
+                ManagedAccount.friendly_name,
+                ManagedCard.friendly_name,
             )
             .join(LedgerAccount, LedgerAccount.id == Posting.account_id)
             .outerjoin(ManagedAccount, ManagedAccount.id == Posting.account_id)
+            # A prepaid card's money is the ledger account with the card's id: named as the card.
+            .outerjoin(ManagedCard, ManagedCard.id == Posting.account_id)
             .where(Posting.transaction_id.in_([t.id for t in found]))
             .order_by(Posting.created_at, Posting.id)
         )
@@ -210,13 +217,15 @@ async def movements(db: AsyncSession, base: str, p: Payment) -> list[Movement]:
     closings = {r[0].pending_id for r in rows if r[0].pending_id is not None}
     by_tx: dict[int, list[Line]] = {t.id: [] for t in found}
     sums: dict[int, tuple[int, int]] = {}
-    for posting, kind, currency, friendly in rows:
+    for posting, kind, currency, friendly, card_name in rows:
         available, actual = sums.get(posting.transaction_id, (0, 0))
         available += posting.available_amount
         actual += posting.actual_amount
         sums[posting.transaction_id] = (available, actual)
         if friendly is not None:
             name, url = str(friendly), f"{base}/accounts/{posting.account_id}"
+        elif card_name is not None:
+            name, url = f"{card_name} (card)", f"{base}/cards/{posting.account_id}"
         else:
             label = SYSTEM_NAMES.get(kind, str(kind).replace("_", " ").lower())
             name, url = f"{label} {currency}", None
@@ -287,3 +296,51 @@ def _ledger_step(p: Payment, tx: LedgerTransaction, lines: list[Line]) -> str:
     if all(line.entry.startswith("hold") for line in lines):
         return "Amount and fee held on the source account"
     return "Money moved"
+
+
+# Names and links of other pages
+
+
+async def statement_links(
+    db: AsyncSession, base: str, programme_id: int, entries: list[statements.Entry]
+) -> dict[int, str]:
+    """Where each statement entry's payment is shown, by ledger transaction id: a transfer's,
+    send's or wire transfer's own page; a card step's authorisation on its card's page."""
+    ids = [e.transaction_id for e in entries]
+    if not ids:
+        return {}
+    links: dict[int, str] = {}
+    paid = select(Payment.id, Payment.transaction_id).where(
+        Payment.programme_id == programme_id,
+        or_(Payment.id.in_(ids), Payment.transaction_id.in_(ids)),
+    )
+    for payment_id, tx_id in (await db.execute(paid)).all():
+        links[tx_id or payment_id] = f"{base}/payments/{payment_id}"
+    stepped = select(CardMovement.transaction_id, CardMovement.card_id).where(
+        CardMovement.programme_id == programme_id, CardMovement.transaction_id.in_(ids)
+    )
+    for tx_id, card_id in (await db.execute(stepped)).all():
+        links.setdefault(tx_id, f"{base}/cards/{card_id}#tx-{tx_id}")
+    return links
+
+
+async def instrument_names(
+    db: AsyncSession, programme_id: int, ids: set[int]
+) -> dict[int, tuple[str, str]]:
+    """(name, page) of each customer's account or card among ledger account `ids`; the
+    programme's own books (revenue, settlement) have neither and are left out."""
+    if not ids:
+        return {}
+    base = f"/portal/programmes/{programme_id}"
+    named: dict[int, tuple[str, str]] = {}
+    accounts_q = select(ManagedAccount.id, ManagedAccount.friendly_name).where(
+        ManagedAccount.programme_id == programme_id, ManagedAccount.id.in_(list(ids))
+    )
+    for i, name in (await db.execute(accounts_q)).all():
+        named[i] = (name, f"{base}/accounts/{i}")
+    cards_q = select(ManagedCard.id, ManagedCard.friendly_name).where(
+        ManagedCard.programme_id == programme_id, ManagedCard.id.in_(list(ids))
+    )
+    for i, name in (await db.execute(cards_q)).all():
+        named[i] = (f"{name} (card)", f"{base}/cards/{i}")
+    return named

@@ -106,9 +106,16 @@ DEFAULT_SENTENCE = (
 
 def sentence(code: str | None, message: str | None = None) -> str:
     """The plain-words sentence for an API errorCode; the default for a code it does not know.
-    A `NOT_FOUND` with a message says what was not found."""
+    A `NOT_FOUND` with a message says what was not found; a refused webhook URL says why."""
     if code == "NOT_FOUND" and message:
         return f"Not found: {message}. Reload the page and try again."
+    if code == "WEBHOOK_URL_NOT_ALLOWED" and message:
+        # The check's own reason (it does not resolve, or resolves to a private address).
+        return (
+            f"That webhook URL is not allowed: {message}. A live programme's events go only to "
+            "public addresses (start the server with MULTIBANK_WEBHOOKS_ALLOW_PRIVATE=true "
+            "while testing)."
+        )
     return SENTENCES.get(code or "", DEFAULT_SENTENCE)
 
 

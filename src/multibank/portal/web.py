@@ -36,15 +36,16 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
+import idna
 from fastapi import Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from pydantic import ValidationError
-from sqlalchemy import ColumnElement, Select, and_, case, func, or_, select
+from sqlalchemy import ColumnElement, Select, Subquery, and_, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.accounts import repository as accounts_repo
@@ -55,6 +56,7 @@ from multibank.api.routing import UnitOfWorkRoute, UnitOfWorkRouter, after_commi
 from multibank.api.scope import scope_of
 from multibank.api.v3_29.statements import CSV_COLUMNS, entry_body, to_csv
 from multibank.cards import clock as card_clock
+from multibank.cards import money as card_money
 from multibank.cards import operator as card_ops
 from multibank.cards.models import ManagedCard
 from multibank.identities import service as identities
@@ -72,7 +74,15 @@ from multibank.payments import repository as payments_repo
 from multibank.payments import steps as payment_steps
 from multibank.payments.models import OWT, SEND, TRANSFER, Payment
 from multibank.payments.schemas import OWT_STATES, SEND_STATES, TRANSFER_STATES
-from multibank.portal import auditing, overview, payment_detail, readable, sessions
+from multibank.portal import (
+    auditing,
+    card_pages,
+    card_payments,
+    overview,
+    payment_detail,
+    readable,
+    sessions,
+)
 from multibank.portal.guard import AdminThrottled, admin_authenticated
 from multibank.programmes import repository, service
 from multibank.programmes.context import Ctx
@@ -83,6 +93,7 @@ from multibank.programmes.schemas import (
     ProgrammeCreate,
     ProgrammeSettingsUpdate,
 )
+from multibank.simulator import cards as card_simulator
 from multibank.simulator.router import ClockAdvance
 from multibank.users import repository as users_repo
 from multibank.users.models import ROOT, User
@@ -148,8 +159,11 @@ def _money(amount: int, currency: str) -> str:
 
 def _describe(entry: statements.Entry) -> str:
     """The PDF's description of a statement entry, with its fee written as the portal writes
-    amounts (the PDF keeps its own)."""
+    amounts (the PDF keeps its own) and a card step's merchant."""
     text = statement_pdf.describe(entry)
+    merchant = entry.details.get("merchantName")
+    if merchant:  # a card step: where the card was used
+        text = f"{text} at {merchant}"
     pdf_fee = f", fee {Money(entry.fee, entry.currency).format()}"
     if entry.fee and text.endswith(pdf_fee):
         return f"{text.removesuffix(pdf_fee)}, fee {_money(entry.fee, entry.currency)}"
@@ -162,7 +176,27 @@ def _yesno(value: bool) -> Markup:
     return Markup(f'<option value="true"{yes}>yes</option><option value="false"{no}>no</option>')
 
 
-templates.globals.update(when=_when, money=_money, describe=_describe, yesno=_yesno)
+def field_amount(minor: int, currency: str) -> str:
+    """An amount as a money field shows it: major units, the currency's decimals, no
+    thousands separators or currency (what the operator edits)."""
+    exponent = minor_unit_exponent(currency)
+    sign = "-" if minor < 0 else ""
+    whole_part, fraction = divmod(abs(minor), 10**exponent)
+    return sign + str(whole_part) + (f".{fraction:0{exponent}d}" if exponent else "")
+
+
+# The currencies whose minor unit is not a hundredth, for the script's "= N minor units" line.
+ODD_EXPONENTS = json.dumps(
+    {c: minor_unit_exponent(c) for c in sorted(ISO_4217) if minor_unit_exponent(c) != 2}
+)
+templates.globals.update(
+    when=_when,
+    money=_money,
+    describe=_describe,
+    yesno=_yesno,
+    major=field_amount,
+    odd_exponents=ODD_EXPONENTS,
+)
 templates.filters["amount"] = overview.amount
 
 
@@ -294,6 +328,36 @@ def whole(raw: str | None, what: str) -> int:
     if not WHOLE.fullmatch(text):
         raise Refused(f"{what} must be a whole number written with the digits 0-9.")
     return int(text)
+
+
+# An amount as the portal shows it: ASCII digits, optional thousands commas, a point and decimals.
+MAJOR = re.compile(r"(-?)([0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,20})(?:\.([0-9]{1,20}))?")
+
+
+def major_amount(raw: str | None, currency: str, what: str) -> int:
+    """An amount typed as the portal writes amounts (decision 0071): major units of `currency`
+    with at most its own number of decimals (12.50 EUR, 1,250 JPY), returned in minor units;
+    anything else is refused in plain words. An unknown currency counts two decimals (the
+    service then refuses the currency itself)."""
+    exponent = minor_unit_exponent(currency)
+    example = _money(1250 * 10**exponent // 100 if exponent else 1250, currency)
+    text = (raw or "").strip().replace(" ", "")
+    match = MAJOR.fullmatch(text)
+    if match is None:
+        raise Refused(
+            f"{what} must be written in {currency} with the digits 0-9, such as "
+            f"{example.removesuffix(' ' + currency)}."
+        )
+    sign, whole_part, decimals = match.groups()
+    decimals = decimals or ""
+    if len(decimals) > exponent:
+        places = f"{exponent} decimals" if exponent else "no decimals"
+        raise Refused(f"{what} has more decimals than {currency} has ({places}).")
+    minor: int = int(whole_part.replace(",", "")) * 10**exponent
+    minor += int(decimals.ljust(exponent, "0") or "0")
+    if minor > MOST_MINOR:
+        raise Refused(f"{what} is more than any account can hold.")
+    return -minor if sign else minor
 
 
 def _bad_address(exc: RequestValidationError) -> HTMLResponse:
@@ -479,13 +543,16 @@ async def script() -> Response:
 # Paging
 
 
-def pager(request: Request, offset: int, limit: int, count: int) -> dict[str, Any]:
+def pager(
+    request: Request, offset: int, limit: int, count: int, key: str = "offset"
+) -> dict[str, Any]:
     """What a list page says under its rows: which rows of how many, and links to the pages
-    before and after, keeping the page's other query parameters (a search, a filter)."""
+    before and after, keeping the page's other query parameters (a search, a filter, another
+    list's page); `key`: the parameter of this list's offset."""
 
     def link(to: int) -> str:
-        query = {k: v for k, v in request.query_params.items() if k != "offset"}
-        return "?" + urlencode({**query, "offset": str(to)})
+        query = {k: v for k, v in request.query_params.items() if k != key}
+        return "?" + urlencode({**query, key: str(to)})
 
     shown = max(0, min(limit, count - offset))
     return {
@@ -617,6 +684,7 @@ async def programme_page(request: Request, programme_id: str) -> Response:
         card_profiles=await card_ops.card_profiles(db, programme),
         card_fees=(await service.card_fees_of(db, programme)).model_dump(),
         now=_ctx(request, programme).now,
+        exemption_currency=await _exemption_currency(request, programme),
     )
 
 
@@ -628,6 +696,15 @@ async def overview_page(request: Request, programme_id: str) -> Response:
         return opened
     signed, programme = opened
     now = _ctx(request, programme).now
+    db = _db(request)
+    view = await overview.read(db, programme.id, now)
+    base = f"/portal/programmes/{programme.id}"
+    # The waiting wire transfers' source accounts by name (one query for the rows shown).
+    sources: dict[int, Any] = {}
+    if view.waiting:
+        ids = [p.id for p in view.waiting]
+        for row in (await db.execute(payment_detail.with_parties(Payment.id.in_(ids)))).all():
+            sources[row[0].id] = payment_detail.listed(base, row)["source"]
     return await show(
         request,
         signed,
@@ -635,7 +712,8 @@ async def overview_page(request: Request, programme_id: str) -> Response:
         title=f"{programme.name} overview",
         programme=programme,
         now=now,
-        view=await overview.read(_db(request), programme.id, now),
+        view=view,
+        sources=sources,
         day_chart=overview.day_chart,
         count_chart=overview.count_chart,
         day_name=overview.day_name,
@@ -643,6 +721,68 @@ async def overview_page(request: Request, programme_id: str) -> Response:
 
 
 BOOLEAN_SETTINGS = {"stepUpRequired", "sendsScaRequired", "owtScaRequired"}
+# Settings that are amounts: the form takes them as every money field does, in major units.
+MONEY_SETTINGS = {
+    "lowValueExemptionMaxAmount": "Exempt amount per payment",
+    "lowValueExemptionMaxTotal": "Exempt total since the last SCA",
+}
+
+
+WEBHOOK_URL_LONGEST = 2000  # the API's limit (programmes/schemas.py WebhookUrl)
+
+
+def webhook_url_ascii(raw: str) -> str | None:
+    """The webhook URL as typed in the form, in the ASCII form the API stores (decision 0071):
+    an international host name in its IDNA (punycode) form, other characters of the path and
+    query percent-encoded; empty: no URL. A URL that cannot be one is refused with the reason."""
+    text = raw.strip()
+    if not text:
+        return None
+    if any(c.isspace() or not c.isprintable() for c in text):
+        raise Refused("The webhook URL contains a space or an invisible character: remove it.")
+    parts = urlsplit(text)
+    if parts.scheme.lower() not in ("http", "https") or not text.lower().startswith(
+        f"{parts.scheme.lower()}://"
+    ):
+        raise Refused(
+            f"The webhook URL must start with http:// or https:// (it starts with “{text[:12]}”)."
+        )
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise Refused(f"The webhook URL's port is not a number from 0 to 65535 ({exc}).") from exc
+    userinfo, _, host = parts.netloc.rpartition("@")
+    host = host if port is None else host.rpartition(":")[0]
+    if not host:
+        raise Refused("The webhook URL has no host name after its “//”.")
+    if not host.isascii():  # an ASCII host (an IP address, `localhost`) is kept as typed
+        try:
+            host = idna.encode(host, uts46=True).decode("ascii")
+        except idna.IDNAError as exc:
+            raise Refused(
+                f"The webhook URL's host name “{host}” is not a valid name: {exc}."
+            ) from exc
+    netloc = (f"{quote(userinfo, safe=':%')}@" if userinfo else "") + host
+    if port is not None:
+        netloc += f":{port}"
+    safe = "/%:@!$&'()*+,;=-._~?#[]"
+    path = quote(parts.path, safe=safe)
+    query = quote(parts.query, safe=safe)
+    fragment = quote(parts.fragment, safe=safe)
+    url = urlunsplit((parts.scheme.lower(), netloc, path, query, fragment))
+    if len(url) > WEBHOOK_URL_LONGEST:
+        raise Refused(
+            f"The webhook URL is {len(url):,} characters long in its ASCII form; "
+            f"at most {WEBHOOK_URL_LONGEST:,} are allowed."
+        )
+    return url
+
+
+async def _exemption_currency(request: Request, programme: Programme) -> str:
+    """The currency the exemption amounts are typed and shown in: the programme's first. The
+    setting itself is a count of minor units, the same for every currency (the API's)."""
+    currencies = (await service.read(_db(request), programme)).currencies
+    return currencies[0] if currencies else "EUR"
 
 
 def _setting_value(name: str, raw: str) -> Any:
@@ -688,9 +828,17 @@ def programme_form(
 @programme_form("settings")
 async def settings_save(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     fields = ProgrammeSettingsUpdate.model_fields
-    data = ProgrammeSettingsUpdate(
-        **{k: _setting_value(k, v) for k, v in form.items() if k in fields}
-    )
+    values = {k: _setting_value(k, v) for k, v in form.items() if k in fields}
+    currency = await _exemption_currency(request, programme)
+    for name, what in MONEY_SETTINGS.items():
+        if name in form:  # typed in major units of the currency the form names (decision 0071)
+            try:
+                values[name] = major_amount(form[name], currency, what)
+            except Refused as exc:
+                raise Refused(str(exc), f"invalid: {name}") from exc
+    if "webhookUrl" in form:
+        values["webhookUrl"] = webhook_url_ascii(form["webhookUrl"])
+    data = ProgrammeSettingsUpdate(**values)
     allow_private = container_of(request).settings.webhooks_allow_private
     await service.update_settings(_db(request), programme, data, allow_private)
     return Flash("Settings saved.")
@@ -707,10 +855,9 @@ async def key_create(request: Request, form: dict[str, str], programme: Programm
 
 @programme_form("movement_fee")
 async def movement_fee(request: Request, form: dict[str, str], programme: Programme) -> Flash:
-    amount = whole(form.get("amount"), "The fee")
-    await service.set_movement_fee(
-        _db(request), programme, form.get("kind", ""), form.get("currency", ""), amount
-    )
+    currency = form.get("currency", "")
+    amount = major_amount(form.get("amount"), currency, "The fee")
+    await service.set_movement_fee(_db(request), programme, form.get("kind", ""), currency, amount)
     return Flash("Fee set.")
 
 
@@ -724,7 +871,7 @@ async def fee_type(request: Request, form: dict[str, str], programme: Programme)
         name,
         form.get("group", "") or "DEFAULT",
         form.get("currency", ""),
-        whole(form.get("amount"), "The amount"),
+        major_amount(form.get("amount"), form.get("currency", ""), "The amount"),
     )
     return Flash(f"Fee type {name} saved.")
 
@@ -1031,6 +1178,16 @@ async def customer_page(
         users=users,
         pager=pager(request, offset, PAGE, count),
         accounts=rows,
+        can_approve=_approve_changes(identity, root),
+        can_reject=identity.dd_status != KyiStatus.REJECTED,
+    )
+
+
+def _approve_changes(identity: Identity, root: User) -> bool:
+    """Whether the sandbox's approval would change anything: it approves the due diligence
+    and verifies the root user's e-mail and mobile (identities.simulate_verify)."""
+    return not (
+        identity.dd_status == KyiStatus.APPROVED and root.email_verified and root.mobile_verified
     )
 
 
@@ -1087,7 +1244,15 @@ async def customer_decide(
         return RedirectResponse(f"{url}/reject", status_code=303)
     ctx = _ctx(request, programme)
 
+    root = await users_repo.root_of(_db(request), programme.id, identity.id)
+    check = "KYB" if identity.type == "CORPORATE" else "KYC"
+
     async def work() -> Flash:
+        # A stale page's button that would change nothing is said, not done again.
+        if decision == "verify" and not _approve_changes(identity, root):
+            raise Refused(f"The {check} is approved already: nothing changed.", "ALREADY_VERIFIED")
+        if decision == "reject" and identity.dd_status == KyiStatus.REJECTED:
+            raise Refused(f"The {check} is rejected already: nothing changed.")
         if decision == "verify":
             await identities.simulate_verify(ctx, identity.id, identity.type)
             return Flash("Approved.")
@@ -1128,7 +1293,7 @@ async def account_action(
             # The simulator's rule: only an allocation the owner asked for is finished early.
             await accounts.allocate_pending_iban(ctx, account)
             return Flash(f"IBAN {account.iban} allocated.")
-        amount = whole(form.get("amount"), "The amount")
+        amount = major_amount(form.get("amount"), account.currency, "The amount")
         code = await accounts.deposit(
             ctx, account, account.currency, amount, {"sender": "Portal deposit"}
         )
@@ -1234,7 +1399,11 @@ async def account_page(
         programme=programme,
         account=account,
         ledger_account=await _db(request).get(LedgerAccount, account.id),
+        owner=await _owner_name(_db(request), programme.id, account.identity_id),
         entries=page.entries,
+        entry_links=await payment_detail.statement_links(
+            _db(request), f"/portal/programmes/{programme.id}", programme.id, page.entries
+        ),
         offset=offset,
         span=span,
         downloads={kind: f"{base}.{kind}?{query}" for kind in STATEMENT_KINDS},
@@ -1330,6 +1499,7 @@ async def ledger_page(request: Request, programme_id: str, offset: Offset = 0) -
             )
         )
         kinds = {i: k.lower().replace("_", " ") for i, k in found.all()}
+    names = await payment_detail.instrument_names(db, programme.id, account_ids)
     return await show(
         request,
         signed,
@@ -1339,14 +1509,22 @@ async def ledger_page(request: Request, programme_id: str, offset: Offset = 0) -
         violations=await verify_alone(container_of(request).db, programme.id),
         transactions=[(t, postings[t.id]) for t in txs],
         kinds=kinds,
+        names=names,
         offset=offset,
         limit=PAGE,
         more=more,
     )
 
 
-PAYMENT_KINDS = {"TRANSFER": TRANSFER, "SEND": SEND, "OWT": OWT}
-PAYMENT_STATES = tuple(dict.fromkeys((*TRANSFER_STATES, *SEND_STATES, *OWT_STATES)))
+PAYMENT_KINDS = {
+    "TRANSFER": TRANSFER,
+    "SEND": SEND,
+    "OWT": OWT,
+    **{kind: kind for kind in card_payments.CARD_KINDS.values()},
+}
+PAYMENT_STATES = tuple(
+    dict.fromkeys((*TRANSFER_STATES, *SEND_STATES, *OWT_STATES, *card_payments.CARD_STATES))
+)
 # What the operator has to settle or reject (sandbox wires waiting at the bank) comes first.
 NEEDS_ACTION = ("SUBMITTED", "APPROVED")
 DAY_MS = 86_400_000
@@ -1395,9 +1573,10 @@ def _major(raw: str, what: str, problems: list[str]) -> Decimal | None:
     return value
 
 
-def _amount_bound(major: Decimal, at_least: bool) -> ColumnElement[bool]:
-    """Payment.amount (minor units) at least / at most `major` in the payment's own currency:
+def _amount_bound(listed: Subquery, major: Decimal, at_least: bool) -> ColumnElement[bool]:
+    """The listed amount (minor units) at least / at most `major` in the row's own currency:
     one branch per minor-unit exponent, so the database compares integers."""
+    amount, currency = listed.c.amount, listed.c.currency
     odd = {e: sorted(c for c in ISO_4217 if minor_unit_exponent(c) == e) for e in (0, 3)}
     odd_codes = [c for codes in odd.values() for c in codes]
 
@@ -1406,51 +1585,55 @@ def _amount_bound(major: Decimal, at_least: bool) -> ColumnElement[bool]:
         minor = min(
             int(scaled.to_integral_value(ROUND_CEILING if at_least else ROUND_FLOOR)), MOST_MINOR
         )
-        return Payment.amount >= minor if at_least else Payment.amount <= minor
+        return amount >= minor if at_least else amount <= minor
 
     return or_(
-        *(and_(Payment.currency.in_(codes), bound(e)) for e, codes in odd.items()),
-        and_(Payment.currency.not_in(odd_codes), bound(2)),
+        *(and_(currency.in_(codes), bound(e)) for e, codes in odd.items()),
+        and_(currency.not_in(odd_codes), bound(2)),
     )
 
 
 def _payment_conditions(
-    filters: PaymentFilters,
+    filters: PaymentFilters, listed: Subquery
 ) -> tuple[list[ColumnElement[bool]], list[str]]:
-    """The SQL conditions of the payments page's filters and, for each input that is not a
-    filter, a sentence saying what to type instead (that filter is then left out)."""
+    """The SQL conditions of the payments page's filters on the listed payments and card steps
+    (`card_payments.listing`) and, for each input that is not a filter, a sentence saying what
+    to type instead (that filter is then left out)."""
     conditions: list[ColumnElement[bool]] = []
     problems: list[str] = []
     if filters.state:
         state = filters.state.strip().upper()
         if state in PAYMENT_STATES:
-            conditions.append(Payment.state == state)
+            conditions.append(listed.c.state == state)
         else:
             problems.append(f"State must be one of: {', '.join(PAYMENT_STATES)}.")
     if filters.kind:
         kind = PAYMENT_KINDS.get(filters.kind.strip().upper())
         if kind:
-            conditions.append(Payment.kind == kind)
+            conditions.append(listed.c.kind == kind)
         else:
-            problems.append("Kind must be transfer, send or OWT (outgoing wire transfer).")
+            problems.append(
+                "Kind must be transfer, send, OWT (outgoing wire transfer), card_authorisation, "
+                "card_settlement or card_refund."
+            )
     start = _day_ms(filters.date_from.strip(), "From", problems) if filters.date_from else None
     end = _day_ms(filters.date_to.strip(), "To", problems) if filters.date_to else None
     if start is not None and end is not None and start > end:
         problems.append("From must not be after To.")
     else:
         if start is not None:
-            conditions.append(Payment.created_at >= start)
+            conditions.append(listed.c.created_at >= start)
         if end is not None:  # the whole of the To day
-            conditions.append(Payment.created_at < end + DAY_MS)
+            conditions.append(listed.c.created_at < end + DAY_MS)
     low = _major(filters.amount_min, "Minimum amount", problems) if filters.amount_min else None
     high = _major(filters.amount_max, "Maximum amount", problems) if filters.amount_max else None
     if low is not None and high is not None and low > high:
         problems.append("Minimum amount must not be more than maximum amount.")
     else:
         if low is not None:
-            conditions.append(_amount_bound(low, at_least=True))
+            conditions.append(_amount_bound(listed, low, at_least=True))
         if high is not None:
-            conditions.append(_amount_bound(high, at_least=False))
+            conditions.append(_amount_bound(listed, high, at_least=False))
     return conditions, problems
 
 
@@ -1474,16 +1657,25 @@ async def payments_page(
     filters = PaymentFilters(
         *(value[:40] for value in (state, kind, date_from, date_to, amount_min, amount_max))
     )
-    conditions, problems = _payment_conditions(filters)
-    stmt = select(Payment).where(Payment.programme_id == programme.id, *conditions)
+    listed = card_payments.listing(programme.id)
+    conditions, problems = _payment_conditions(filters, listed)
+    stmt = select(listed.c.source, listed.c.id).where(*conditions)
     count = await _count(db, stmt)
-    needs_action = case((and_(Payment.kind == OWT, Payment.state.in_(NEEDS_ACTION)), 0), else_=1)
-    ordering = (needs_action, Payment.created_at.desc(), Payment.id.desc())
-    # The page's payments with their parties' names, in one query (no query per row): the
-    # names are joined to the page's rows only, not to every payment the filters match.
-    shown = stmt.with_only_columns(Payment.id).order_by(*ordering).offset(offset).limit(PAGE)
-    rows = await db.execute(payment_detail.with_parties(Payment.id.in_(shown)).order_by(*ordering))
+    waits = and_(listed.c.kind == OWT, listed.c.state.in_(NEEDS_ACTION))
+    ordering = (case((waits, 0), else_=1), listed.c.created_at.desc(), listed.c.id.desc())
+    page_rows = (await db.execute(stmt.order_by(*ordering).offset(offset).limit(PAGE))).all()
     base = f"/portal/programmes/{programme.id}"
+    # The page's payments with their parties' names in one query, its card steps with their
+    # cards' in another (no query per row), joined to the page's rows only.
+    payment_ids = [i for source, i in page_rows if source == card_payments.PAYMENT]
+    by_id: dict[tuple[str, int], dict[str, Any]] = {}
+    if payment_ids:
+        found = await db.execute(payment_detail.with_parties(Payment.id.in_(payment_ids)))
+        for row in found.all():
+            by_id[card_payments.PAYMENT, row[0].id] = payment_detail.listed(base, row)
+    card_ids = [i for source, i in page_rows if source == card_payments.CARD]
+    for i, shown in (await card_payments.card_rows(db, base, programme.id, card_ids)).items():
+        by_id[card_payments.CARD, i] = shown
     return await show(
         request,
         signed,
@@ -1493,7 +1685,7 @@ async def payments_page(
         filters=filters,
         states=PAYMENT_STATES,
         problems=problems,
-        payments=[payment_detail.listed(base, row) for row in rows.all()],
+        payments=[by_id[(s, i)] for s, i in page_rows if (s, i) in by_id],
         pager=pager(request, offset, PAGE, count),
     )
 
@@ -1778,10 +1970,10 @@ async def inbox_page(request: Request, programme_id: str, offset: Offset = 0) ->
 
 @programme_form("card_fee")
 async def card_fee(request: Request, form: dict[str, str], programme: Programme) -> Flash:
-    kind = form.get("kind", "")
+    kind, currency = form.get("kind", ""), form.get("currency", "")
     # The operator API's model: an unknown kind or a malformed currency is refused by it.
     changes = CardFeeWrite.model_validate(
-        {kind: {form.get("currency", ""): whole(form.get("amount"), "The fee")}}
+        {kind: {currency: major_amount(form.get("amount"), currency, "The fee")}}
     )
     await service.set_card_fees(_db(request), programme, changes.model_dump(exclude_none=True))
     return Flash("Card fee set.")
@@ -1792,25 +1984,33 @@ async def cards_page(
     request: Request,
     programme_id: str,
     identity: Annotated[str | None, Query(max_length=40)] = None,
+    q: Annotated[str | None, Query(max_length=SEARCH_LONGEST)] = None,
     offset: Offset = 0,
 ) -> Response:
     opened = await _open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, programme = opened
+    db = _db(request)
     who = (identity or "").strip()
     number = parse_id(who) if who else None
-    count, rows = 0, list[tuple[ManagedCard, LedgerAccount | None]]()
+    count, cards = 0, list[dict[str, Any]]()
     if not who or number is not None:
-        count, rows = await card_ops.page(_db(request), programme.id, number, (), offset, PAGE)
+        text = (q or "").strip().lstrip("*•· ")
+        stmt = card_pages.search(programme.id, number, _contains(text) if text else None, text)
+        count = await _count(db, stmt)
+        ordered = stmt.order_by(ManagedCard.created_at.desc(), ManagedCard.id.desc())
+        for card, balance, owner in (await db.execute(ordered.offset(offset).limit(PAGE))).all():
+            cards.append({**card_ops.card_view(card, balance), "ownerName": owner or ""})
     return await show(
         request,
         signed,
         "cards.html",
         title="Cards",
         programme=programme,
-        cards=[card_ops.card_view(card, balance) for card, balance in rows],
+        cards=cards,
         identity=who,
+        q=(q or "").strip(),
         pager=pager(request, offset, PAGE, count),
     )
 
@@ -1827,8 +2027,14 @@ async def _card(request: Request, programme: Programme, value: str) -> Any:
 
 @router.get("/programmes/{programme_id}/cards/{card_id}")
 async def card_page(
-    request: Request, programme_id: str, card_id: str, offset: Offset = 0
+    request: Request,
+    programme_id: str,
+    card_id: str,
+    offset: Offset = 0,
+    entries: Offset = 0,
 ) -> Response:
+    """A card: its owner by name, its statement (funding, purchases, fees, with the balances
+    after), what becomes of its money, its authorisations, and in a sandbox a test purchase."""
     opened = await _open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
@@ -1842,6 +2048,12 @@ async def card_page(
     except DomainError:
         return _not_found("card")
     count, found = await card_ops.authorisations(db, programme.id, card.id, offset, PAGE)
+    spending = card.id if card.parent_account_id is None else card.parent_account_id
+    query = statements.StatementQuery(
+        spending, fund_movements_only=True, offset=entries, limit=PAGE, card_id=card.id
+    )
+    statement = await statements.statement(db, query)
+    base = f"/portal/programmes/{programme.id}"
     return await show(
         request,
         signed,
@@ -1849,9 +2061,72 @@ async def card_page(
         title=card.friendly_name,
         programme=programme,
         card=card_ops.card_view(card, balance),
+        owner=await _owner_name(db, programme.id, card.identity_id),
+        account_name=await _account_name(db, programme.id, card.parent_account_id),
+        fate=card_pages.fate(card, balance),
         authorisations=found,
         pager=pager(request, offset, PAGE, count),
+        entries=statement.entries,
+        entry_links=await payment_detail.statement_links(db, base, programme.id, statement.entries),
+        entries_pager=pager(request, entries, PAGE, statement.count, key="entries"),
     )
+
+
+async def _owner_name(db: AsyncSession, programme_id: int, identity_id: int | None) -> str:
+    """The name the customers page gives an owner (the company's, or "name surname")."""
+    if identity_id is None:
+        return ""
+    stmt = (
+        select(Identity, User)
+        .join(User, (User.identity_id == Identity.id) & (User.role == ROOT))
+        .where(Identity.programme_id == programme_id, Identity.id == identity_id)
+    )
+    row = (await db.execute(stmt)).one_or_none()
+    return "" if row is None else _name(row[0], row[1])
+
+
+async def _account_name(db: AsyncSession, programme_id: int, account_id: int | None) -> str:
+    if account_id is None:
+        return ""
+    account = await accounts_repo.get_in_programme(db, programme_id, account_id, False)
+    return "" if account is None else account.friendly_name
+
+
+@router.post("/programmes/{programme_id}/cards/{card_id}/purchase")
+async def card_purchase(request: Request, programme_id: str, card_id: str) -> Response:
+    """The card simulator's purchase (an authorisation and its settlement at once), from the
+    card's page of a sandbox programme: the same service, rules and refusals (D26)."""
+    opened = await _posted_programme(request, programme_id)
+    if isinstance(opened, Response):
+        return opened
+    signed, form, programme = opened
+    number = parse_id(card_id)
+    if number is None or programme.mode != "sandbox":
+        return _not_found("card")
+    ctx = _ctx(request, programme)
+    card, profile_rules = await card_simulator.card_and_rules(ctx, str(number))
+    if card is None:
+        return _not_found("card")
+    url = f"/portal/programmes/{programme.id}/cards/{card.id}"
+
+    async def work() -> Flash:
+        amount = major_amount(form.get("amount"), card.currency, "The amount")
+        merchant = (form.get("merchant") or "").strip() or card_money.DEFAULT_MERCHANT_NAME
+        if len(merchant) > 50:
+            raise Refused("The merchant's name must be at most 50 characters.")
+        attempt = card_money.Attempt(
+            currency=card.currency,
+            amount=amount,
+            merchant_name=merchant,
+            atm=form.get("atm") == "yes",
+        )
+        outcome = await card_money.purchase(ctx, card, attempt, profile_rules=profile_rules)
+        if outcome.code not in ("APPROVED", "COMPLETED"):
+            raise Refused(readable.sentence(outcome.code), outcome.code)
+        what = "ATM withdrawal" if attempt.atm else f"Purchase at {merchant}"
+        return Flash(f"{what} of {_money(amount, card.currency)} settled.", code=outcome.code)
+
+    return await act(request, signed, url, work)
 
 
 @router.post("/programmes/{programme_id}/cards/{card_id}/{action}")

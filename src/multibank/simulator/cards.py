@@ -216,7 +216,7 @@ _CARD = (
 )
 
 
-async def _card_and_rules(
+async def card_and_rules(
     ctx: Ctx, card_id: str
 ) -> tuple[ManagedCard | None, dict[str, Any] | None]:
     """The programme's card, its row locked (an authorisation reads its spend, then decides),
@@ -233,7 +233,7 @@ async def _card_and_rules(
 
 
 async def _card(ctx: Ctx, card_id: str) -> ManagedCard | None:
-    return (await _card_and_rules(ctx, card_id))[0]
+    return (await card_and_rules(ctx, card_id))[0]
 
 
 async def _card_by_details(
@@ -290,7 +290,7 @@ ANSWER: dict[str, Any] = {
 async def purchase_by_id(
     card_id: CardPath, body: Purchase, ctx: SimCtx, container: AppContainer
 ) -> CardCode:
-    card, profile_rules = await _card_and_rules(ctx, card_id)
+    card, profile_rules = await card_and_rules(ctx, card_id)
     if card is None:
         return _answer(NOT_FOUND, True)
     attempt = _attempt(body, card, container.card_keys())
