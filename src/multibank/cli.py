@@ -1,5 +1,5 @@
-"""The `multibank` command: serve, db, programme, ledger, webhooks, sandbox. Every operator action
-calls the same services as the operator API, so the two never disagree."""
+"""The `multibank` command: serve, db, programme, ledger, audit, webhooks, sandbox. Every operator
+action calls the same services as the operator API, so the two never disagree."""
 
 from __future__ import annotations
 
@@ -126,6 +126,8 @@ app.add_typer(db_app, name="db")
 app.add_typer(programme_app, name="programme")
 ledger_app = OperatorApp(help="The double-entry ledger.")
 app.add_typer(ledger_app, name="ledger")
+audit_app = OperatorApp(help="The operator audit log.")
+app.add_typer(audit_app, name="audit")
 webhooks_app = OperatorApp(help="Webhook events: receive them locally, or deliver them.")
 app.add_typer(webhooks_app, name="webhooks")
 sandbox_app = OperatorApp(help="Sandbox helpers: ready-made test data.")
@@ -402,12 +404,44 @@ def serve(
 
 
 @db_app.command("upgrade")
-def db_upgrade() -> None:
-    """Create or update the database schema (apply every migration not applied yet)."""
-    from multibank.kernel.migrate import upgrade
+def db_upgrade(
+    server_role: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ROLE",
+            envvar="MULTIBANK_DATABASE_SERVER_ROLE",
+            help="PostgreSQL: the role the server runs as (not the schema's owner, not a "
+            "superuser). Grants it what the server needs and checks it cannot change postings, "
+            "audit records, a transaction's details or an event's payload.",
+        ),
+    ] = None,
+) -> None:
+    """Create or update the database schema (apply every migration not applied yet).
 
-    _run(upgrade, creates=True)
+    Run it as the role that owns the schema. With --server-role (PostgreSQL), the server's own
+    role is then granted what the server needs, and checked; exits 1 when it has more."""
+    from multibank.kernel.migrate import RoleProblem, grant_server_role, upgrade
+
+    settings = _settings()
+    if server_role and settings.is_sqlite:
+        _fail("--server-role is for PostgreSQL: a SQLite database has no roles", CANNOT_START)
+
+    async def work(db: Database) -> None:
+        await upgrade(db)
+        if server_role:
+            await grant_server_role(db, server_role)
+
+    try:
+        _run(work, settings, creates=True)
+    except RoleProblem as exc:
+        _fail(f"db upgrade: {exc}")
     typer.echo("database is up to date")
+    if server_role:
+        typer.echo(
+            f"role {server_role}: granted what the server needs; it cannot update, delete or "
+            "truncate postings or audit records, change a transaction's details or an event's "
+            "payload, alter a table or create one"
+        )
 
 
 @programme_app.command("create")
@@ -727,6 +761,35 @@ def ledger_verify(
     if problems:
         _fail(f"ledger verify: {len(problems)} violation(s)")
     typer.echo("ledger verify: ok")
+
+
+@audit_app.command("verify")
+def audit_verify() -> None:
+    """Check that the audit log's hash chain is whole; exits 1 at the first break.
+
+    Each record carries the hash of the one before it: a record changed, removed or inserted
+    outside the server breaks the chain there, and the first break is named. Prints the chain's
+    head (its last record's seq and hash): keep it elsewhere to tell later that no record was
+    removed from the end, nor the whole chain rewritten. Exits 2 when it cannot check."""
+    from multibank.audit.chain import Verdict, verify
+
+    async def work(db: Database) -> Verdict:
+        async with db.transaction() as session:
+            return await verify(session)
+
+    verdict = _run(work)
+    row = verdict.broken_at
+    if row is not None:
+        typer.echo(
+            f"audit verify: the chain breaks at record {row.id} (seq {row.seq}, "
+            f"{row.action} by {row.actor} at {row.at}): {verdict.reason}",
+            err=True,
+        )
+        _fail(f"audit verify: broken after seq {verdict.head_seq}")
+    typer.echo(
+        f"audit verify: ok, {verdict.records} record(s); head seq {verdict.head_seq} "
+        f"hash {verdict.head_hash}"
+    )
 
 
 @webhooks_app.command("listen")

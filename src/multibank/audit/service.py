@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from multibank.audit import chain
 from multibank.audit.models import AuditRecord
-from multibank.kernel.db import Database
+from multibank.kernel.db import Database, dialect_name
 from multibank.kernel.ids import new_id
 from multibank.programmes import service as programmes
 from multibank.programmes.models import Programme
@@ -23,6 +24,7 @@ from multibank.webhooks.models import WebhookEvent
 CLI = "cli"
 ADMIN_TOKEN = "admin token"
 Snapshot = dict[str, Any]
+CHAIN_LOCK = 7_314_159_266  # the advisory lock that orders the chain's writers (PostgreSQL)
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,21 @@ async def record(
     changes: dict[str, list[Any]] | None = None,
     note: str | None = None,
 ) -> AuditRecord:
-    """Adds the record to `db`'s transaction."""
+    """Adds the record to `db`'s transaction, as the next link of the chain (audit/chain.py).
+
+    The chain's end is read and extended while no other writer can: on PostgreSQL under a
+    transaction-scoped advisory lock, held to the commit (a record is its action's last write,
+    so the lock is held briefly); on SQLite by the one writer. `seq` is unique besides, so two
+    records can never extend the same one."""
+    if dialect_name(db) == "postgresql":
+        await db.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": CHAIN_LOCK})
+    last = (
+        await db.execute(
+            select(AuditRecord.seq, AuditRecord.hash).order_by(AuditRecord.seq.desc()).limit(1)
+        )
+    ).first()
+    seq = 1 if last is None or last.seq is None else last.seq + 1
+    prev = chain.GENESIS if last is None or last.hash is None else last.hash
     row = AuditRecord(
         id=new_id(),
         at=at_ms,
@@ -50,9 +66,12 @@ async def record(
         programme_id=programme_id,
         target_kind=target.kind if target else None,
         target_id=target.id[:80] if target else None,
-        changes=changes or None,
+        changes=chain.normal_json(changes or None),
         note=note[:300] if note else None,
+        seq=seq,
+        prev_hash=prev,
     )
+    row.hash = chain.digest_of(row, prev)
     db.add(row)
     await db.flush()
     return row
