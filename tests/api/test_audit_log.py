@@ -6,6 +6,7 @@ admin token and pages; the database refuses to change or remove a record."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import secrets
@@ -13,8 +14,11 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import text
+from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError
+
+from multibank.audit import chain
+from multibank.audit.models import AuditRecord
 
 from tests.api.test_portal_web import (
     PORTAL_API,
@@ -344,3 +348,33 @@ async def test_customer_account_and_card_actions_name_their_target(
     assert [r["actor"] for r in found][:2] == ["admin token", "admin token"]
     assert found[2]["actor"].startswith("portal session ")
     assert all(r["changes"] == [] for r in found if r["action"] != "programme.settings")
+
+
+async def test_each_record_carries_the_hash_of_the_one_before_with_concurrent_writers(
+    container, client, admin_headers, programme
+):
+    """Issue 41 §5: the log is a hash chain, and stays one when many operator writes land at
+    once (PostgreSQL: many connections; each record is its action's last write, taken in turn):
+    seq 1, 2, 3 ... without a gap, each record's prev_hash the hash of the one before, each hash
+    that of its own content."""
+    progs = [await programme() for _ in range(4)]
+
+    async def change(p: Any, limit: int) -> int:
+        r = await client.patch(
+            f"{PORTAL_API}/{p.id}/settings", headers=admin_headers, json={"failedLoginLimit": limit}
+        )
+        return r.status_code
+
+    answers = await asyncio.gather(*(change(p, n) for n in (6, 7, 8) for p in progs))
+    assert answers == [200] * 12
+    async with container.db.transaction() as session:
+        rows = list(await session.scalars(select(AuditRecord).order_by(AuditRecord.seq)))
+        verdict = await chain.verify(session)
+    assert [r.seq for r in rows] == list(range(1, len(rows) + 1))
+    prev = chain.GENESIS
+    for row in rows:
+        assert row.prev_hash == prev and row.hash == chain.digest_of(row, prev)
+        prev = row.hash
+    assert verdict.broken_at is None and verdict.head_hash == rows[-1].hash
+    mine = [r for r in rows if str(r.programme_id) in {p.id for p in progs}]
+    assert len(mine) == 12
