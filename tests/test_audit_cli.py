@@ -14,7 +14,6 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from multibank.kernel.db import Database
-
 from tests.test_cli import cli, cli_database, ok, unique_name
 from tests.test_cli_devloop import refused
 

@@ -19,7 +19,6 @@ from sqlalchemy.exc import DBAPIError
 
 from multibank.audit import chain
 from multibank.audit.models import AuditRecord
-
 from tests.api.test_portal_web import (
     PORTAL_API,
     landed,
