@@ -884,6 +884,7 @@ def sandbox_seed(
     account id, IBAN and a fresh token, already stepped up (it lapses when unused for a while:
     log in again with the e-mail and password). Made through the API itself, on the configured
     database."""
+    from multibank.audit import service as audit
     from multibank.kernel.node_lease import NodeKeeper
     from multibank.programmes import service
     from multibank.sandbox_seed import CURRENCY, DEPOSIT, Seeded, SeedError, seed
@@ -904,7 +905,18 @@ def sandbox_seed(
             await nodes.stop()
         if mode != "sandbox":
             raise SeedError(f"it is a {mode} programme; only sandbox programmes are seeded")
-        return await seed(settings, programme, description)
+        seeded = await seed(settings, programme, description)
+        # Money put in by an operator's command: in the audit log (issue 41 §5).
+        for who in (seeded[0].corporate, seeded[0].consumer):
+            await audit.record_cli(
+                db,
+                Clock().system_ms(),
+                "account.deposit",
+                programme,
+                target=audit.Target("account", who.accountId),
+                note=f"{DEPOSIT / 100:.2f} {CURRENCY} by sandbox seed (simulator deposit)",
+            )
+        return seeded
 
     try:
         seeded, admin_token = _run(work, settings)
@@ -1004,10 +1016,20 @@ def cards_pool_create(
             async with db.transaction() as session:
                 found = await service.require_programme_by_name(session, programme)
                 ctx = Ctx(session, found, clock.now_ms(found.clock_offset_ms))
+                pool = audit.Target("card_pool", str(found.id))
+                before = await audit.subject(session, found.id, pool)
                 made = await create_pool(ctx, keys, profile, count, physical, currency)
                 note = f"{len(made)} card(s) of profile {profile}"
+                changes = audit.diff(before, await audit.subject(session, found.id, pool))
                 await audit.record(
-                    session, clock.system_ms(), audit.CLI, "card_pool.create", found.id, note=note
+                    session,
+                    clock.system_ms(),
+                    audit.CLI,
+                    "card_pool.create",
+                    found.id,
+                    pool,
+                    changes,
+                    note,
                 )
                 return made
         finally:

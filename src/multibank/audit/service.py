@@ -13,16 +13,32 @@ from typing import Any
 from sqlalchemy import Select, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from multibank.accounts.models import ManagedAccount
 from multibank.audit import chain
 from multibank.audit.models import AuditRecord
+from multibank.cards.models import ManagedCard
 from multibank.kernel.db import Database, dialect_name
 from multibank.kernel.ids import new_id
+from multibank.kernel.validation import parse_id
 from multibank.programmes import service as programmes
 from multibank.programmes.models import Programme
 from multibank.webhooks.models import WebhookEvent
 
 CLI = "cli"
 ADMIN_TOKEN = "admin token"
+SIMULATOR = "simulator"
+# Actions whose whole effect is on the programme's settings (the snapshot): one that changed
+# nothing is not recorded, for nothing happened (issue 41 §5).
+SETTINGS_ACTIONS = frozenset(
+    {
+        "programme.settings",
+        "profile.update",
+        "fee_type.set",
+        "card_fee.set",
+        "movement_fee.set",
+        "clock.advance",
+    }
+)
 Snapshot = dict[str, Any]
 CHAIN_LOCK = 7_314_159_266  # the advisory lock that orders the chain's writers (PostgreSQL)
 
@@ -103,6 +119,50 @@ async def snapshot(db: AsyncSession, programme_id: int | None) -> Snapshot:
         state = "revoked" if key.revokedTimestamp else "active"
         out[f"apiKeys.{key.id}"] = f"{key.prefix}… {key.label or '(no label)'} ({state})"
     return out
+
+
+async def subject(db: AsyncSession, programme_id: int | None, target: Target | None) -> Snapshot:
+    """What an action on `target` can change of it, one value per field ({} for other kinds):
+    an account's or a card's state and block reason, a delivery's state and attempts, the
+    number of cards in the card pool."""
+    if programme_id is None or target is None:
+        return {}
+    if target.kind == "card_pool":
+        unassigned = select(func.count()).where(
+            ManagedCard.programme_id == programme_id,
+            ManagedCard.identity_id.is_(None),
+            ManagedCard.state != "DESTROYED",
+        )
+        return {"cardPool.unassigned": int(await db.scalar(unassigned) or 0)}
+    number = parse_id(target.id)
+    if number is None:
+        return {}
+    if target.kind in ("account", "card"):
+        model = ManagedAccount if target.kind == "account" else ManagedCard
+        stmt = select(model.state, model.blocked_reason).where(
+            model.programme_id == programme_id, model.id == number
+        )
+        row = (await db.execute(stmt)).first()
+        if row is None:
+            return {}
+        return {
+            f"{target.kind}.state": row.state,
+            f"{target.kind}.blockedReason": row.blocked_reason,
+        }
+    if target.kind == "webhook_event":
+        found = select(WebhookEvent.state, WebhookEvent.attempts).where(
+            WebhookEvent.programme_id == programme_id, WebhookEvent.id == number
+        )
+        event = (await db.execute(found)).first()
+        if event is None:
+            return {}
+        return {"delivery.state": event.state, "delivery.attempts": event.attempts}
+    return {}
+
+
+def changed_nothing(action: str, changes: dict[str, list[Any]]) -> bool:
+    """A settings action that left every setting as it was: not recorded as a change."""
+    return action in SETTINGS_ACTIONS and not changes
 
 
 def diff(before: Snapshot, after: Snapshot) -> dict[str, list[Any]]:
@@ -188,6 +248,8 @@ async def record_change(
     """Records an action done in `db`'s transaction, with the settings it changed since
     `before` (a `snapshot` taken before it; {} for a programme it made)."""
     changes = diff(before, await snapshot(db, programme_id))
+    if changed_nothing(action, changes):
+        return
     await record(db, at_ms, actor, action, programme_id, target, changes, note)
 
 
