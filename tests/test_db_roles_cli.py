@@ -15,6 +15,7 @@ from sqlalchemy import make_url, text
 from sqlalchemy.exc import DBAPIError
 
 from multibank.kernel.db import Database
+from multibank.kernel.migrate import grant_server_role, upgrade
 from tests.api import test_ratelimits
 from tests.api.test_portal_web import PORTAL_API
 from tests.conftest import ADMIN_TOKEN, DB_KIND, PG_ADMIN_URL, Prog, _pg_admin
@@ -134,3 +135,22 @@ async def test_the_server_runs_as_its_role(
     assert r.status_code == 201, r.text
     with cli_database(monkeypatch, role_url):
         assert "audit verify: ok" in ok(await cli("audit", "verify"))
+
+
+async def test_serve_as_the_server_role_asks_for_the_owners_upgrade(
+    fresh_database_url, server_role, monkeypatch
+) -> None:
+    """A schema behind the release, and `serve` started as the server's role: one line saying to
+    run `db upgrade` as the owner, exit 2, no traceback."""
+    role, role_url = server_role
+    db = Database(fresh_database_url)
+    try:
+        await upgrade(db, "0027")
+        await grant_server_role(db, role)
+    finally:
+        await db.dispose()
+    with cli_database(monkeypatch, role_url):
+        r = await cli("serve", "--port", "18577")
+    assert r.exit_code == 2, r.output
+    assert "run `multibank db upgrade` as the schema's owner" in r.stderr
+    assert "Traceback" not in r.output

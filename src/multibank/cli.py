@@ -320,6 +320,27 @@ def _can_listen(host: str, port: int) -> None:
         _fail(f"cannot listen on {where}: {reason}", CANNOT_START)
 
 
+async def _upgrade_for_serve(db: Database) -> None:
+    """Migrates a database behind this release. Running as a server role that may not (decision
+    0075), says in one line to run `db upgrade` as the schema's owner."""
+    from sqlalchemy.exc import DBAPIError
+
+    from multibank.kernel.migrate import current_revision, head_revision, upgrade
+
+    if await current_revision(db) == head_revision():
+        return  # nothing to do: no DDL attempted, which the server's role could not run
+    try:
+        await upgrade(db)
+    except DBAPIError as exc:
+        if "permission denied" in str(exc) or "must be owner" in str(exc):
+            _fail(
+                "the database schema is behind this release and this role may not change it: "
+                "run `multibank db upgrade` as the schema's owner first",
+                CANNOT_START,
+            )
+        raise
+
+
 @app.command()
 def serve(
     host: Annotated[
@@ -339,7 +360,6 @@ def serve(
     import uvicorn
 
     from multibank.app import build_container, startup
-    from multibank.kernel.migrate import upgrade
     from multibank.kernel.node_lease import NodeKeeper
 
     settings = _settings()
@@ -347,7 +367,7 @@ def serve(
 
     async def prepare(db: Database) -> tuple[ProgrammeDescription, bool, str | None]:
         await _reachable(db, settings.database_startup_timeout_seconds)
-        await upgrade(db)
+        await _upgrade_for_serve(db)
         nodes = NodeKeeper(db, Clock())
         await nodes.start(renew_in_background=False)
         try:
