@@ -8,6 +8,10 @@ after wrong activation codes, audit records chained by hash (issue 41 §5, decis
   record before it and its own (audit/chain.py). The records written before this revision are
   chained here, oldest first, with a frozen copy of the hash's format; the append-only trigger
   is lifted for that, inside this migration's transaction, and put back.
+- `ledger_transactions.details` and `webhook_events.payload` are written once: a trigger refuses
+  an UPDATE that changes them (PostgreSQL: a row trigger raising `restrict_violation`; SQLite:
+  `RAISE(ABORT)`), whoever runs it; the server's own role has no UPDATE on them either
+  (decision 0075).
 
 Revision ID: 0028
 Revises: 0027
@@ -92,6 +96,38 @@ def _chain_existing() -> None:
         )
 
 
+WRITTEN_ONCE = (("ledger_transactions", "details"), ("webhook_events", "payload"))
+PG_WRITTEN_ONCE = """
+CREATE FUNCTION written_once() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '%.% is written once: UPDATE refused', TG_TABLE_NAME, TG_ARGV[0]
+        USING ERRCODE = 'restrict_violation';
+END
+$$
+"""
+
+
+def _written_once() -> None:
+    postgresql = op.get_bind().dialect.name == "postgresql"
+    if postgresql:
+        op.execute(PG_WRITTEN_ONCE)
+    for table, column in WRITTEN_ONCE:
+        name = f"{table}_{column}_written_once"
+        if postgresql:
+            op.execute(
+                f"CREATE TRIGGER {name} BEFORE UPDATE OF {column} ON {table} FOR EACH ROW"
+                f" WHEN (OLD.{column}::text IS DISTINCT FROM NEW.{column}::text)"
+                f" EXECUTE FUNCTION written_once('{column}')"
+            )
+        else:
+            op.execute(
+                f"CREATE TRIGGER {name} BEFORE UPDATE OF {column} ON {table}"
+                f" WHEN OLD.{column} IS NOT NEW.{column}"
+                f" BEGIN SELECT RAISE(ABORT, '{table}.{column} is written once: UPDATE refused');"
+                " END"
+            )
+
+
 def upgrade() -> None:
     op.create_table(
         "wrong_guesses",
@@ -112,9 +148,16 @@ def upgrade() -> None:
     op.add_column("audit_records", sa.Column("hash", sa.String(length=64), nullable=True))
     _chain_existing()
     op.create_index("ix_audit_records_seq", "audit_records", ["seq"], unique=True)
+    _written_once()
 
 
 def downgrade() -> None:
+    postgresql = op.get_bind().dialect.name == "postgresql"
+    for table, column in WRITTEN_ONCE:
+        on = f" ON {table}" if postgresql else ""
+        op.execute(f"DROP TRIGGER {table}_{column}_written_once{on}")
+    if postgresql:
+        op.execute("DROP FUNCTION written_once()")
     op.drop_index("ix_audit_records_seq", table_name="audit_records")
     op.drop_column("audit_records", "hash")
     op.drop_column("audit_records", "prev_hash")
