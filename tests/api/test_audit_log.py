@@ -389,6 +389,11 @@ async def test_each_record_carries_the_hash_of_the_one_before_with_concurrent_wr
     assert verdict.broken_at is None and verdict.head_hash == rows[-1].hash
     mine = [r for r in rows if str(r.programme_id) in {p.id for p in progs}]
     assert len(mine) == 12
+    # The operator API shows each record's place in the chain and its hash.
+    by_id = {str(r.id): (r.seq, r.hash) for r in rows}
+    shown = await records(client, admin_headers, progs[0].id)
+    assert len(shown) == 3
+    assert all((r["seq"], r["hash"]) == by_id[r["id"]] for r in shown)
 
 
 async def test_blocks_redeliveries_and_the_card_pool_say_before_and_after(

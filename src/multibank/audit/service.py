@@ -191,6 +191,8 @@ def wire(row: AuditRecord) -> dict[str, Any]:
             for field, pair in sorted((row.changes or {}).items())
         ],
         "note": row.note,
+        "seq": row.seq,
+        "hash": row.hash,
     }
 
 
