@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from limits import RateLimitItem, parse_many
-from sqlalchemy import BigInteger, Index, String, delete, func, select, text
+from sqlalchemy import BigInteger, Index, String, delete, select, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from multibank.kernel.db import ID, Base, Database, dialect_name
@@ -93,12 +93,3 @@ class GuessLimit:
             await session.execute(old)
             session.add(Guess(id=new_id(), scope=self.scope, key=key[:100], at=now))
             return False
-
-    async def count(self, db: Database, key: str) -> int:
-        """Wrong guesses of `key` within the longest window (tests, `multibank info`)."""
-        now = int(time.time() * 1000)
-        async with db.transaction() as session:
-            stmt = select(func.count()).where(
-                Guess.scope == self.scope, Guess.key == key, Guess.at > now - self.longest_ms
-            )
-            return int(await session.scalar(stmt) or 0)
