@@ -12,6 +12,8 @@ import contextlib
 import os
 import re
 import secrets
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,8 +53,32 @@ PG_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,29}")
 BASES = ("/multi", "/3.29.1/multi", "/3.1.0/multi")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The user's data directory, where the default SQLite database lives (decision 0066), is a
+    folder of this run's own: a command a test starts without MULTIBANK_DATABASE_URL never reads
+    or writes the developer's own sandbox. (platformdirs reads XDG_DATA_HOME on Linux.)"""
+    data_home = tempfile.mkdtemp(prefix="multibank-test-data-")
+    os.environ["XDG_DATA_HOME"] = data_home
+    config.add_cleanup(lambda: shutil.rmtree(data_home, ignore_errors=True))
+    config.addinivalue_line(
+        "markers",
+        "any_database: the test's outcome does not depend on the database under test (it reads "
+        "the source, the OpenAPI documents or the CLI's help, or starts its own SQLite server), "
+        "so only the SQLite half of scripts/test runs it",
+    )
+
+
 def pytest_report_header() -> str:
     return f"multibank database: {DB_KIND}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if DB_KIND == "sqlite":
+        return
+    once = pytest.mark.skip(reason="the same whatever the database: the SQLite half runs it")
+    for item in items:
+        if item.get_closest_marker("any_database") is not None:
+            item.add_marker(once)
 
 
 def pg_database_name(label: str) -> str:

@@ -491,7 +491,8 @@ def _printed(out: Path) -> dict[str, Any]:
     key = re.search(r"^  api-key: (\S+)$", text, re.M)
     profiles = re.search(r"^  profiles: (\{.*\})$", text, re.M)
     programme = re.search(r"^programme 'default'( \(created now\))?: id ([0-9]+)$", text, re.M)
-    admin = re.search(r"^  operator API admin token \(generated, shown once\): (\S+)$", text, re.M)
+    admin = re.search(r"^  admin token: +(\S+) \(generated now; ", text, re.M)
+    source = re.search(r"^  admin token: +(.*)$", text, re.M)
     assert key and profiles and programme, text
     return {
         "text": text,
@@ -500,6 +501,7 @@ def _printed(out: Path) -> dict[str, Any]:
         "programmeId": programme.group(2),
         "created": programme.group(1) is not None,
         "adminToken": admin.group(1) if admin else None,
+        "adminTokenSource": source.group(1) if source else None,
     }
 
 
@@ -554,6 +556,10 @@ async def test_serve_creates_the_default_programme_once(tmp_path, monkeypatch):
         second = _printed(second_out)
         assert not second["created"]
         assert second["adminToken"] is None
+        # Every start says where the admin token comes from (issue 41 §1).
+        assert second["adminTokenSource"] == (
+            "generated on first start, kept in the database: `multibank admin-token` shows it"
+        )
         assert (second["programmeId"], second["apiKey"], second["profiles"]) == (
             first["programmeId"],
             first["apiKey"],
@@ -566,6 +572,10 @@ async def test_serve_creates_the_default_programme_once(tmp_path, monkeypatch):
                 json=STRONG_PASSWORD,
             )
             assert r.status_code == 204, r.text
+
+    third_out = tmp_path / "third.out"
+    async with serving(database_url, third_out, {"MULTIBANK_ADMIN_TOKEN": "t" * 40}):
+        assert _printed(third_out)["adminTokenSource"] == "from MULTIBANK_ADMIN_TOKEN"
 
     with cli_database(monkeypatch, database_url):
         lines = ok(await cli("programme", "list")).splitlines()
@@ -668,9 +678,12 @@ EVERY_COMMAND = [
     ("programme", "reset", "default", "--yes"),
     ("programme", "export", "default"),
     ("programme", "import", "missing.json", "--name", "copy"),
+    ("admin-token",),
+    ("info",),
 ]  # fmt: skip
-# Those that work on a database `serve` or `db upgrade` made, and never make one themselves.
-ON_A_MADE_DATABASE = [args for args in EVERY_COMMAND if args[0] not in ("serve", "db")]
+# Those that work on a database `serve` or `db upgrade` made, and never make one themselves
+# (`info` says what it finds, a missing database included: tests/test_cli_database.py).
+ON_A_MADE_DATABASE = [args for args in EVERY_COMMAND if args[0] not in ("serve", "db", "info")]
 
 
 def test_every_command_is_listed_here() -> None:
@@ -694,20 +707,26 @@ def one_line(err: str) -> str:
 
 
 async def multibank(
-    *args: str, settings: dict[str, str] | None = None, cwd: Path | None = None
+    *args: str,
+    settings: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, str, str, float]:
     """Runs `multibank ARGS` in a process of its own with only the `MULTIBANK_*` `settings`
-    given; answers its exit code, stdout, stderr and how many seconds it took."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MULTIBANK_")}
+    given (and any other variables of `env`); answers its exit code, stdout, stderr and how
+    many seconds it took."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("MULTIBANK_")}
     # Bytecode kept outside the tree, so each start does not compile every library again.
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env.setdefault("PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / "multibank-pycache"))
-    env.update(settings or {})
+    environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    environ.setdefault(
+        "PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / "multibank-pycache")
+    )
+    environ.update({**(env or {}), **(settings or {})})
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         str(MULTIBANK),
         *args,
-        env=env,
+        env=environ,
         cwd=cwd,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -723,18 +742,23 @@ async def multibank(
 
 
 async def test_sandbox_seed_in_another_folder_refuses_as_programme_list_does(tmp_path):
-    """No MULTIBANK_DATABASE_URL: `multibank.db` in the folder it runs in, which has none."""
+    """No MULTIBANK_DATABASE_URL: the default database, in the user's data directory, which
+    holds none yet; neither it nor the folder the commands run in gets one (issue 41 §1)."""
+    data_home, folder = tmp_path / "data", tmp_path / "folder"
+    folder.mkdir()
+    default = data_home / "multibank" / "multibank.db"
     said = []
-    for args in (("programme", "list"), ("sandbox", "seed")):
-        code, out, err, _ = await multibank(*args, cwd=tmp_path)
+    for args in (("programme", "list"), ("sandbox", "seed"), ("admin-token",)):
+        code, out, err, _ = await multibank(
+            *args, cwd=folder, env={"XDG_DATA_HOME": str(data_home)}
+        )
         assert (code, out) == (2, ""), (args, code, out, err)
         said.append(one_line(err))
     assert (
-        said[1]
-        == said[0]
-        == ("no database at multibank.db: run `multibank db upgrade` (or `multibank serve`)")
+        said == [f"no database at {default}: run `multibank db upgrade` (or `multibank serve`)"] * 3
     )
-    assert list(tmp_path.iterdir()) == []  # no new database, key or admin token
+    assert list(folder.iterdir()) == []  # no new database, key or admin token
+    assert not data_home.exists()
 
 
 @pytest.mark.parametrize("args", ON_A_MADE_DATABASE, ids=" ".join)
@@ -759,7 +783,10 @@ async def test_ledger_verify_of_an_unknown_programme_exits_2_not_1(cli_env):
     result = await cli("ledger", "verify", "--programme", name)
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
-    assert name in one_line(result.stderr) and "not found" in result.stderr
+    # The database it opened, named first (issue 41 §1), then the one line that refuses.
+    opened, refused = result.stderr.strip().splitlines()
+    assert opened.startswith("database: ")
+    assert name in refused and "not found" in refused
     assert ok(await cli("ledger", "verify")).endswith("ledger verify: ok\n")
 
 
@@ -799,6 +826,7 @@ async def test_wrong_jwt_keys_are_one_line(monkeypatch, tmp_path, args, keys, sa
     assert not (tmp_path / "keys.db").exists()
 
 
+@pytest.mark.any_database  # its own SQLite file, or no database at all
 @pytest.mark.parametrize(
     "settings",
     [
@@ -826,6 +854,7 @@ async def test_serve_with_wrong_settings_is_one_line(tmp_path, settings):
 LIVE_SECRETS = {"MULTIBANK_ADMIN_TOKEN": "a" * 40, "MULTIBANK_JWT_KEYS": "k1:" + "s" * 48}
 
 
+@pytest.mark.any_database  # its own SQLite file, or no database at all
 async def test_a_live_server_refuses_to_start_without_its_card_keys(tmp_path):
     """Card numbers must be readable only with keys the operator holds (D29): a live server
     never generates its own, and says which variable is missing."""
@@ -879,6 +908,7 @@ async def test_a_live_container_without_card_keys_does_not_start(settings):
         await live.db.dispose()
 
 
+@pytest.mark.any_database  # its own SQLite file, or no database at all
 async def test_serve_on_a_taken_port_says_so_before_anything(tmp_path):
     database = tmp_path / "serve.db"
     with socket.socket() as taken:
@@ -898,6 +928,7 @@ async def test_serve_on_a_taken_port_says_so_before_anything(tmp_path):
     assert not database.exists()  # said before the database was touched
 
 
+@pytest.mark.any_database  # its own SQLite file, or no database at all
 async def test_serve_does_not_wait_for_a_sqlite_file_it_cannot_open(tmp_path):
     """Only a database server can come up later: a SQLite path is refused at once."""
     code, out, err, took = await multibank(

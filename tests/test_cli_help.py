@@ -15,6 +15,9 @@ from typer.testing import CliRunner
 
 from multibank.cli import app as cli_app
 
+# Reads the source, the documents or the help: the SQLite half of scripts/test runs it.
+pytestmark = pytest.mark.any_database
+
 PLACEHOLDERS = ("<bool>", "<str>", "<int", "<float")
 DECISION = re.compile(r"\bD\d{1,2}\b")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

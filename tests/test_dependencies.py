@@ -10,9 +10,13 @@ import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+
+# Reads the source, the documents or the help: the SQLite half of scripts/test runs it.
+pytestmark = pytest.mark.any_database
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "multibank"

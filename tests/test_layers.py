@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+# Reads the source, the documents or the help: the SQLite half of scripts/test runs it.
+pytestmark = pytest.mark.any_database
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "multibank"
 

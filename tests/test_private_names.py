@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+# Reads the source, the documents or the help: the SQLite half of scripts/test runs it.
+pytestmark = pytest.mark.any_database
+
 ROOT = Path(__file__).resolve().parents[1]
 SRC = Path(os.environ.get("MULTIBANK_PRIVATE_NAMES_SRC", ROOT / "src")).resolve()
 FIRST_PARTY = "multibank"

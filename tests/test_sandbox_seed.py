@@ -124,6 +124,33 @@ async def check_identity(
     assert r.json()["token"] != seeded["token"]
 
 
+async def add_card(
+    client: httpx.AsyncClient, api_key: str, kind: str, seeded: dict[str, Any], profile: str
+) -> None:
+    """Every field of the identity's address is filled in, and the address is a card's billing
+    address as the demo app's add-card page sends it (tests/api/test_demo_app_cards.py)."""
+    h = {"api-key": api_key, "Authorization": f"Bearer {seeded['token']}"}
+    me = (await client.get(f"/multi/{kind}", headers=h)).json()
+    address = (
+        me["company"]["businessAddress"] if kind == "corporates" else me["rootUser"]["address"]
+    )
+    fields = {"addressLine1", "addressLine2", "city", "postCode", "state", "country"}
+    assert set(address) == fields, address
+    assert all(isinstance(v, str) and v.strip() for v in address.values()), address
+    card = {
+        "profileId": profile,
+        "friendlyName": "Seeded",
+        "nameOnCard": "Seeded Card",
+        "cardholderMobileNumber": "+447700900123",
+        "billingAddress": address,
+        "mode": "PREPAID_MODE",
+        "currency": me["baseCurrency"],
+    }
+    r = await client.post("/multi/managed_cards", headers=h, json=card)
+    assert r.status_code == 200, r.text
+    assert r.json()["billingAddress"] == address
+
+
 def text_fields(out: str, kind: str) -> dict[str, str]:
     """The fields of one identity in the text output."""
     block = out.split(f"\n{kind}\n", 1)[1]
@@ -155,7 +182,7 @@ async def test_seed_json_on_a_new_database(seed_db):
     assert data["apiKey"].startswith("mb_sbx_")
     assert data["corporate"]["email"] != data["consumer"]["email"]
     # The database had no operator admin token: it was generated now, and said once (stderr).
-    said = re.search(r"operator API admin token \(generated, shown once\): (\S+)", result.stderr)
+    said = re.search(r"^admin token: (\S+) \(generated now; ", result.stderr, re.M)
     assert said, result.stderr
 
     async with api(seed_db) as (client, admin_token):
@@ -168,6 +195,12 @@ async def test_seed_json_on_a_new_database(seed_db):
         )
         assert r.status_code == 200, r.text
         assert r.json()["apiKey"] == data["apiKey"]
+        profiles = r.json()["profiles"]
+        for kind, card_profile in (
+            ("corporates", "corporatePrepaidManagedCard"),
+            ("consumers", "consumerPrepaidManagedCard"),
+        ):
+            await add_card(client, data["apiKey"], kind, data[kind[:-1]], profiles[card_profile])
 
     # The default programme `multibank serve` shows is the one seeded; the ledger adds up.
     shown = json.loads(ok(await cli("programme", "show", "default", "--json")))
@@ -187,7 +220,8 @@ async def test_seed_text_output_of_a_named_programme(seed_db):
     assert "(1000.00 EUR)" in out
     corporate, consumer = text_fields(out, "corporate"), text_fields(out, "consumer")
     # `programme create` makes no operator admin token: the first seed did, and said so once.
-    assert out.rstrip().splitlines()[-1].startswith("operator API admin token (generated, ")
+    assert out.rstrip().splitlines()[-1].startswith("admin token: ")
+    assert out.rstrip().endswith("(generated now; `multibank admin-token` shows it again)")
     assert "default" not in ok(await cli("programme", "list"))
 
     result = await cli("sandbox", "seed", "--programme", "strict", "--json")
@@ -207,8 +241,8 @@ async def test_seed_refuses_a_live_programme(seed_db):
     result = await cli("sandbox", "seed", "--programme", "production")
     assert result.exit_code == 1, (result.output, result.exception)
     assert result.stdout == ""
-    message = result.stderr.strip()
-    assert "\n" not in message
+    opened, message = result.stderr.strip().splitlines()  # the database, then the refusal
+    assert opened.startswith("database: ")
     assert "production" in message and "live" in message and "sandbox" in message
 
     # Nothing was created: no `default` programme either.

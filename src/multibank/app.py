@@ -142,6 +142,15 @@ def create_app(
         # This process's id node, leased from the database (kernel/node_lease.py).
         nodes = NodeKeeper(container.db, container.clock)
         await nodes.start()
+        # A sandbox's generated admin token may be rotated while it runs (decision 0067).
+        tokens = None
+        if not container.settings.admin_token:
+            tokens = server_secrets.AdminTokenWatcher(
+                container.db,
+                lambda value: setattr(container, "admin_token", value),
+                container.admin_token,
+            )
+            tokens.start()
         worker = outbox_worker(container)
         if worker is not None:
             worker.start()
@@ -190,6 +199,8 @@ def create_app(
                 await keeper.stop()
             if worker is not None:
                 await worker.stop()
+            if tokens is not None:
+                await tokens.stop()
             await nodes.stop()
             await container.db.dispose()
             container.hasher.close()

@@ -168,15 +168,35 @@ def _settings() -> Settings:
         _fail(f"invalid settings: {'; '.join(problems)}", CANNOT_START)
 
 
+def database_said(settings: Settings) -> tuple[str, str | None]:
+    """How the database is named to the operator: the SQLite file's absolute path or the
+    PostgreSQL URL without its password, with its kind and where it was set; and the SQLite
+    file's path (None for PostgreSQL or an in-memory database)."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(settings.database_url)
+    origin = "default" if settings.database_is_default else "MULTIBANK_DATABASE_URL"
+    if url.get_backend_name() != "sqlite":
+        return f"{url.render_as_string(hide_password=True)} (PostgreSQL, {origin})", None
+    path = url.database or ""
+    if not path or path == ":memory:":
+        return f"{settings.database_url} (SQLite in memory, {origin})", None
+    return f"{os.path.abspath(path)} (SQLite, {origin})", path
+
+
 def _run(
     work: Callable[[Database], Awaitable[T]],
     settings: Settings | None = None,
     creates: bool = False,
+    wait_seconds: float = 0,
+    again: bool = False,
 ) -> T:
-    """Runs `work` on the configured database. Unless the command `creates` the schema (`db
-    upgrade`, `serve`), a missing, unreachable or unmigrated database is said in one line and
-    exits 2, and nothing is created (a SQLite path is not even touched): run from another
-    folder, a command must not quietly start a second database beside the server's."""
+    """Runs `work` on the configured database, first naming it on stderr (`database: …`).
+    Unless the command `creates` the schema (`db upgrade`, `serve`), a missing, unreachable or
+    unmigrated database is said in one line and exits 2, and nothing is created (a SQLite path
+    is not even touched). A SQLite file that `creates` makes is said as it is made; a
+    PostgreSQL server that cannot be reached yet is waited for up to `wait_seconds`. A command
+    that opens the database `again` (to record what it did) does not name it twice."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -186,14 +206,20 @@ def _run(
     settings = settings or _settings()
     url = make_url(settings.database_url)
     where = url.render_as_string(hide_password=True)
-    if url.get_backend_name() == "sqlite":
-        path = url.database or ""
-        if not creates and path and path != ":memory:" and not Path(path).exists():
+    said, path = database_said(settings)
+    if path is not None:
+        if not creates and not Path(path).exists():
             _fail(
                 f"no database at {path}: run `multibank db upgrade` (or `multibank serve`)",
                 CANNOT_START,
             )
-        if creates and path and path != ":memory:":
+        if creates and not Path(path).exists():
+            said += ": none there yet, creating it"
+            if settings.database_is_default:
+                # The user's data directory may not exist yet; a folder named in
+                # MULTIBANK_DATABASE_URL is the operator's to make (a typo must not be made).
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+        if creates:
             # Opened here first, on this thread: a file that cannot be opened is said at once,
             # before aiosqlite's connection thread would report it to an event loop that the
             # failure is closing.
@@ -205,7 +231,9 @@ def _run(
     async def main() -> T:
         db = Database(settings.database_url, settings.database_echo)
         try:
-            if not creates:
+            if creates:
+                await _reachable(db, wait_seconds)
+            else:
                 revision = await current_revision(db)
                 if revision is None:
                     _fail(
@@ -217,6 +245,8 @@ def _run(
                         f"the database at {where} is at {revision}: run `multibank db upgrade`",
                         CANNOT_START,
                     )
+            if not again:
+                typer.echo(f"database: {said}", err=True)
             return await work(db)
         finally:
             await db.dispose()
@@ -341,6 +371,33 @@ async def _upgrade_for_serve(db: Database) -> None:
         raise
 
 
+def base_url_lines(base: str) -> list[str]:
+    """Where a server at `base` answers: `serve` prints these, `info` too."""
+    return [
+        f"  start here:      {base}/ (API key, quick start)  portal: {base}/portal/",
+        f"  3.29.1 (latest): {base}/multi        docs: {base}/multi/docs",
+        f"  3.29.1:          {base}/3.29.1/multi docs: {base}/3.29.1/multi/docs",
+        f"  3.1.0:           {base}/3.1.0/multi  docs: {base}/3.1.0/multi/docs",
+        f"  simulator:       {base}/simulate/api  operator API: {base}/portal/api",
+    ]
+
+
+ADMIN_TOKEN_FROM_ENV = "from MULTIBANK_ADMIN_TOKEN"
+ADMIN_TOKEN_STORED = (
+    "generated on first start, kept in the database: `multibank admin-token` shows it"
+)
+
+
+def admin_token_source(settings: Settings, generated_now: str | None = None) -> str:
+    """Where the server's admin token comes from (decision 0067); a token generated just now is
+    shown, since the operator has no other way to learn it yet."""
+    if settings.admin_token:
+        return ADMIN_TOKEN_FROM_ENV
+    if generated_now:
+        return f"{generated_now} (generated now; `multibank admin-token` shows it again)"
+    return ADMIN_TOKEN_STORED
+
+
 @app.command()
 def serve(
     host: Annotated[
@@ -357,16 +414,16 @@ def serve(
 
     Updates the database schema first, then prints where the API listens and the `default`
     programme's id, API key and profiles."""
+    # Settings and the port are checked before the server's modules load (about 2 s of
+    # imports): a refusal comes at once.
+    settings = _settings()
+    _can_listen(host, port)
     import uvicorn
 
     from multibank.app import build_container, startup
     from multibank.kernel.node_lease import NodeKeeper
 
-    settings = _settings()
-    _can_listen(host, port)
-
     async def prepare(db: Database) -> tuple[ProgrammeDescription, bool, str | None]:
-        await _reachable(db, settings.database_startup_timeout_seconds)
         await _upgrade_for_serve(db)
         nodes = NodeKeeper(db, Clock())
         await nodes.start(renew_in_background=False)
@@ -381,23 +438,20 @@ def serve(
             await container.db.dispose()
         return description, created, container.admin_token if generated else None
 
-    description, created, admin_token = _run(prepare, settings, creates=True)
+    description, created, admin_token = _run(
+        prepare, settings, creates=True, wait_seconds=settings.database_startup_timeout_seconds
+    )
     _can_listen(host, port)  # again: the database may have taken a minute to answer
     base = f"http://{host}:{port}"
     lines = [
         f"multibank serving on {base} ({'SQLite' if settings.is_sqlite else 'PostgreSQL'})",
-        f"  start here:      {base}/ (API key, quick start)  portal: {base}/portal/",
-        f"  3.29.1 (latest): {base}/multi        docs: {base}/multi/docs",
-        f"  3.29.1:          {base}/3.29.1/multi docs: {base}/3.29.1/multi/docs",
-        f"  3.1.0:           {base}/3.1.0/multi  docs: {base}/3.1.0/multi/docs",
-        f"  simulator:       {base}/simulate/api  operator API: {base}/portal/api",
+        *base_url_lines(base),
+        f"  admin token:     {admin_token_source(settings, admin_token)}",
         f"programme '{DEFAULT_PROGRAMME}'{' (created now)' if created else ''}: "
         f"id {description.programmeId}",
         f"  api-key: {description.apiKey or '(revoked; create one with the operator API)'}",
         f"  profiles: {description.profiles.model_dump_json()}",
     ]
-    if admin_token:
-        lines.append(f"  operator API admin token (generated, shown once): {admin_token}")
     typer.echo("\n".join(lines))
     sys.stdout.flush()
     if workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
@@ -438,15 +492,21 @@ def db_upgrade(
 ) -> None:
     """Create or update the database schema (apply every migration not applied yet).
 
-    Run it as the role that owns the schema. With --server-role (PostgreSQL), the server's own
-    role is then granted what the server needs, and checked; exits 1 when it has more."""
-    from multibank.kernel.migrate import RoleProblem, grant_server_role, upgrade
+    The only command besides `serve` that makes a database where there is none, and it says
+    so: `database: PATH (...): none there yet, creating it` on stderr. Run it as the role that
+    owns the schema. With --server-role (PostgreSQL), the server's own role is then granted
+    what the server needs, and checked; exits 1 when it has more."""
+    from multibank.kernel.migrate import RoleProblem, current_revision, grant_server_role, upgrade
 
     settings = _settings()
     if server_role and settings.is_sqlite:
         _fail("--server-role is for PostgreSQL: a SQLite database has no roles", CANNOT_START)
+    _, path = database_said(settings)
 
     async def work(db: Database) -> None:
+        # A new SQLite file is said as it is made; a PostgreSQL database may exist and be empty.
+        if path is None and await current_revision(db) is None:
+            typer.echo("the database holds no schema yet: creating it", err=True)
         await upgrade(db)
         if server_role:
             await grant_server_role(db, server_role)
@@ -462,6 +522,129 @@ def db_upgrade(
             "truncate postings or audit records, change a transaction's details or an event's "
             "payload, alter a table or create one"
         )
+
+
+@app.command("admin-token")
+def admin_token(
+    rotate: Annotated[
+        bool,
+        typer.Option(
+            "--rotate",
+            help="Make a new admin token: the old one, and portal sessions signed in with it, "
+            "stop working (in a sandbox, within a second on every running server).",
+        ),
+    ] = False,
+) -> None:
+    """Show the admin token of the operator API and the portal (sandbox), or make a new one.
+
+    A sandbox generates its own on first start and keeps it in the database: this prints it
+    (stdout holds the token alone). When MULTIBANK_ADMIN_TOKEN sets it (always, in live mode),
+    `--rotate` prints a new value to put there; a live token is never shown (decision 0067)."""
+    from multibank.audit import service as audit
+    from multibank.kernel import secrets as server_secrets
+
+    settings = _settings()
+    if settings.admin_token:
+        if not rotate:
+            if settings.mode == "live":
+                _fail(
+                    "a live server's admin token is MULTIBANK_ADMIN_TOKEN's value, which this "
+                    "command never shows; `multibank admin-token --rotate` makes a new one"
+                )
+            typer.echo(f"admin token: {ADMIN_TOKEN_FROM_ENV}", err=True)
+            typer.echo(settings.admin_token)
+            return
+        typer.echo(
+            "admin token: set MULTIBANK_ADMIN_TOKEN to this new value in the environment of "
+            "every server process and restart them; the old one works until then",
+            err=True,
+        )
+        typer.echo(server_secrets.new_admin_token())
+        return
+
+    async def work(db: Database) -> tuple[str, str]:
+        now = Clock().system_ms()
+        if not rotate:
+            token, created = await server_secrets.admin_token(db, None, now)
+            if created:
+                return token, "generated now, kept in the database; `multibank serve` uses it"
+            return token, "kept in the database (generated on the first start)"
+        token = server_secrets.new_admin_token()
+        async with db.transaction() as session:
+            await server_secrets.replace_admin_token(session, token, now)
+            await audit.record(session, now, audit.CLI, "admin_token.rotate")
+        return token, (
+            "rotated: running servers take the new one within a second; the old one and the "
+            "portal sessions signed in with it no longer work"
+        )
+
+    token, said = _run(work, settings)
+    typer.echo(f"admin token: {said}", err=True)
+    typer.echo(token)
+
+
+@app.command()
+def info(
+    host: Annotated[
+        str, typer.Option(metavar="HOST", help="The host `serve` listens on.")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(min=1, max=65535, metavar="PORT", help="The port `serve` listens on.")
+    ] = 8000,
+) -> None:
+    """Where things are: the database (and its state), the base URLs, the admin token's source.
+
+    Reads the same settings as `serve` and every other command, so it tells which database
+    they use from this folder; it never creates one."""
+    from multibank.kernel import secrets as server_secrets
+    from multibank.kernel.db import Database
+    from multibank.kernel.migrate import current_revision, head_revision
+
+    settings = _settings()
+    said, path = database_said(settings)
+
+    async def state() -> tuple[str, bool]:
+        """The database's state, and whether it holds a generated admin token."""
+        db = Database(settings.database_url, settings.database_echo)
+        try:
+            revision = await current_revision(db)
+            if revision is None:
+                return "not migrated: run `multibank db upgrade`", False
+            if revision != head_revision():
+                return f"at {revision}: run `multibank db upgrade`", False
+            async with db.sessionmaker() as session:
+                stored = await server_secrets.read_secret(session, server_secrets.ADMIN_TOKEN)
+            return f"ready (schema {revision})", stored is not None
+        finally:
+            await db.dispose()
+
+    token_stored = False
+    if path is not None and not Path(path).exists():
+        now = "none there yet: `multibank serve` or `multibank db upgrade` creates it"
+    else:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            now, token_stored = asyncio.run(state())
+        except (OSError, SQLAlchemyError) as exc:
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
+            now = f"cannot be used: {reason}"
+    if settings.admin_token:
+        token = ADMIN_TOKEN_FROM_ENV
+    elif token_stored:
+        token = ADMIN_TOKEN_STORED
+    else:
+        token = "none yet: `multibank serve` generates one on its first start"
+    lines = [
+        f"database: {said}",
+        f"  {now}",
+        "  (MULTIBANK_DATABASE_URL sets another: every command and `serve` read the same)",
+        f"mode: {settings.mode}",
+        f"base URLs (`multibank serve --host {host} --port {port}`):",
+        *base_url_lines(f"http://{host}:{port}"),
+        f"admin token: {token}",
+    ]
+    typer.echo("\n".join(lines))
 
 
 @programme_app.command("create")
@@ -946,7 +1129,7 @@ def sandbox_seed(
     except SeedError as exc:
         _fail(f"cannot seed programme {programme!r}: {exc}")
         return
-    shown_once = f"operator API admin token (generated, shown once): {admin_token}"
+    shown_once = f"admin token: {admin_token_source(settings, admin_token)}"
     if as_json:
         if admin_token:
             typer.echo(shown_once, err=True)
@@ -1178,7 +1361,10 @@ def programme_reset(
         note = f"was programme {done.old_id}, archived as {done.archived_as}"
         target = audit.Target("programme", str(done.new_id))
         at = Clock().system_ms()
-        _run(lambda db: audit.record_cli(db, at, "programme.reset", name, None, target, note))
+        _run(
+            lambda db: audit.record_cli(db, at, "programme.reset", name, None, target, note),
+            again=True,
+        )
     except NotFound as exc:
         _fail(exc.message)
         return
@@ -1226,6 +1412,7 @@ def webhooks_trigger(
                 db, Clock().system_ms(), "webhook.trigger", programme, note=f"{event}: {ids}"
             ),
             settings,
+            again=True,
         )
     except NotFound as exc:
         _fail(exc.message)
@@ -1276,6 +1463,7 @@ def webhooks_replay(
             db, Clock().system_ms(), "webhook_event.replay", None, int(event_id), replayed, said
         ),
         settings,
+        again=True,
     )
     if not result.delivered:
         _fail(f"replay not accepted: {line}")

@@ -415,13 +415,23 @@ def _quick_start(base: str, root: str, sandbox: Sandbox, key: str, email: str) -
     for number, step in enumerate(all_steps, start=1):
         out.append(f"<h3>{number}. {html.escape(step.title)}</h3>")
         out.append(f'<pre class="step">{html.escape(step_text(base, number, step))}</pre>')
+    # The script names this server and key once, as $BASE and $KEY, so what comes next (the
+    # README's first payment) works against whatever host and port the server listens on.
+    script = "\n".join(
+        (
+            f"BASE={shlex.quote(base)}",
+            f"KEY={shlex.quote(key)}",
+            script_text("$BASE", steps(sandbox, "$KEY", email)),
+        )
+    )
     out += [
         '<h3 id="quick-start-jq">All at once, ids captured with jq</h3>',
-        f"<p>The same steps as one script for bash or zsh, with {_code('jq')} setting "
+        f"<p>The same steps as one script for bash or zsh: it sets {_code('$BASE')} (this "
+        f"server) and {_code('$KEY')} (the API key), then {_code('jq')} sets "
         f"{_code('$CORP')}, {_code('$USER_ID')}, {_code('$TOKEN')} and {_code('$ACCOUNT')} "
         "from the answers: paste it whole, nothing to copy by hand. The variables stay set "
         "for your next commands.</p>",
-        f'<pre class="script">{html.escape(script_text(base, all_steps))}</pre>',
+        f'<pre class="script">{html.escape(script)}</pre>',
     ]
     out.append(
         "<p>Next: payments between accounts (transfers, sends, outgoing wire transfers) on "

@@ -24,6 +24,25 @@ from multibank.programmes.schemas import ProgrammeDescription
 from multibank.settings import Settings
 
 CURRENCY = "EUR"
+# Every field of each address filled in: the official demo app's add-card page sends the
+# identity's address as the card's billing address, which needs a post code, and shows every
+# line (issue 41 §4).
+CORPORATE_ADDRESS = {
+    "addressLine1": "1 High Street",
+    "addressLine2": "Floor 2",
+    "city": "London",
+    "postCode": "EC1A 1BB",
+    "state": "Greater London",
+    "country": "GB",
+}
+CONSUMER_ADDRESS = {
+    "addressLine1": "2 Main Street",
+    "addressLine2": "Flat 1",
+    "city": "Valletta",
+    "postCode": "VLT 1000",
+    "state": "Malta",
+    "country": "MT",
+}
 DEPOSIT = 100_000  # minor units: 1000.00 EUR
 API = "/multi"
 SIMULATOR = "/simulate/api"
@@ -219,26 +238,26 @@ async def seed(
         async with httpx.AsyncClient(transport=transport, base_url="http://multibank") as http:
             client = _Client(http, programme.apiKey)
             tag = secrets.token_hex(4)
-            corporate = await client.identity(
-                "corporates",
-                corporate_signup(
-                    profiles.corporate,
-                    f"corporate-{tag}@example.com",
-                    tag="sandbox-seed",
-                    company="Sandbox Seed Ltd",
-                    currency=CURRENCY,
-                ),
-                profiles.corporateManagedAccount,
+            corporate_body = corporate_signup(
+                profiles.corporate,
+                f"corporate-{tag}@example.com",
+                tag="sandbox-seed",
+                company="Sandbox Seed Ltd",
+                currency=CURRENCY,
             )
+            corporate_body["company"]["businessAddress"] = dict(CORPORATE_ADDRESS)
+            corporate = await client.identity(
+                "corporates", corporate_body, profiles.corporateManagedAccount
+            )
+            consumer_body = consumer_signup(
+                profiles.consumer,
+                f"consumer-{tag}@example.com",
+                tag="sandbox-seed",
+                currency=CURRENCY,
+            )
+            consumer_body["rootUser"]["address"] = dict(CONSUMER_ADDRESS)
             consumer = await client.identity(
-                "consumers",
-                consumer_signup(
-                    profiles.consumer,
-                    f"consumer-{tag}@example.com",
-                    tag="sandbox-seed",
-                    currency=CURRENCY,
-                ),
-                profiles.consumerManagedAccount,
+                "consumers", consumer_body, profiles.consumerManagedAccount
             )
     seeded = Seeded(
         programme=name,

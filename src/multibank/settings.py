@@ -6,6 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from platformdirs import user_data_path
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -20,12 +21,24 @@ ADMIN_TOKEN_MIN_LIVE = 32
 LIVE_SECRETS = ("admin_token", "jwt_keys", "card_data_key", "card_verification_key")
 
 
+def default_database_path() -> Path:
+    """The SQLite file used when MULTIBANK_DATABASE_URL is unset: in the user's data directory
+    (`~/.local/share/multibank` on Linux, `~/Library/Application Support/multibank` on macOS,
+    `%LOCALAPPDATA%\\multibank` on Windows), so `serve` and every command agree whatever folder
+    each runs in (decision 0066)."""
+    return user_data_path("multibank", appauthor=False) / "multibank.db"
+
+
+def default_database_url() -> str:
+    return f"sqlite+aiosqlite:///{default_database_path()}"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MULTIBANK_", extra="ignore")
 
     # `sandbox` lets secrets be generated on first start; `live` refuses to start without them.
     mode: Literal["sandbox", "live"] = "sandbox"
-    database_url: str = Field(default_factory=lambda: f"sqlite+aiosqlite:///{Path('multibank.db')}")
+    database_url: str = Field(default_factory=default_database_url)
     database_echo: bool = False
     # PostgreSQL connections of each process (a fixed pool): the deployment needs processes x
     # this, plus a few for the CLI, within the server's max_connections (README).
@@ -161,6 +174,11 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+    @property
+    def database_is_default(self) -> bool:
+        """Whether the database is the default one, not MULTIBANK_DATABASE_URL's."""
+        return "database_url" not in self.model_fields_set
 
 
 @lru_cache

@@ -215,9 +215,16 @@ async def test_the_simulator_expires_announces_and_renews_cards(
     renewed = await get(client, ident, renewing["id"])
     assert renewed["state"] == {"state": "ACTIVE"}
     assert renewed["cvv"] != renewing["cvv"] and renewed["cardNumber"] == renewing["cardNumber"]
-    # Renewed now: reissued this month, expiring 36 months on.
+    # Renewed now: reissued this month, its expiry moved 36 months on, as the clock's renewal
+    # moves it (D24); the new CVV token is of the description's length (D21a).
     assert renewed["startMmyy"] == renewing["startMmyy"]
-    assert renewed["expiryMmyy"] == mmyy_plus(renewing["startMmyy"], 36)
+    assert renewed["expiryMmyy"] == mmyy_plus(renewing["expiryMmyy"], 36)
+    assert len(renewed["cvv"]["value"]) == 3
+    # Renewed again: 36 months more.
+    assert (await sim(client, p, renewing["id"], "renew")).status_code == 204
+    again = await get(client, ident, renewing["id"])
+    assert again["expiryMmyy"] == mmyy_plus(renewing["expiryMmyy"], 72)
+    assert again["cvv"] != renewed["cvv"]
     # A removed renewing card is destroyed: not renewable.
     r = await client.post(f"{LATEST}/managed_cards/{renewing['id']}/remove", headers=ident.headers)
     assert r.status_code == 204
@@ -231,7 +238,8 @@ async def test_the_simulator_expires_announces_and_renews_cards(
     ]
     assert [e["eventType"] for e in events_of(receiver, STATE_CHANGE, plain["id"])] == ["DESTROYED"]
     assert [e["eventType"] for e in events_of(receiver, EXPIRIES, renewing["id"])] == [
-        "CARD_RENEWED"
+        "CARD_RENEWED",
+        "CARD_RENEWED",
     ]
 
 

@@ -244,11 +244,7 @@ async def test_a_debit_card_without_a_limit_spends_nothing(client, programme):
             {"transactionCountry": "MLT"},
             "MERCHANT_COUNTRY_NOT_IN_ALLOWED_LIST",
         ),
-        (
-            {"allowedMerchantCountries": ["IT"], "blockedMerchantCountries": ["IT"]},
-            {"transactionCountry": "ITA"},
-            "MERCHANT_COUNTRY_BLOCKED",
-        ),
+        # A country both allowed and blocked is refused when written (decision 0073).
         ({"allowAtm": False}, {"atmWithdrawal": True}, "ATM_NOT_ALLOWED"),
         ({"allowECommerce": False}, {}, "ECOMMERCE_NOT_ALLOWED"),
         (

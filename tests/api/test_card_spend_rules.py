@@ -131,12 +131,81 @@ async def test_a_blocked_card_takes_rules_and_a_removed_one_has_none(client, pro
     assert r.status_code == 204
     assert (await rules_of(client, ident, cid))["allowAtm"] is True
     assert (await act(client, ident, cid, "remove")).status_code == 204
-    # Exactly the observed answer for a removed card; its rules are gone and take no writes.
+    # Exactly the observed answer for a removed card; its rules are gone and take no writes:
+    # it refuses as the card refuses any change, not as a card without rules (404).
     assert await rules_of(client, ident, cid) == EMPTY
     for method, body in (("POST", RULES), ("PATCH", RULES), ("PUT", RULES), ("DELETE", None)):
         r = await write(client, ident, method, cid, body)
-        assert r.status_code == 404, (method, r.text)
+        assert r.status_code == 409, (method, r.text)
+        assert r.json()["errorCode"] == "INSTRUMENT_DESTROYED", (method, r.text)
     assert await rules_of(client, ident, cid) == EMPTY
+
+
+@pytest.mark.parametrize("base", BASES)
+async def test_an_expired_card_refuses_rule_writes_as_destroyed(client, programme, base):
+    p = await programme()
+    ident = await verified(client, p, base=base)
+    cid = (await debit_card(client, ident, base))["id"]
+    assert (await write(client, ident, "POST", cid, {"allowAtm": False}, base)).status_code == 204
+    r = await client.post(f"/simulate/api/cards/{cid}/expire", headers={"programme-key": p.api_key})
+    assert r.status_code == 204, r.text
+    for method, body in (("PATCH", RULES), ("PUT", {}), ("DELETE", None), ("POST", {})):
+        r = await write(client, ident, method, cid, body, base)
+        assert (r.status_code, r.json().get("errorCode")) == (409, "INSTRUMENT_DESTROYED"), r.text
+
+
+@pytest.mark.parametrize("base", BASES)
+async def test_rules_that_contradict_each_other_are_refused(client, programme, base):
+    """A minimum above the maximum, a category, merchant id or country both allowed and
+    blocked: 409 SPEND_RULE_INVALID (decision 0073), on every write, nothing stored. A bound
+    of 0 is no bound, so a minimum above a maximum of 0 is no contradiction."""
+    p = await programme()
+    ident = await verified(client, p, base=base)
+    cid = (await debit_card(client, ident, base))["id"]
+    contradictions: list[dict[str, Any]] = [
+        {"minTransactionAmount": 500, "maxTransactionAmount": 100},
+        {"allowedMerchantCategories": ["5411", "5812"], "blockedMerchantCategories": ["5812"]},
+        {"allowedMerchantIds": ["m-1"], "blockedMerchantIds": ["m-1", "m-2"]},
+        {"allowedMerchantCountries": ["MT"], "blockedMerchantCountries": ["MT"]},
+    ]
+    for body in contradictions:
+        for method in ("POST", "PUT"):
+            r = await write(client, ident, method, cid, body, base)
+            assert r.status_code == 409, (method, body, r.text)
+            assert r.json()["errorCode"] == "SPEND_RULE_INVALID", r.text
+    assert await rules_of(client, ident, cid, base) == EMPTY
+    fine = {"minTransactionAmount": 500, "maxTransactionAmount": 0, "allowedMerchantIds": ["m-1"]}
+    assert (await write(client, ident, "POST", cid, fine, base)).status_code == 204
+    # PATCH is checked against the rules it would leave.
+    for body in (
+        {"maxTransactionAmount": 100},
+        {"blockedMerchantIds": ["m-1"]},
+    ):
+        r = await write(client, ident, "PATCH", cid, body, base)
+        assert r.status_code == 409 and r.json()["errorCode"] == "SPEND_RULE_INVALID", r.text
+    assert await rules_of(client, ident, cid, base) == all_levels(fine)
+    r = await write(client, ident, "PATCH", cid, {"maxTransactionAmount": 500}, base)
+    assert r.status_code == 204, r.text
+
+
+@pytest.mark.parametrize("base", BASES)
+async def test_unknown_keys_are_400_and_wipe_nothing(client, programme, base):
+    p = await programme()
+    ident = await verified(client, p, base=base)
+    cid = (await debit_card(client, ident, base))["id"]
+    assert (await write(client, ident, "POST", cid, RULES, base)).status_code == 204
+    for body in (
+        {"foo": 1},
+        {"allowAtm": True, "allowATM": False},
+        {"cardLevelSpendRules": RULES},
+        {"spendLimit": [{**limit(100), "startTimestamp": 1}]},
+        {"spendLimit": [{"value": {"currency": "GBP", "amount": 1, "x": 1}, "interval": "DAILY"}]},
+    ):
+        for method in ("PUT", "PATCH", "POST"):
+            r = await write(client, ident, method, cid, body, base)
+            assert r.status_code == 400, (method, body, r.text)
+            assert r.json()["syntaxErrors"]["invalidFields"][0]["error"] == "NOT_IN", r.text
+    assert await rules_of(client, ident, cid, base) == all_levels(RULES)
 
 
 async def test_spend_limit_conflicts(client, programme):

@@ -6,8 +6,10 @@ upgrade. Sandbox only."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
-from tests.api.test_managed_cards import LATEST, SIM, create, luhn_ok
+from multibank.kernel.carddata import CardKeyring
+from tests.api.test_managed_cards import BASES, LATEST, SIM, create, debit_card, get, luhn_ok
 from tests.api.test_physical_cards import CODE, phys, tokenize, upgrade_body
 from tests.factories import Identity, verified
 
@@ -138,3 +140,67 @@ async def test_a_programme_wide_pin_token_upgrades_and_reads_back(client, progra
     assert r.status_code == 200, r.text
     r = await client.get(f"{LATEST}/managed_cards/{card['id']}/physical/pin", headers=ident.headers)
     assert (await reveal(client, ident, r.json()["pin"]["value"], "PIN")).json()["value"] == "0042"
+
+
+def fits(card: dict[str, object]) -> None:
+    """D21a: the tokens fit `maxLength` 16 and 3 and are never a number or a CVV."""
+    number, cvv = card["cardNumber"], card["cvv"]
+    assert isinstance(number, dict) and isinstance(cvv, dict)
+    assert len(number["value"]) == 16 and number["value"].isalnum(), number
+    assert len(cvv["value"]) == 3 and cvv["value"].isalnum(), cvv
+    assert not number["value"].isdigit() and not cvv["value"].isdigit()
+
+
+@pytest.mark.parametrize("base", BASES)
+async def test_tokens_fit_the_descriptions_lengths_and_old_ones_still_work(
+    client, programme, container, base
+):
+    p = await programme()
+    ident = await verified(client, p, base=base)
+    prepaid = await create(client, ident, base)
+    debit = await debit_card(client, ident, base)
+    listed = await client.get(f"{base}/managed_cards", headers=ident.headers)
+    assert listed.status_code == 200, listed.text
+    keys = container.card_keys()
+    for card in (prepaid, debit, await get(client, ident, prepaid["id"], base)):
+        fits(card)
+        r = await reveal(client, ident, card["cardNumber"]["value"], "CARD_NUMBER")
+        assert r.status_code == 200, r.text
+        number = r.json()["value"]
+        assert len(number) == 16 and luhn_ok(number) and number[-4:] == card["cardNumberLastFour"]
+        r = await reveal(client, ident, card["cvv"]["value"], "CVV")
+        assert r.status_code == 200 and len(r.json()["value"]) == 3, r.text
+        cvv = r.json()["value"]
+        # The 24-character tokens answered before D21a still reveal the same values.
+        old_number = keys.token(int(card["id"]), "CARD_NUMBER", 0)
+        old_cvv = keys.token(int(card["id"]), "CVV", 1)
+        assert (await reveal(client, ident, old_number, "CARD_NUMBER")).json() == {"value": number}
+        assert (await reveal(client, ident, old_cvv, "CVV")).json() == {"value": cvv}
+    for card in listed.json()["cards"]:
+        fits(card)
+
+
+async def test_a_cvv_token_of_another_card_of_the_identity_is_drawn_again(
+    client, programme, monkeypatch
+):
+    """Three characters can collide: a new card whose CVV token another card of its identity
+    has gets a new CVV and token (D21a), so detokenize still names one card's CVV."""
+    real = CardKeyring.cvv_token
+
+    def colliding(self: CardKeyring, card_id: int, version: int) -> str:
+        return "Aa1" if version == 1 else real(self, card_id, version)
+
+    monkeypatch.setattr(CardKeyring, "cvv_token", colliding)
+    p = await programme()
+    ident = await verified(client, p)
+    first = await create(client, ident)
+    second = await create(client, ident)
+    assert first["cvv"]["value"] == "Aa1" and second["cvv"]["value"] != "Aa1"
+    fits(second)
+    for card in (first, second):
+        r = await reveal(client, ident, card["cvv"]["value"], "CVV")
+        assert r.status_code == 200, r.text
+        assert len(r.json()["value"]) == 3 and r.json()["value"].isdigit()
+    # Another identity's card may have the same token: tokens are resolved per identity.
+    other = await verified(client, p)
+    assert (await create(client, other))["cvv"]["value"] == "Aa1"

@@ -5,6 +5,7 @@ one line."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import sys
@@ -32,14 +33,21 @@ def assert_503(r: httpx.Response) -> None:
     }
 
 
-async def test_an_unreachable_database_answers_503(settings: Settings) -> None:
+async def test_an_unreachable_database_answers_503(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each 503 is logged once, at WARNING, in one line: an outage is expected weather, and a
+    traceback per request would bury the one line that says what is wrong (issue 41 §5)."""
     app = create_app(settings.model_copy(update={"database_url": UNREACHABLE}))
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    caplog.set_level(logging.INFO)
+    answered = 0
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
         for method, path in (
             ("GET", "/multi/corporates"),
             ("POST", "/3.1.0/multi/login_with_password"),
             ("POST", "/simulate/api/clock/advance"),
+            ("GET", "/"),  # the landing page: a route of the outer application
         ):
             r = await c.request(
                 method,
@@ -50,8 +58,16 @@ async def test_an_unreachable_database_answers_503(settings: Settings) -> None:
             if r.status_code == 400:  # the body is checked before the database is needed
                 continue
             assert_503(r)
+            answered += 1
         assert (await c.get("/readyz")).status_code == 503
     await app.state.container.db.dispose()
+    assert answered >= 4
+    records = [rec for rec in caplog.records if rec.getMessage() != "request"]  # access log
+    said = [rec for rec in records if "database unavailable" in rec.getMessage()]
+    assert len(said) == answered, [(r.name, r.levelname, r.getMessage()) for r in records]
+    assert all(rec.levelno == logging.WARNING for rec in said)
+    noisy = [rec for rec in records if rec.exc_info or rec.levelno >= logging.ERROR]
+    assert not noisy, [(r.name, r.levelname, r.getMessage()) for r in noisy]
 
 
 @pytest.mark.skipif(DB_KIND != "postgres", reason="the PostgreSQL connection pool")

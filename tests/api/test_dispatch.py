@@ -21,6 +21,9 @@ from multibank.api.dispatch import RouteIndex
 from multibank.app import SHORTCUT_BASES, build_container, create_app
 from multibank.settings import Settings
 
+# Reads the source, the documents or the help: the SQLite half of scripts/test runs it.
+pytestmark = pytest.mark.any_database
+
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "BREW")
 PARAM = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)(?::([a-z]+))?\}")
 # What a parameter is filled with, per convertor: plain values, and hostile ones. The scope's

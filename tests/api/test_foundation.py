@@ -329,7 +329,9 @@ async def test_every_response_carries_a_request_ref(client, programme):
     assert len(set(refs)) == len(refs)
 
 
-async def test_unexpected_failure_is_500_without_details(app, client, monkeypatch, programme):
+async def test_unexpected_failure_is_500_without_details(
+    app, client, monkeypatch, programme, caplog
+):
     from multibank.access import service
 
     p = await programme()
@@ -338,10 +340,14 @@ async def test_unexpected_failure_is_500_without_details(app, client, monkeypatc
         raise RuntimeError("secret internals")
 
     monkeypatch.setattr(service, "check_complexity", boom)
+    caplog.set_level(logging.INFO)
     r = await client.post(validate(), headers=p.headers, json=STRONG)
     assert r.status_code == 500
     assert "secret" not in r.text
     assert r.headers.get("request-ref")
+    # Logged once, with its traceback (not again by the edge as the exception comes up).
+    traced = [rec for rec in caplog.records if rec.exc_info]
+    assert len(traced) == 1 and traced[0].levelno == logging.ERROR, traced
 
 
 # Idempotency (D6), through the simulator's clock advance, an operation with a visible effect

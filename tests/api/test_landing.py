@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import os
 import re
 import shlex
 import shutil
@@ -326,3 +327,50 @@ async def test_the_jq_variant_runs_whole_and_captures_every_id(tmp_path: Path) -
         assert r.json()["balances"]["availableBalance"] == 10000, r.text
         r = await http.get("/multi/corporates", headers=headers)
         assert r.json()["id"]["id"] == corp
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_first_payment() -> str:
+    """The shell block of the README's "A first payment", as a reader copies it."""
+    text = README.read_text()
+    after = text[text.index("A first payment:") :]
+    return after.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.skipif(DB_KIND != "sqlite", reason="serve runs on a fresh SQLite file")
+@pytest.mark.skipif(
+    not (shutil.which("bash") and shutil.which("curl") and shutil.which("jq")),
+    reason="the README's commands run in bash with curl and jq, which this machine lacks",
+)
+async def test_the_readmes_first_payment_works_as_written_on_any_port(tmp_path: Path) -> None:
+    """Issue 41 §6: after the quick start's script, the README's first payment, pasted as it
+    is, against a server on a port that is not 8000: the transfer is COMPLETED."""
+    from tests.test_cli import serving
+
+    database_url = f"sqlite+aiosqlite:///{tmp_path / 'first.db'}"
+    async with (
+        serving(database_url, tmp_path / "serve.out") as base,
+        httpx.AsyncClient(base_url=base, timeout=30) as http,
+    ):
+        assert not base.endswith(":8000")
+        (found,) = SCRIPT.findall((await http.get("/")).text)
+        script = html.unescape(found) + "\n" + readme_first_payment()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MULTIBANK_")}
+        # The CLI the README calls reads the server's database (the default one, for a reader).
+        env["MULTIBANK_DATABASE_URL"] = database_url
+        done = await asyncio.to_thread(
+            subprocess.run,
+            ["bash", "-c", f"set -e\n{script}"],
+            cwd=README.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    transfer = json.loads(last)
+    assert transfer["state"] == "COMPLETED", last
+    assert transfer["destinationAmount"] == {"currency": "EUR", "amount": 500}

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from jsonschema_rs import Draft202012Validator
 from sqlalchemy import select
 
 from multibank.kernel.db import Base
@@ -114,9 +115,9 @@ async def test_a_prepaid_card_is_created_read_and_listed(client, programme, base
     assert card["balances"] == {"availableBalance": 0, "actualBalance": 0}
     assert card["currency"] == "EUR" and card["tag"] == "trip-1"
     assert card["cardNumberFirstSix"] == "555555" and len(card["cardNumberLastFour"]) == 4
-    for field in ("cardNumber", "cvv"):
+    for field, length in (("cardNumber", 16), ("cvv", 3)):  # the description's maxLength (D21a)
         value = card[field]["value"]
-        assert len(value) == 24 and value.isalnum() and not value.isdigit(), card
+        assert len(value) == length and value.isalnum() and not value.isdigit(), card
     assert card["cardLevelClassification"] == "CORPORATE"
     assert card["expiryPeriodMonths"] == 36 and card["renewalType"] == "NO_RENEW"
     start, expiry = card["startMmyy"], card["expiryMmyy"]
@@ -209,6 +210,91 @@ async def test_create_refuses_bad_bodies(client, programme):
     assert await listed(client, ident, []) == []
     # Accepted: emoji in the friendly name, accents on the card, only the required fields.
     await create(client, ident, friendlyName="Trip 🙂", nameOnCard="José O'Brien-Ñ")
+
+
+@pytest.mark.parametrize("base", BASES)
+async def test_the_field_a_mode_needs_is_required_by_name(client, programme, base):
+    """A prepaid card without `currency`, a debit card without `parentManagedAccountId` (absent
+    or null): a 400 that names the field with REQUIRED, as any other missing field."""
+    p = await programme()
+    ident = await verified(client, p, base=base)
+    account = await open_account(client, ident, "GBP", base)
+    for mode, field, over in (
+        ("PREPAID_MODE", "currency", {"parentManagedAccountId": account["id"]}),
+        ("PREPAID_MODE", "currency", {"currency": None}),
+        ("DEBIT_MODE", "parentManagedAccountId", {"currency": "GBP"}),
+        ("DEBIT_MODE", "parentManagedAccountId", {"parentManagedAccountId": None}),
+    ):
+        body = {k: v for k, v in card_body(ident, mode).items() if k not in _MODE_FIELDS}
+        body.update(over)
+        r = await client.post(f"{base}/managed_cards", headers=ident.headers, json=body)
+        assert r.status_code == 400, (mode, over, r.text)
+        assert r.json()["syntaxErrors"]["invalidFields"] == [
+            {"fieldName": field, "error": "REQUIRED", "params": []}
+        ], r.text
+        assert r.json()["message"] == f"request.{field}: must not be null"
+    # With another field wrong too, both are named.
+    body = {k: v for k, v in card_body(ident).items() if k not in _MODE_FIELDS}
+    body["friendlyName"] = ""
+    r = await client.post(f"{base}/managed_cards", headers=ident.headers, json=body)
+    names = [f["fieldName"] for f in r.json()["syntaxErrors"]["invalidFields"]]
+    assert r.status_code == 400 and sorted(names) == ["currency", "friendlyName"], r.text
+    # An unknown mode names the mode only.
+    body = {**card_body(ident), "mode": "UNKNOWN"}
+    r = await client.post(f"{base}/managed_cards", headers=ident.headers, json=body)
+    assert [f["fieldName"] for f in r.json()["syntaxErrors"]["invalidFields"]] == ["mode"]
+    assert await listed(client, ident, [], base) == []
+
+
+_MODE_FIELDS = ("currency", "parentManagedAccountId")
+
+
+@pytest.mark.parametrize("base", BASES)
+async def test_the_description_says_what_each_mode_needs_and_the_states(client, programme, base):
+    """The OpenAPI description declares what the server checks and answers: the field each
+    mode requires, the values of `state` and its reasons, and that a reason goes with its own
+    state only; a client validating against it agrees with the server."""
+    doc = (await client.get(f"{base}/openapi.json")).json()
+    components = {"components": doc["components"]}
+    body = doc["paths"]["/managed_cards"]["post"]["requestBody"]["content"]["application/json"]
+    request = Draft202012Validator({**body["schema"], **components})
+    p = await programme()
+    ident = await verified(client, p, base=base)
+    account = await open_account(client, ident, "GBP", base)
+    prepaid = card_body(ident)
+    debit = card_body(ident, "DEBIT_MODE", parentManagedAccountId=account["id"])
+    assert request.is_valid(prepaid) and request.is_valid(debit)
+    for mode_body, field in ((prepaid, "currency"), (debit, "parentManagedAccountId")):
+        assert not request.is_valid({k: v for k, v in mode_body.items() if k != field})
+        assert not request.is_valid({**mode_body, field: None})
+    card = {"$ref": "#/components/schemas/ManagedCardRead", **components}
+    state = Draft202012Validator({"$ref": "#/components/schemas/CardState", **components})
+    for good in (
+        {"state": "ACTIVE"},
+        {"state": "BLOCKED", "blockedReason": "LOST"},
+        {"state": "DESTROYED", "destroyedReason": "EXPIRED"},
+    ):
+        assert state.is_valid(good), good
+    for bad in (
+        {"state": "GONE"},
+        {"state": "ACTIVE", "blockedReason": "USER"},
+        {"state": "DESTROYED", "blockedReason": "USER"},
+        {"state": "BLOCKED", "blockedReason": "STOLEN"},
+        {"state": "BLOCKED", "destroyedReason": "USER"},
+    ):
+        assert not state.is_valid(bad), bad
+    # The answers themselves: a debit card without its parent would not be one.
+    read = await debit_card(client, ident, base)
+    validator = Draft202012Validator(card)
+    assert validator.is_valid(read)
+    assert not validator.is_valid({k: v for k, v in read.items() if k != "availableToSpend"})
+    prepaid_read = await create(client, ident, base)
+    assert validator.is_valid(prepaid_read)
+    assert not validator.is_valid({k: v for k, v in prepaid_read.items() if k != "balances"})
+    parameters = doc["paths"]["/managed_cards"]["get"]["parameters"]
+    described = {q["name"]: q.get("description", "") for q in parameters}
+    assert "state=BLOCKED" in described["state.blockedReason"]
+    assert "state=DESTROYED" in described["state.destroyedReason"]
 
 
 async def conflict(client: httpx.AsyncClient, ident: Identity, body: dict[str, Any]) -> str:

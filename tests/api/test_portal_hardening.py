@@ -48,6 +48,8 @@ from tests.api.test_portal_web import (
 from tests.conftest import ADMIN_TOKEN, LIVE_CARD_ENV, LIVE_CARD_KEYS
 from tests.factories import CODE, open_account, sign_up
 
+DOC_BASES = ("/multi", "/3.29.1/multi", "/3.1.0/multi", "/simulate/api", "/portal/api")
+
 MULTIBANK = Path(sys.executable).with_name("multibank")
 # Servers of their own, with limits of their own, on the session's database.
 server = test_ratelimits.server
@@ -175,6 +177,7 @@ def test_live_mode_wants_an_admin_token_of_32_characters():
     assert Settings(mode="sandbox", admin_token="x").admin_token == "x"
 
 
+@pytest.mark.any_database  # its own SQLite file, or no database at all
 async def test_serve_in_live_mode_refuses_a_short_admin_token_in_one_line(tmp_path):
     env = {
         **os.environ,
@@ -691,3 +694,25 @@ async def browser(app: Any) -> Any:
         yield c
     finally:
         await c.aclose()
+
+
+async def test_every_html_page_refuses_framing_and_says_nosniff_once(client, programme):
+    """Issue 41 §5: the API and simulator docs, the KYC sandbox page, the landing page and the
+    portal's pages all refuse to be framed, each with one `X-Content-Type-Options`."""
+    p = await programme()
+    c = await sign_up(client, p, "consumers")
+    r = await client.post("/multi/consumers/kyc", headers=c.headers)
+    assert r.status_code == 200, r.text
+    pages = [f"{base}/{page}" for base in DOC_BASES for page in ("docs", "redoc")]
+    pages += [f"/kyc/{r.json()['reference']}", "/", "/portal/login"]
+    for url in pages:
+        r = await client.get(url)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/html"), url
+        assert r.headers.get_list("x-content-type-options") == ["nosniff"], url
+        assert r.headers.get("x-frame-options") == "DENY", url
+        policies = r.headers.get_list("content-security-policy")
+        assert any("frame-ancestors 'none'" in policy for policy in policies), (url, policies)
+    # A JSON answer is not a page: nosniff once, nothing more.
+    r = await client.get("/multi/consumers", headers=c.headers)
+    assert r.headers.get_list("x-content-type-options") == ["nosniff"]
+    assert "x-frame-options" not in r.headers

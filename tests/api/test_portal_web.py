@@ -7,6 +7,7 @@ The same journey in a real browser is in test_portal_browser.py."""
 
 from __future__ import annotations
 
+import html
 import re
 import secrets
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from multibank.portal.web import WRONG_TOKEN_FROM_ENV
 from tests.api.payments_support import customer
 from tests.conftest import ADMIN_TOKEN
 from tests.factories import open_account, sign_up
@@ -94,6 +96,17 @@ async def test_sign_in_sets_a_strict_http_only_cookie(client):
     client.cookies.clear()
     r = await client.get("/portal")
     assert r.status_code == 308 and r.headers["location"] == "/portal/"
+
+
+async def test_a_wrong_token_is_told_where_the_servers_comes_from(client):
+    """The server's token is MULTIBANK_ADMIN_TOKEN's here (the suite sets it): the page says
+    so, and nothing else (issue 41 §1; a sandbox's generated one: tests/test_cli_database.py)."""
+    form = await client.get("/portal/login")
+    assert "the value of its <code>MULTIBANK_ADMIN_TOKEN</code>" in form.text
+    wrong = await sign_in(client, "nope")
+    assert wrong.status_code == 401
+    assert WRONG_TOKEN_FROM_ENV in html.unescape(wrong.text)
+    assert "multibank serve" not in wrong.text and "multibank admin-token" not in wrong.text
 
 
 async def test_every_page_refuses_a_visitor_without_a_session(client, programme):
@@ -322,3 +335,23 @@ async def test_sign_out_ends_the_session_everywhere(app, client):
         assert (await c.get("/portal/")).status_code == 303
     finally:
         await c.aclose()
+
+
+async def test_the_programmes_page_is_paged_newest_first(browser, programme, container):
+    """A server holding many programmes (a client's test suite makes one per test) shows them
+    fifty at a time, the newest on the first page, with links to the older ones."""
+    from multibank.programmes import repository
+
+    async with container.db.transaction() as session:
+        before = len(await repository.list_programmes(session))
+    made = [await programme() for _ in range(max(3, 51 - before))]
+    async with container.db.transaction() as session:
+        everyone = [int(p.id) for p in await repository.list_programmes(session)]
+    assert len(everyone) > 50
+    first = await page(browser, "/portal/")
+    ids = re.findall(r'href="/portal/programmes/(\d+)/overview"', first)
+    assert ids == [str(i) for i in sorted(everyone, reverse=True)[:50]]
+    assert ids[:3] == [p.id for p in reversed(made)][:3]
+    assert f"of {len(everyone)}" in first and 'rel="next"' in first
+    last = await page(browser, f"/portal/?offset={len(everyone) - 1}")
+    assert re.findall(r'href="/portal/programmes/(\d+)/overview"', last) == [str(min(everyone))]

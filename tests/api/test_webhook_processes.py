@@ -130,7 +130,7 @@ async def test_two_processes_deliver_each_event_once_and_in_order(tmp_path):
 
 
 async def test_two_processes_drain_a_backlog_each_event_once_and_in_order(tmp_path):
-    resources, per_resource = 30, 2 * CHAIN + 10
+    resources, per_resource = 8, 2 * CHAIN + 10  # two processes, each resource over 3 chains
     # The default lease: rounds send chains of each resource's events (an 11 s one would not).
     async with fresh_database(tmp_path) as url:
         env = {**_server_env(url), "MULTIBANK_WEBHOOKS_LEASE_SECONDS": "60"}

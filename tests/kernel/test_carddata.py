@@ -3,6 +3,8 @@ hashes, CVVs and tokens."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from multibank.kernel.carddata import CardDataError, CardKeyring
@@ -54,6 +56,23 @@ def test_cvvs_and_tokens():
         assert not token.isdigit()
     assert keys.token(1, "CVV", 1) != keys.token(1, "CVV", 2)
     assert keys.token(1, "CVV", 1) != keys.token(1, "CARD_NUMBER", 1)
+
+
+def test_card_tokens_fit_the_descriptions_lengths():
+    """D21a: 16 and 3 characters (the description's `maxLength`), never digits only, the same
+    for the same card and version, and a renewal's CVV token never the one before it."""
+    keys = CardKeyring(OLD, VERIFY)
+    for card in range(2000):
+        number = keys.number_token(card)
+        assert len(number) == 16 and number.isalnum() and number.isascii()
+        assert not number.isdigit() and number == keys.number_token(card)
+        tokens = [keys.cvv_token(card, version) for version in range(1, 6)]
+        for token in tokens:
+            assert len(token) == 3 and token.isalnum() and token.isascii()
+            assert not token.isdigit()
+        assert all(a != b for a, b in itertools.pairwise(tokens)), tokens
+        assert tokens[2] == keys.cvv_token(card, 3)
+    assert len({keys.number_token(card) for card in range(2000)}) == 2000
 
 
 @pytest.mark.parametrize(

@@ -255,7 +255,18 @@ def database_unavailable(exc: BaseException) -> bool:
     return False
 
 
+# Noted on an exception this module's handler has answered and logged: the handler's
+# application re-raises it (Starlette's ServerErrorMiddleware does), and the edge middleware,
+# seeing the note, does not log it a second time (api/middleware.py).
+LOGGED = "multibank: answered and logged by api/errors.py"
+
+
+def logged(exc: BaseException) -> bool:
+    return LOGGED in getattr(exc, "__notes__", ())
+
+
 async def _unexpected(request: Request, exc: Exception) -> Response:
+    exc.add_note(LOGGED)
     if conflicts.lost_race(exc):
         # Still losing after its runs (api/routing.py), or a read's: nothing was kept, and the
         # same request a moment later normally succeeds.

@@ -11,6 +11,8 @@ from typing import Any
 from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from multibank.api.errors import database_unavailable, logged
+from multibank.kernel import conflicts
 from multibank.kernel.context import Container
 from multibank.observability import REQUEST_LATENCY, REQUESTS, request_ref_var
 
@@ -28,11 +30,37 @@ def _route_template(scope: Scope) -> str:
     return f"{scope.get('root_path', '')}{path}"
 
 
+UNAVAILABLE = {"code": "SERVICE_UNAVAILABLE", "message": "The database is unavailable; retry."}
+
+
+def refuse_framing(headers: list[tuple[bytes, bytes]]) -> None:
+    """Every HTML page (the API and simulator docs, the KYC sandbox page, the landing page, the
+    portal) refuses to be framed, as the portal does: no other site can overlay its buttons.
+    A page's own policy stays; what it lacks is added."""
+    names = {k.lower(): v for k, v in headers}
+    if not names.get(b"content-type", b"").lower().startswith(b"text/html"):
+        return
+    if b"x-frame-options" not in names:
+        headers.append((b"x-frame-options", b"DENY"))
+    policies = [v.lower() for k, v in headers if k.lower() == b"content-security-policy"]
+    if not any(b"frame-ancestors" in policy for policy in policies):
+        # A second policy is enforced beside the first: this one restricts framing only.
+        headers.append((b"content-security-policy", b"frame-ancestors 'none'"))
+
+
 class EdgeMiddleware:
     def __init__(self, app: ASGIApp, container: Container) -> None:
         self.app = app
         self.container = container
         self.max_body = container.settings.max_body_bytes
+
+    @staticmethod
+    async def _unavailable(scope: Scope, send: Send, error: Exception, sent: bool) -> None:
+        """A route of the outer application (no handler of a version's) met the outage: the
+        same one WARNING line and, unless its answer had begun, the same 503."""
+        log.warning("database unavailable on %s %s: %s", scope["method"], scope["path"], error)
+        if not sent:
+            await _send_json(send, 503, UNAVAILABLE, ((b"retry-after", b"5"),))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -53,9 +81,14 @@ class EdgeMiddleware:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
                 status["sent"] = True
-                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"server"]
+                headers = [
+                    (k, v)
+                    for k, v in message.get("headers", [])
+                    if k.lower() not in (b"server", b"x-content-type-options")
+                ]
                 headers.append((b"request-ref", ref.encode()))
-                headers.append((b"x-content-type-options", b"nosniff"))
+                headers.append((b"x-content-type-options", b"nosniff"))  # once, whoever set it
+                refuse_framing(headers)
                 if no_store and not any(k.lower() == b"cache-control" for k, _ in headers):
                     # Answers carry personal data and tokens: no cache keeps them.
                     headers.append((b"cache-control", b"no-store"))
@@ -97,9 +130,19 @@ class EdgeMiddleware:
 
             try:
                 await self.app(scope, receive_limited, send_wrapper)
-            except Exception:
+            except Exception as error:
                 if status["too_large"]:
                     return  # the app noticed the "disconnect" we made up; 413 already went out
+                if logged(error):
+                    # A mounted application's handler answered it and logged it (an outage's
+                    # 503 in one WARNING line); it still comes up through the mount. Logged
+                    # again here, with a traceback, each outage request would be said twice,
+                    # once as an ERROR.
+                    return
+                if database_unavailable(error) or conflicts.lost_race(error):
+                    # Expected weather in a route of the outer application: one WARNING line.
+                    await self._unavailable(scope, send_wrapper, error, status["sent"])
+                    return
                 log.exception("unhandled error")
                 if not status["sent"]:
                     await _send_json(
@@ -151,7 +194,9 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
+async def _send_json(
+    send: Send, status: int, body: dict[str, Any], extra: tuple[tuple[bytes, bytes], ...] = ()
+) -> None:
     raw = json.dumps(body).encode()
     await send(
         {
@@ -160,6 +205,7 @@ async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(raw)).encode()),
+                *extra,
             ],
         }
     )

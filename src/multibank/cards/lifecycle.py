@@ -107,15 +107,20 @@ async def expire(ctx: Ctx, card: ManagedCard) -> None:
         await events.expiry(ctx, card, events.EXPIRED)
 
 
+def next_expiry_month(card: ManagedCard) -> int:
+    """A renewal's expiry month: the card's own one period on (D24: 36 months)."""
+    return month_start(notice_at(card), card.expiry_period_months)
+
+
 async def renew(ctx: Ctx, card: ManagedCard, issued: int) -> None:
-    """Same number, reissued in the month of `issued`: as a new card, its expiry month is that
-    month one period on. The raised version changes the CVV (derived from number, expiry and
+    """Same number, reissued in the month of `issued`, its expiry moved one period on whenever
+    the renewal comes (D24). The raised version changes the CVV (derived from number, expiry and
     version, D21) and its token."""
-    start = month_start(issued)
+    expiry_month = next_expiry_month(card)
     card.version += 1
-    card.start_mmyy = mmyy_at(start)
-    card.expiry_mmyy = mmyy_at(month_start(start, card.expiry_period_months))
-    card.expires_at = month_start(start, card.expiry_period_months + 1)
+    card.start_mmyy = mmyy_at(month_start(issued))
+    card.expiry_mmyy = mmyy_at(expiry_month)
+    card.expires_at = month_start(expiry_month, 1)
     card.expiry_notice_at = None
     card.lifecycle_due_at = notice_at(card)
     await ctx.db.flush()
@@ -195,7 +200,8 @@ async def simulate_about_to_expire(ctx: Ctx, card: ManagedCard) -> None:
 
 
 async def simulate_renew(ctx: Ctx, card: ManagedCard) -> None:
-    """Renewed now: reissued this month, expiring one period on."""
+    """Renewed now, as the clock would at expiry: reissued this month, its expiry one period
+    (36 months) past the one it had."""
     if marked_lost_or_stolen(card):
         raise Conflict("INSTRUMENT_MARKED_LOST_STOLEN")
     if card.state == DESTROYED:

@@ -376,6 +376,7 @@ async def replace_lost_stolen(
         pin_blocked=False,
     )
     lifecycle.schedule(new)  # its own expiry, from its creation (D24)
+    await service.draw_distinct_cvv_token(ctx, keys, new)
     ctx.db.add(new)
     await ctx.db.flush()
     await manufacturing.request(ctx, new)

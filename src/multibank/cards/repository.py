@@ -54,6 +54,18 @@ async def number_taken(db: AsyncSession, programme_id: int, number_hash: str) ->
     return bool((await db.execute(stmt)).scalar())
 
 
+async def card_versions(
+    db: AsyncSession, programme_id: int, identity_id: int, other_than: int
+) -> list[tuple[int, int]]:
+    """(id, version) of the identity's cards but one: what their CVV tokens are made of."""
+    stmt = select(ManagedCard.id, ManagedCard.version).where(
+        ManagedCard.programme_id == programme_id,
+        ManagedCard.identity_id == identity_id,
+        ManagedCard.id != other_than,
+    )
+    return [(row[0], row[1]) for row in await db.execute(stmt)]
+
+
 async def has_linked_cards(db: AsyncSession, programme_id: int, account_id: int) -> bool:
     """Whether the account is the parent of a debit card that is not destroyed."""
     stmt = select(

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic.config import JsonDict
+from pydantic_core import PydanticCustomError
 
 from multibank.kernel.vocabulary import Country, Currency, DigitsId, PostCode, Tag, Wire
 
@@ -52,9 +61,26 @@ class DigitalWallets(Wire):
     artworkReference: Annotated[str, StringConstraints(max_length=100)] | None = None
 
 
+# What each mode needs beyond the common fields (cards.md §3.3: `PrepaidModeCardRequest`,
+# `DebitModeCardRequest`, flat in the body), as the description says it.
+_MODE_NEEDS = {"PREPAID_MODE": "currency", "DEBIT_MODE": "parentManagedAccountId"}
+_MODE_REQUIRED: JsonDict = {
+    "allOf": [
+        {
+            "if": {"properties": {"mode": {"const": mode}}, "required": ["mode"]},
+            "then": {"required": [field], "properties": {field: {"not": {"type": "null"}}}},
+        }
+        for mode, field in _MODE_NEEDS.items()
+    ]
+}
+
+
 class ManagedCardCreate(Wire):
     """Prepaid cards name `currency`, debit cards `parentManagedAccountId`; the other mode's
-    field is ignored (D28)."""
+    field is ignored (D28). The one a mode needs, missing or null, is a 400 naming it
+    (`REQUIRED`)."""
+
+    model_config = ConfigDict(json_schema_extra=_MODE_REQUIRED)
 
     profileId: DigitsId
     tag: Tag | None = None
@@ -66,17 +92,24 @@ class ManagedCardCreate(Wire):
     digitalWallets: DigitalWallets | None = None
     authForwardingDefaultTimeoutDecision: TimeoutDecision | None = None
     mode: Mode
-    currency: Currency | None = None
-    parentManagedAccountId: DigitsId | None = None
+    # Checked after `mode` (declared before them), even when absent, so that the error names
+    # the field a client must add.
+    currency: Annotated[
+        Currency | None,
+        Field(validate_default=True, description="Required for a `PREPAID_MODE` card."),
+    ] = None
+    parentManagedAccountId: Annotated[
+        DigitsId | None,
+        Field(validate_default=True, description="Required for a `DEBIT_MODE` card."),
+    ] = None
     renewalType: RenewalType | None = None
 
-    @model_validator(mode="after")
-    def _the_mode_names_its_field(self) -> ManagedCardCreate:
-        if self.mode == "PREPAID_MODE" and self.currency is None:
-            raise ValueError("currency is required for a PREPAID_MODE card")
-        if self.mode == "DEBIT_MODE" and self.parentManagedAccountId is None:
-            raise ValueError("parentManagedAccountId is required for a DEBIT_MODE card")
-        return self
+    @field_validator("currency", "parentManagedAccountId", mode="after")
+    @classmethod
+    def _the_mode_needs_it(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None and _MODE_NEEDS.get(info.data.get("mode", "")) == info.field_name:
+            raise PydanticCustomError("missing", "Field required")
+        return value
 
 
 class ManagedCardUpdate(Wire):
@@ -96,16 +129,38 @@ class ManagedCardUpdate(Wire):
     renewalType: RenewalType | None = None
 
 
-class Value(BaseModel):
-    value: str
+class CardNumberToken(BaseModel):
+    """The card number's token (D21a): never a card number (it has a letter)."""
+
+    value: Annotated[str, StringConstraints(min_length=16, max_length=16)]
+
+
+class CvvToken(BaseModel):
+    """The CVV's token (D21a): never a CVV (it has a letter)."""
+
+    value: Annotated[str, StringConstraints(min_length=3, max_length=3)]
+
+
+InstrumentState = Literal["ACTIVE", "BLOCKED", "DESTROYED"]
+BlockedReason = Literal["USER", "SYSTEM", "LOST"]
+DestroyedReason = Literal["SYSTEM", "USER", "LOST", "STOLEN", "EXPIRED"]
+# A reason is there only with its state (cards.md §2.3, D24).
+_REASON_NEEDS_STATE: JsonDict = {
+    "allOf": [
+        {"if": {"required": [reason]}, "then": {"properties": {"state": {"const": state}}}}
+        for reason, state in (("blockedReason", "BLOCKED"), ("destroyedReason", "DESTROYED"))
+    ]
+}
 
 
 class CardState(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    """`blockedReason` only with `state` BLOCKED, `destroyedReason` only with DESTROYED."""
 
-    state: str
-    blockedReason: str | None = None
-    destroyedReason: str | None = None
+    model_config = ConfigDict(extra="ignore", json_schema_extra=_REASON_NEEDS_STATE)
+
+    state: InstrumentState
+    blockedReason: BlockedReason | None = None
+    destroyedReason: DestroyedReason | None = None
 
 
 class CardBalances(BaseModel):
@@ -169,7 +224,22 @@ class PhysicalCardDetailsRead(BaseModel):
 
 class ManagedCardRead(BaseModel):
     """Prepaid cards carry `balances`; debit cards `parentManagedAccountId` and
-    `availableToSpend`. `cardNumber` and `cvv` are tokens (D20)."""
+    `availableToSpend`. `cardNumber` and `cvv` are tokens (D20, D21a)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "allOf": [
+                {
+                    "if": {"properties": {"mode": {"const": "PREPAID_MODE"}}},
+                    "then": {"required": ["balances"]},
+                },
+                {
+                    "if": {"properties": {"mode": {"const": "DEBIT_MODE"}}},
+                    "then": {"required": ["parentManagedAccountId", "availableToSpend"]},
+                },
+            ]
+        }
+    )
 
     id: DigitsId
     profileId: DigitsId
@@ -180,8 +250,8 @@ class ManagedCardRead(BaseModel):
     state: CardState
     type: Literal["VIRTUAL", "PHYSICAL"]
     cardBrand: Literal["MASTERCARD", "VISA"]
-    cardNumber: Value
-    cvv: Value
+    cardNumber: CardNumberToken
+    cvv: CvvToken
     cardNumberFirstSix: Annotated[str, StringConstraints(pattern=r"^[0-9]{6}$")]
     cardNumberLastFour: Annotated[str, StringConstraints(pattern=r"^[0-9]{4}$")]
     nameOnCard: str
@@ -217,12 +287,16 @@ TransactionBound = Annotated[int, Field(ge=0, le=2**63 - 1)]
 
 
 class SpendLimitValue(Wire):
+    model_config = ConfigDict(extra="forbid")
+
     currency: Currency
     # A negative amount is a 409 SPEND_LIMIT_AMOUNT_INVALID, not a 400 (observed, D22).
     amount: Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 
 
 class SpendLimit(Wire):
+    model_config = ConfigDict(extra="forbid")
+
     value: SpendLimitValue
     interval: SpendInterval
 
@@ -265,7 +339,11 @@ class ProfileSpendRules(CommonLevelSpendRules):
 
 class CardLevelSpendRules(CommonLevelSpendRules):
     """Every field optional. On PATCH only the fields sent change, an empty list (or one of only
-    nulls) clears that list, and a null changes nothing."""
+    nulls) clears that list, and a null changes nothing. An unknown key is a 400 (`NOT_IN`):
+    read as no rule at all, a misspelt one would replace the card's rules with nothing. Rules
+    that contradict each other are a 409 `SPEND_RULE_INVALID` (decision 0073)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     spendLimit: Annotated[list[SpendLimit | None], Field(max_length=50)] | None = None
     minTransactionAmount: TransactionBound | None = None

@@ -161,10 +161,26 @@ async def create(ctx: Ctx, keys: CardKeyring, owner: Owner, data: ManagedCardCre
         renewal_type=renewal_of(data.renewalType),
         created_at=ctx.now,
     )
+    await draw_distinct_cvv_token(ctx, keys, card)
     lifecycle.schedule(card)
     ctx.db.add(card)
     await ctx.db.flush()
     return card
+
+
+async def draw_distinct_cvv_token(ctx: Ctx, keys: CardKeyring, card: ManagedCard) -> None:
+    """A new card's CVV token is none of its identity's other cards' (D21a): detokenize finds a
+    CVV by its token within the identity, and 3 characters make a collision possible. One that
+    collides is drawn again: a new version, so a new CVV that nobody has seen yet."""
+    assert card.identity_id is not None
+    taken = {
+        keys.cvv_token(other, version)
+        for other, version in await repo.card_versions(
+            ctx.db, ctx.programme.id, card.identity_id, card.id
+        )
+    }
+    while keys.cvv_token(card.id, card.version) in taken:
+        card.version += 1
 
 
 async def load(ctx: Ctx, owner: Owner, card_id: str, for_update: bool = False) -> repo.Row:

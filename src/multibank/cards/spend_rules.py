@@ -39,9 +39,30 @@ def stored_form(data: CardLevelSpendRules, fields: set[str]) -> dict[str, Any]:
     return out
 
 
+# Lists no value may be in both of (decision 0073): the authorisation would decline the value
+# (blocked wins, D22), so the allowed entry is a mistake the writer should hear of.
+OPPOSITES = (
+    ("allowedMerchantCategories", "blockedMerchantCategories"),
+    ("allowedMerchantIds", "blockedMerchantIds"),
+    ("allowedMerchantCountries", "blockedMerchantCountries"),
+)
+INVALID = "SPEND_RULE_INVALID"
+
+
 def check(card: ManagedCard, rules: dict[str, Any]) -> None:
-    """The 409s of a write, in the order D22 lists them."""
-    limits: list[dict[str, Any]] = rules.get("spendLimit") or []
+    """The 409s of a write: the spend limits' in the order D22 lists them, then rules that
+    contradict each other (decision 0073)."""
+    check_limits(card, rules.get("spendLimit") or [])
+    low, high = rules.get("minTransactionAmount") or 0, rules.get("maxTransactionAmount") or 0
+    if low and high and low > high:  # 0 or absent: no bound (cards.md §4.1)
+        raise Conflict(INVALID, "minTransactionAmount is above maxTransactionAmount")
+    for allowed, blocked in OPPOSITES:
+        both = sorted(set(rules.get(allowed) or ()) & set(rules.get(blocked) or ()))
+        if both:
+            raise Conflict(INVALID, f"{', '.join(both)[:100]} both in {allowed} and {blocked}")
+
+
+def check_limits(card: ManagedCard, limits: list[dict[str, Any]]) -> None:
     if not limits:
         return
     if card.mode == service.PREPAID:
@@ -59,10 +80,11 @@ def without_nones(rules: dict[str, Any]) -> dict[str, Any]:
 
 
 async def writable(ctx: Ctx, owner: Owner, card_id: str) -> ManagedCard:
-    """The owner's card, locked; a destroyed card's rules are gone and it takes no new ones."""
+    """The owner's card, locked; a destroyed card's rules are gone and it takes no new ones:
+    it refuses as its other changes do (INSTRUMENT_DESTROYED), not as a card without rules."""
     card, _ = await service.load(ctx, owner, card_id, for_update=True)
     if card.state == service.DESTROYED:
-        raise NotFound(NO_RULES)
+        raise Conflict("INSTRUMENT_DESTROYED")
     return card
 
 

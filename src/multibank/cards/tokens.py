@@ -1,4 +1,4 @@
-"""Card-data tokens in the sandbox (D20, D21): `secure_session/tokenize` keeps a chosen value
+"""Card-data tokens in the sandbox (D20, D21, D21a): `secure_session/tokenize` keeps a chosen value
 (a PIN for an upgrade) encrypted behind a random token; `detokenize` gives the card's owner the
 value behind a token of the API (the number, the CVV, the PIN of one of its cards) or of
 `tokenize`. A string that is not a token of that identity is refused alike, whatever it is, so
@@ -59,9 +59,16 @@ async def detokenize(ctx: Ctx, keys: CardKeyring, identity_id: int, token: str, 
         )
     ).scalars()
     for card in cards:
-        if field == NUMBER_FIELD and _same(keys.token(card.id, NUMBER_FIELD, 0), token):
+        # A card's tokens of D21a, or the longer ones answered before it (still honoured).
+        if field == NUMBER_FIELD and (
+            _same(keys.number_token(card.id), token)
+            or _same(keys.token(card.id, NUMBER_FIELD, 0), token)
+        ):
             return keys.decrypt(card.number_encrypted, card.id)
-        if field == CVV_FIELD and _same(keys.token(card.id, CVV_FIELD, card.version), token):
+        if field == CVV_FIELD and (
+            _same(keys.cvv_token(card.id, card.version), token)
+            or _same(keys.token(card.id, CVV_FIELD, card.version), token)
+        ):
             number = keys.decrypt(card.number_encrypted, card.id)
             return keys.cvv(number, card.expiry_mmyy, card.version)
         if (

@@ -25,6 +25,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 SCHEME = "a1"
 NONCE_BYTES = 12
 TOKEN_LENGTH = 24
+# What the API answers for a card's number and CVV (D21a): the lengths the public description
+# allows those fields (`maxLength` 16 and 3), so a client validating answers accepts them.
+NUMBER_TOKEN_LENGTH = 16
+CVV_TOKEN_LENGTH = 3
 _TOKEN_ALPHABET = string.ascii_letters + string.digits
 _LETTERS = string.ascii_letters
 
@@ -148,17 +152,44 @@ class CardKeyring:
         ).digest()
         return f"{int.from_bytes(digest[:8], 'big') % 1000:03d}"
 
-    def token(self, card_id: int, field: str, version: int) -> str:
-        """24 characters of [A-Za-z0-9] with at least one letter, the same for the same card,
-        field and version (D20), so no token reads as a number."""
-        digest = hmac.new(
-            self.token_key, f"{field}|{card_id}|{version}".encode(), hashlib.sha256
-        ).digest()
+    def _derived(self, label: str, length: int) -> str:
+        """`length` characters of [A-Za-z0-9] with at least one letter, from `label` alone."""
+        digest = hmac.new(self.token_key, label.encode(), hashlib.sha256).digest()
         value = int.from_bytes(digest, "big")
         chars = []
-        for _ in range(TOKEN_LENGTH):
+        for _ in range(length):
             value, index = divmod(value, len(_TOKEN_ALPHABET))
             chars.append(_TOKEN_ALPHABET[index])
         if not any(c in _LETTERS for c in chars):
             chars[0] = _LETTERS[digest[-1] % len(_LETTERS)]
         return "".join(chars)
+
+    def token(self, card_id: int, field: str, version: int) -> str:
+        """24 characters of [A-Za-z0-9] with at least one letter, the same for the same card,
+        field and version (D20), so no token reads as a number. A PIN's token; a card number's
+        and CVV's before D21a, which detokenize still accepts."""
+        return self._derived(f"{field}|{card_id}|{version}", TOKEN_LENGTH)
+
+    def number_token(self, card_id: int) -> str:
+        """The card number's token (D21a): 16 characters, one letter at least (never a card
+        number), the same for the card's whole life."""
+        return self._derived(f"CARD_NUMBER|{card_id}|{NUMBER_TOKEN_LENGTH}", NUMBER_TOKEN_LENGTH)
+
+    def cvv_token(self, card_id: int, version: int) -> str:
+        """The CVV's token at the card's `version` (D21a): 3 characters, one letter at least
+        (never a CVV), and never the token of the version before, so a renewal always changes
+        it however few the 3-character tokens are."""
+        # A card starts at version 1; each renewal (or creation's draw again, D21a) adds one.
+        token = ""
+        for each in range(min(version, 1), version + 1):
+            token = self._cvv_draw(card_id, each, token or None)
+        return token
+
+    def _cvv_draw(self, card_id: int, version: int, avoid: str | None) -> str:
+        label = f"CVV|{card_id}|{version}|{CVV_TOKEN_LENGTH}"
+        token = self._derived(label, CVV_TOKEN_LENGTH)
+        again = 0
+        while token == avoid:
+            again += 1
+            token = self._derived(f"{label}|{again}", CVV_TOKEN_LENGTH)
+        return token

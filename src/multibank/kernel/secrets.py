@@ -3,15 +3,22 @@ sandbox so every process of one deployment signs and checks with the same keys."
 
 from __future__ import annotations
 
+import logging
 import secrets
+from collections.abc import Callable
 
 from sqlalchemy import String
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
 from multibank.kernel import carddata
 from multibank.kernel.db import Base, Database
+from multibank.kernel.loop import PeriodicWorker
+
+ADMIN_TOKEN = "admin_token"
+# How soon every running sandbox process takes a rotated admin token (AdminTokenWatcher).
+ADMIN_TOKEN_REFRESH_SECONDS = 1.0
 
 
 class ServerSecret(Base):
@@ -42,10 +49,51 @@ async def _get_or_create(db: Database, name: str, make: str, now_ms: int) -> tup
         return existing.value, False
 
 
+def new_admin_token() -> str:
+    return f"mb_admin_{secrets.token_urlsafe(32)}"
+
+
 async def admin_token(db: Database, configured: str | None, now_ms: int) -> tuple[str, bool]:
     if configured:
         return configured, False
-    return await _get_or_create(db, "admin_token", f"mb_admin_{secrets.token_urlsafe(32)}", now_ms)
+    return await _get_or_create(db, ADMIN_TOKEN, new_admin_token(), now_ms)
+
+
+async def replace_admin_token(session: AsyncSession, value: str, now_ms: int) -> None:
+    """Makes `value` the sandbox's stored admin token, in `session`'s transaction (decision
+    0067): the old one stops working in every process that watches it (`AdminTokenWatcher`)."""
+    row = await session.get(ServerSecret, ADMIN_TOKEN)
+    if row is None:
+        session.add(ServerSecret(name=ADMIN_TOKEN, value=value, created_at=now_ms))
+    else:
+        row.value, row.created_at = value, now_ms
+
+
+class AdminTokenWatcher(PeriodicWorker):
+    """Keeps a sandbox process's admin token the one stored in the database, so a rotation
+    (`multibank admin-token --rotate`, another process) takes effect everywhere within a second,
+    without a restart. One primary-key read a second; not run when MULTIBANK_ADMIN_TOKEN is set."""
+
+    name = "multibank-admin-token"
+
+    def __init__(self, db: Database, on_change: Callable[[str], None], current: str | None) -> None:
+        super().__init__(ADMIN_TOKEN_REFRESH_SECONDS, logging.getLogger("multibank.secrets"))
+        self.db = db
+        self.on_change = on_change
+        self.current = current
+
+    async def round(self) -> bool:
+        try:
+            async with self.db.sessionmaker() as session:
+                value = await read_secret(session, ADMIN_TOKEN)
+        except (OSError, SQLAlchemyError):
+            # The database is away (its outage is logged where requests meet it): the token
+            # stays the one last read until it answers again.
+            return False
+        if value and value != self.current:
+            self.current = value
+            self.on_change(value)
+        return False
 
 
 async def jwt_keys(db: Database, configured: str | None, now_ms: int, generate: str) -> str:

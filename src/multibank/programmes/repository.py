@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.programmes.models import ARCHIVED, ApiKey, FeeType, Profile, Programme
@@ -24,6 +24,29 @@ async def get_programme_by_name(session: AsyncSession, name: str) -> Programme |
 async def list_programmes(session: AsyncSession) -> Sequence[Programme]:
     stmt = select(Programme).where(Programme.mode != ARCHIVED).order_by(Programme.id)
     return (await session.execute(stmt)).scalars().all()
+
+
+async def page_of_programmes(
+    session: AsyncSession, offset: int, limit: int
+) -> tuple[int, list[tuple[Programme, list[str]]]]:
+    """How many programmes are not archived, and the page at `offset` of them, newest first,
+    each with the currencies its profiles offer (two statements whatever the page holds)."""
+    listed = select(Programme).where(Programme.mode != ARCHIVED)
+    count = (
+        await session.execute(select(func.count()).select_from(listed.subquery()))
+    ).scalar_one()
+    page = (
+        (await session.execute(listed.order_by(Programme.id.desc()).offset(offset).limit(limit)))
+        .scalars()
+        .all()
+    )
+    currencies: dict[int, set[str]] = {p.id: set() for p in page}
+    held = select(Profile.programme_id, Profile.currencies).where(
+        Profile.programme_id.in_(list(currencies))
+    )
+    for programme_id, offered in (await session.execute(held)).all():
+        currencies[programme_id].update(offered)
+    return int(count), [(p, sorted(currencies[p.id])) for p in page]
 
 
 async def programme_for_key_hash(session: AsyncSession, key_hash: str) -> Programme | None:

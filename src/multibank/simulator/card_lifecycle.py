@@ -87,7 +87,7 @@ async def card_about_to_expire(card_id: CardPath, ctx: SimCtx) -> Response:
     },
 )
 async def card_renew(card_id: CardPath, ctx: SimCtx) -> Response:
-    """Renews a renewing card now: same number, valid from this month for `expiryPeriodMonths`,
-    a new CVV (and CVV token), an expiries `CARD_RENEWED` event. A `NO_RENEW` card answers
-    `INSTRUMENT_NOT_RENEWABLE`."""
+    """Renews a renewing card now, as its expiry would: same number, `startMmyy` this month,
+    `expiryMmyy` moved `expiryPeriodMonths` (36) on, a new CVV (and CVV token), an expiries
+    `CARD_RENEWED` event. A `NO_RENEW` card answers `INSTRUMENT_NOT_RENEWABLE`."""
     return await _apply(ctx, card_id, lifecycle.simulate_renew)

@@ -62,12 +62,16 @@ CREATE_CONFLICTS = (
     "WALLETS_NOT_ENABLED",
     "AUTH_FORWARDING_NOT_ENABLED",
 )
-# The 409s of every spend-rule write (cards.md §3.1 #11 to #13); create adds ALREADY_SET.
+# The 409s of every spend-rule write (cards.md §3.1 #11 to #13); create adds ALREADY_SET. A
+# destroyed card refuses as for its other changes; contradicting rules are SPEND_RULE_INVALID
+# (decision 0073).
 SPEND_RULE_CONFLICTS = (
     "SPEND_LIMIT_CURRENCY_DIFFERENT_FROM_CARD_CURRENCY",
     "SPEND_LIMIT_NOT_SUPPORTED_FOR_PREPAID_MODE_CARD",
     "SPEND_LIMIT_DUPLICATE_INTERVAL",
     "SPEND_LIMIT_AMOUNT_INVALID",
+    "SPEND_RULE_INVALID",
+    "INSTRUMENT_DESTROYED",
 )
 UPDATE_CONFLICTS = (
     "INSTRUMENT_DESTROYED",
@@ -87,7 +91,8 @@ def card_body(
     balance: LedgerAccount | None,
     spent: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """The card as 3.32.1 writes it: the number and CVV as tokens (D20), never in clear."""
+    """The card as 3.32.1 writes it: the number and CVV as tokens of the description's lengths
+    (D21a), never in clear."""
     state: dict[str, str] = {"state": card.state}
     if card.blocked_reason:
         state["blockedReason"] = card.blocked_reason
@@ -103,8 +108,8 @@ def card_body(
         "state": state,
         "type": card.type,
         "cardBrand": card.card_brand,
-        "cardNumber": {"value": keys.token(card.id, service.NUMBER_FIELD, 0)},
-        "cvv": {"value": keys.token(card.id, service.CVV_FIELD, card.version)},
+        "cardNumber": {"value": keys.number_token(card.id)},
+        "cvv": {"value": keys.cvv_token(card.id, card.version)},
         "cardNumberFirstSix": card.number_first_six,
         "cardNumberLastFour": card.number_last_four,
         "nameOnCard": card.name_on_card,
@@ -166,10 +171,20 @@ async def managed_cards_get(
     friendlyName: Annotated[str | None, Query(min_length=1, max_length=50)] = None,
     state: Annotated[list[StateValue] | None, Query()] = None,
     blocked_reason: Annotated[
-        list[BlockedReasonValue] | None, Query(alias="state.blockedReason")
+        list[BlockedReasonValue] | None,
+        Query(
+            alias="state.blockedReason",
+            description="Needs `state=BLOCKED` among the `state` values (400 otherwise); "
+            "applies to the blocked cards only.",
+        ),
     ] = None,
     destroyed_reason: Annotated[
-        list[DestroyedReasonValue] | None, Query(alias="state.destroyedReason")
+        list[DestroyedReasonValue] | None,
+        Query(
+            alias="state.destroyedReason",
+            description="Needs `state=DESTROYED` among the `state` values (400 otherwise); "
+            "applies to the destroyed cards only.",
+        ),
     ] = None,
     currency: Annotated[Currency | None, Query()] = None,
     type: Annotated[str | None, Query(pattern="^(VIRTUAL|PHYSICAL)$")] = None,
@@ -351,7 +366,10 @@ async def managed_card_spend_rules_create(
     id: CardId, body: CardLevelSpendRules, session: LoggedIn
 ) -> Response:
     """Sets the card's rules once (SPEND_RULE_ALREADY_SET after); spend limits are for debit
-    cards, in the card's currency, one per interval, at least 0. A blocked card takes rules."""
+    cards, in the card's currency, one per interval, at least 0. A blocked card takes rules, a
+    destroyed one none (INSTRUMENT_DESTROYED). Rules that contradict each other (a minimum
+    above the maximum, a value both allowed and blocked) are SPEND_RULE_INVALID; an unknown
+    key is a 400."""
     await spend_rules.create(session.ctx, owner(session), id, body)
     return Response(status_code=204)
 
@@ -394,8 +412,10 @@ async def managed_card_spend_rules_set(
     status_code=204,
     response_class=Response,
     dependencies=[CallerIdempotent],
+    responses=conflicts("INSTRUMENT_DESTROYED"),
 )
 async def managed_card_spend_rules_delete(id: CardId, session: LoggedIn) -> Response:
-    """Removes the card's rules; 404 when it has none."""
+    """Removes the card's rules; 404 when it has none; a destroyed card's are gone already
+    (INSTRUMENT_DESTROYED)."""
     await spend_rules.delete(session.ctx, owner(session), id)
     return Response(status_code=204)
