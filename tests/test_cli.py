@@ -668,6 +668,7 @@ EVERY_COMMAND = [
     ("programme", "card-fee", "default", "--fee", "purchase", "--currency", "EUR",
      "--amount", "1"),
     ("ledger", "verify"),
+    ("audit", "verify"),
     ("webhooks", "listen", "--port", "0"),
     ("webhooks", "deliver"),
     ("sandbox", "seed"),

@@ -254,3 +254,32 @@ async def test_seed_of_an_unknown_programme_fails(seed_db):
     assert result.exit_code == 1, (result.output, result.exception)
     assert "nosuch" in result.stderr and "not found" in result.stderr
     assert result.stdout == ""
+
+
+async def test_seed_deposits_are_audited(seed_db):
+    """Issue 41 §5: the money `sandbox seed` puts in is in the audit log, one record per account,
+    by `cli`."""
+    from sqlalchemy import select
+
+    from multibank.audit.models import AuditRecord
+    from multibank.kernel.db import Database
+
+    seeded = json.loads(ok(await cli("sandbox", "seed", "--json")))
+    db = Database(seed_db)
+    try:
+        async with db.transaction() as session:
+            rows = list(
+                await session.scalars(
+                    select(AuditRecord)
+                    .where(AuditRecord.action == "account.deposit")
+                    .order_by(AuditRecord.seq)
+                )
+            )
+    finally:
+        await db.dispose()
+    accounts = [seeded["corporate"]["accountId"], seeded["consumer"]["accountId"]]
+    assert [(r.actor, r.target_kind, r.target_id) for r in rows] == [
+        ("cli", "account", a) for a in accounts
+    ]
+    assert all(str(r.programme_id) == seeded["programmeId"] for r in rows)
+    assert all("1000.00 EUR by sandbox seed" in (r.note or "") for r in rows)

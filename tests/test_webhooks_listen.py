@@ -197,3 +197,40 @@ async def test_an_unknown_programme_is_refused(container: Container, database_ur
         b"",
         "Programme 'no-such-programme' not found\n",
     )
+
+
+async def test_the_listeners_url_changes_are_audited(
+    container: Container, programme: ProgrammeFactory
+) -> None:
+    """Issue 41 §5: pointing the programme's webhook URL at the listener, and back, are changes
+    of its settings: each is in the audit log, by `cli`, with the URL before and after."""
+    from multibank.audit.models import AuditRecord
+
+    name, _ = await _new_programme(container, programme)
+    lines: list[str] = []
+    stop = asyncio.Event()
+    task = asyncio.create_task(listen(container.db, name, "127.0.0.1", 0, lines.append, stop))
+    url = await _listening(lines, task)
+    stop.set()
+    await asyncio.wait_for(task, 30)
+    async with container.db.transaction() as session:
+        pid = (await session.execute(select(Programme.id).where(Programme.name == name))).scalar()
+        rows = list(
+            await session.scalars(
+                select(AuditRecord).where(AuditRecord.programme_id == pid).order_by(AuditRecord.seq)
+            )
+        )
+    assert [(r.actor, r.action, r.changes, r.note) for r in rows] == [
+        (
+            "cli",
+            "webhooks.listen",
+            {"settings.webhookUrl": [OLD_URL, url]},
+            "webhooks listen started",
+        ),
+        (
+            "cli",
+            "webhooks.listen",
+            {"settings.webhookUrl": [url, OLD_URL]},
+            "webhooks listen ended",
+        ),
+    ]

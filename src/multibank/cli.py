@@ -1,5 +1,5 @@
-"""The `multibank` command: serve, db, programme, ledger, webhooks, sandbox. Every operator action
-calls the same services as the operator API, so the two never disagree."""
+"""The `multibank` command: serve, db, programme, ledger, audit, webhooks, sandbox. Every operator
+action calls the same services as the operator API, so the two never disagree."""
 
 from __future__ import annotations
 
@@ -126,6 +126,8 @@ app.add_typer(db_app, name="db")
 app.add_typer(programme_app, name="programme")
 ledger_app = OperatorApp(help="The double-entry ledger.")
 app.add_typer(ledger_app, name="ledger")
+audit_app = OperatorApp(help="The operator audit log.")
+app.add_typer(audit_app, name="audit")
 webhooks_app = OperatorApp(help="Webhook events: receive them locally, or deliver them.")
 app.add_typer(webhooks_app, name="webhooks")
 sandbox_app = OperatorApp(help="Sandbox helpers: ready-made test data.")
@@ -348,6 +350,27 @@ def _can_listen(host: str, port: int) -> None:
         _fail(f"cannot listen on {where}: {reason}", CANNOT_START)
 
 
+async def _upgrade_for_serve(db: Database) -> None:
+    """Migrates a database behind this release. Running as a server role that may not (decision
+    0075), says in one line to run `db upgrade` as the schema's owner."""
+    from sqlalchemy.exc import DBAPIError
+
+    from multibank.kernel.migrate import current_revision, head_revision, upgrade
+
+    if await current_revision(db) == head_revision():
+        return  # nothing to do: no DDL attempted, which the server's role could not run
+    try:
+        await upgrade(db)
+    except DBAPIError as exc:
+        if "permission denied" in str(exc) or "must be owner" in str(exc):
+            _fail(
+                "the database schema is behind this release and this role may not change it: "
+                "run `multibank db upgrade` as the schema's owner first",
+                CANNOT_START,
+            )
+        raise
+
+
 def base_url_lines(base: str) -> list[str]:
     """Where a server at `base` answers: `serve` prints these, `info` too."""
     return [
@@ -398,11 +421,10 @@ def serve(
     import uvicorn
 
     from multibank.app import build_container, startup
-    from multibank.kernel.migrate import upgrade
     from multibank.kernel.node_lease import NodeKeeper
 
     async def prepare(db: Database) -> tuple[ProgrammeDescription, bool, str | None]:
-        await upgrade(db)
+        await _upgrade_for_serve(db)
         nodes = NodeKeeper(db, Clock())
         await nodes.start(renew_in_background=False)
         try:
@@ -456,14 +478,29 @@ def serve(
 
 
 @db_app.command("upgrade")
-def db_upgrade() -> None:
+def db_upgrade(
+    server_role: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ROLE",
+            envvar="MULTIBANK_DATABASE_SERVER_ROLE",
+            help="PostgreSQL: the role the server runs as (not the schema's owner, not a "
+            "superuser). Grants it what the server needs and checks it cannot change postings, "
+            "audit records, a transaction's details or an event's payload.",
+        ),
+    ] = None,
+) -> None:
     """Create or update the database schema (apply every migration not applied yet).
 
     The only command besides `serve` that makes a database where there is none, and it says
-    so: `database: PATH (...): none there yet, creating it` on stderr."""
-    from multibank.kernel.migrate import current_revision, upgrade
+    so: `database: PATH (...): none there yet, creating it` on stderr. Run it as the role that
+    owns the schema. With --server-role (PostgreSQL), the server's own role is then granted
+    what the server needs, and checked; exits 1 when it has more."""
+    from multibank.kernel.migrate import RoleProblem, current_revision, grant_server_role, upgrade
 
     settings = _settings()
+    if server_role and settings.is_sqlite:
+        _fail("--server-role is for PostgreSQL: a SQLite database has no roles", CANNOT_START)
     _, path = database_said(settings)
 
     async def work(db: Database) -> None:
@@ -471,9 +508,20 @@ def db_upgrade() -> None:
         if path is None and await current_revision(db) is None:
             typer.echo("the database holds no schema yet: creating it", err=True)
         await upgrade(db)
+        if server_role:
+            await grant_server_role(db, server_role)
 
-    _run(work, settings, creates=True)
+    try:
+        _run(work, settings, creates=True)
+    except RoleProblem as exc:
+        _fail(f"db upgrade: {exc}")
     typer.echo("database is up to date")
+    if server_role:
+        typer.echo(
+            f"role {server_role}: granted what the server needs; it cannot update, delete or "
+            "truncate postings or audit records, change a transaction's details or an event's "
+            "payload, alter a table or create one"
+        )
 
 
 @app.command("admin-token")
@@ -918,6 +966,35 @@ def ledger_verify(
     typer.echo("ledger verify: ok")
 
 
+@audit_app.command("verify")
+def audit_verify() -> None:
+    """Check that the audit log's hash chain is whole; exits 1 at the first break.
+
+    Each record carries the hash of the one before it: a record changed, removed or inserted
+    outside the server breaks the chain there, and the first break is named. Prints the chain's
+    head (its last record's seq and hash): keep it elsewhere to tell later that no record was
+    removed from the end, nor the whole chain rewritten. Exits 2 when it cannot check."""
+    from multibank.audit.chain import Verdict, verify
+
+    async def work(db: Database) -> Verdict:
+        async with db.transaction() as session:
+            return await verify(session)
+
+    verdict = _run(work)
+    row = verdict.broken_at
+    if row is not None:
+        typer.echo(
+            f"audit verify: the chain breaks at record {row.id} (seq {row.seq}, "
+            f"{row.action} by {row.actor} at {row.at}): {verdict.reason}",
+            err=True,
+        )
+        _fail(f"audit verify: broken after seq {verdict.head_seq}")
+    typer.echo(
+        f"audit verify: ok, {verdict.records} record(s); head seq {verdict.head_seq} "
+        f"hash {verdict.head_hash}"
+    )
+
+
 @webhooks_app.command("listen")
 def webhooks_listen(
     programme: Annotated[
@@ -1010,6 +1087,7 @@ def sandbox_seed(
     account id, IBAN and a fresh token, already stepped up (it lapses when unused for a while:
     log in again with the e-mail and password). Made through the API itself, on the configured
     database."""
+    from multibank.audit import service as audit
     from multibank.kernel.node_lease import NodeKeeper
     from multibank.programmes import service
     from multibank.sandbox_seed import CURRENCY, DEPOSIT, Seeded, SeedError, seed
@@ -1030,7 +1108,18 @@ def sandbox_seed(
             await nodes.stop()
         if mode != "sandbox":
             raise SeedError(f"it is a {mode} programme; only sandbox programmes are seeded")
-        return await seed(settings, programme, description)
+        seeded = await seed(settings, programme, description)
+        # Money put in by an operator's command: in the audit log (issue 41 §5).
+        for who in (seeded[0].corporate, seeded[0].consumer):
+            await audit.record_cli(
+                db,
+                Clock().system_ms(),
+                "account.deposit",
+                programme,
+                target=audit.Target("account", who.accountId),
+                note=f"{DEPOSIT / 100:.2f} {CURRENCY} by sandbox seed (simulator deposit)",
+            )
+        return seeded
 
     try:
         seeded, admin_token = _run(work, settings)
@@ -1130,10 +1219,20 @@ def cards_pool_create(
             async with db.transaction() as session:
                 found = await service.require_programme_by_name(session, programme)
                 ctx = Ctx(session, found, clock.now_ms(found.clock_offset_ms))
+                pool = audit.Target("card_pool", str(found.id))
+                before = await audit.subject(session, found.id, pool)
                 made = await create_pool(ctx, keys, profile, count, physical, currency)
                 note = f"{len(made)} card(s) of profile {profile}"
+                changes = audit.diff(before, await audit.subject(session, found.id, pool))
                 await audit.record(
-                    session, clock.system_ms(), audit.CLI, "card_pool.create", found.id, note=note
+                    session,
+                    clock.system_ms(),
+                    audit.CLI,
+                    "card_pool.create",
+                    found.id,
+                    pool,
+                    changes,
+                    note,
                 )
                 return made
         finally:

@@ -12,6 +12,7 @@ def load_all() -> None:
     import multibank.factors.models
     import multibank.identities.models
     import multibank.kernel.codes
+    import multibank.kernel.guesses
     import multibank.kernel.idempotency
     import multibank.kernel.node_lease
     import multibank.kernel.notify

@@ -6,6 +6,7 @@ admin token and pages; the database refuses to change or remove a record."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import secrets
@@ -13,9 +14,13 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import text
+from sqlalchemy import select, text, update
 from sqlalchemy.exc import DBAPIError
 
+from multibank.audit import chain
+from multibank.audit.models import AuditRecord
+from multibank.webhooks.models import WebhookEvent
+from tests.api.test_managed_cards import create as create_card
 from tests.api.test_portal_web import (
     PORTAL_API,
     landed,
@@ -25,7 +30,7 @@ from tests.api.test_portal_web import (
     submit,
     submitted,
 )
-from tests.factories import open_account, sign_up
+from tests.factories import open_account, sign_up, verified
 
 AUDIT = "/portal/api/audit"
 
@@ -343,4 +348,151 @@ async def test_customer_account_and_card_actions_name_their_target(
     ]
     assert [r["actor"] for r in found][:2] == ["admin token", "admin token"]
     assert found[2]["actor"].startswith("portal session ")
-    assert all(r["changes"] == [] for r in found if r["action"] != "programme.settings")
+    # Block and unblock say what they changed, before → after (issue 41 §5); the others
+    # changed no setting and no state an operator sets.
+    assert changes(found[1]) == {
+        "account.state": ("ACTIVE", "BLOCKED"),
+        "account.blockedReason": (None, "SYSTEM"),
+    }
+    assert changes(found[0]) == {
+        "account.state": ("BLOCKED", "ACTIVE"),
+        "account.blockedReason": ("SYSTEM", None),
+    }
+    assert all(r["changes"] == [] for r in found[2:] if r["action"] != "programme.settings")
+
+
+async def test_each_record_carries_the_hash_of_the_one_before_with_concurrent_writers(
+    container, client, admin_headers, programme
+):
+    """Issue 41 §5: the log is a hash chain, and stays one when many operator writes land at
+    once (PostgreSQL: many connections; each record is its action's last write, taken in turn):
+    seq 1, 2, 3 ... without a gap, each record's prev_hash the hash of the one before, each hash
+    that of its own content."""
+    progs = [await programme() for _ in range(4)]
+
+    async def change(p: Any, limit: int) -> int:
+        r = await client.patch(
+            f"{PORTAL_API}/{p.id}/settings", headers=admin_headers, json={"failedLoginLimit": limit}
+        )
+        return r.status_code
+
+    answers = await asyncio.gather(*(change(p, n) for n in (6, 7, 8) for p in progs))
+    assert answers == [200] * 12
+    async with container.db.transaction() as session:
+        rows = list(await session.scalars(select(AuditRecord).order_by(AuditRecord.seq)))
+        verdict = await chain.verify(session)
+    assert [r.seq for r in rows] == list(range(1, len(rows) + 1))
+    prev = chain.GENESIS
+    for row in rows:
+        assert row.prev_hash == prev and row.hash == chain.digest_of(row, prev)
+        prev = row.hash
+    assert verdict.broken_at is None and verdict.head_hash == rows[-1].hash
+    mine = [r for r in rows if str(r.programme_id) in {p.id for p in progs}]
+    assert len(mine) == 12
+    # The operator API shows each record's place in the chain and its hash.
+    by_id = {str(r.id): (r.seq, r.hash) for r in rows}
+    shown = await records(client, admin_headers, progs[0].id)
+    assert len(shown) == 3
+    assert all((r["seq"], r["hash"]) == by_id[r["id"]] for r in shown)
+
+
+async def test_blocks_redeliveries_and_the_card_pool_say_before_and_after(
+    container, client, admin_headers, programme
+):
+    """Issue 41 §5: a card's block and unblock, a redelivery and a card pool record what they
+    changed, before → after."""
+    p = await programme()
+    api = f"{PORTAL_API}/{p.id}"
+    r = await client.patch(
+        f"{api}/settings", headers=admin_headers, json={"webhookUrl": "https://hooks.example.com/a"}
+    )
+    assert r.status_code == 200, r.text
+    ident = await verified(client, p)
+    card = (await create_card(client, ident))["id"]
+    for action in ("block", "unblock"):
+        r = await client.post(f"{api}/managed_cards/{card}/{action}", headers=admin_headers)
+        assert r.status_code == 204, r.text
+    deliveries = (await client.get(f"{api}/webhooks/deliveries", headers=admin_headers)).json()
+    event = deliveries["deliveries"][0]["id"]
+    async with container.db.transaction() as session:  # as five failed attempts leave it
+        await session.execute(
+            update(WebhookEvent)
+            .where(WebhookEvent.id == int(event))
+            .values(state="FAILED", attempts=5, next_attempt_at=None)
+        )
+    r = await client.post(f"{api}/webhooks/deliveries/{event}/redeliver", headers=admin_headers)
+    assert r.status_code == 200, r.text
+    r = await client.post(
+        f"{api}/card_pool",
+        headers=admin_headers,
+        json={"profileId": p.profiles["corporatePrepaidManagedCard"], "count": 2},
+    )
+    assert r.status_code == 201, r.text
+    found = await records(client, admin_headers, p.id)
+    assert changes(only(found, "card.block")) == {
+        "card.state": ("ACTIVE", "BLOCKED"),
+        "card.blockedReason": (None, "SYSTEM"),
+    }
+    assert changes(only(found, "card.unblock")) == {
+        "card.state": ("BLOCKED", "ACTIVE"),
+        "card.blockedReason": ("SYSTEM", None),
+    }
+    assert changes(only(found, "webhook_event.redeliver")) == {
+        "delivery.state": ("FAILED", "PENDING"),
+        "delivery.attempts": (5, 0),
+    }
+    pooled = only(found, "card_pool.create")
+    assert pooled["target"] == {"kind": "card_pool", "id": p.id}
+    assert changes(pooled) == {"cardPool.unassigned": (0, 2)}
+
+
+async def test_a_settings_change_that_changes_nothing_is_not_recorded(
+    app, client, admin_headers, programme
+):
+    """Issue 41 §5: saving the settings as they are (operator API or portal) records nothing;
+    saving a change records it once."""
+    p = await programme()
+    api = f"{PORTAL_API}/{p.id}"
+    same = [
+        await client.patch(f"{api}/settings", headers=admin_headers, json={"failedLoginLimit": 5}),
+        await client.patch(f"{api}/settings", headers=admin_headers, json={}),
+    ]
+    profiles = (await client.get(f"{api}/profiles", headers=admin_headers)).json()
+    sends = next(x for x in profiles if x["kind"] == "sends")
+    same.append(
+        await client.patch(
+            f"{api}/profiles/{sends['id']}", headers=admin_headers, json={"fees": sends["fees"]}
+        )
+    )
+    assert [r.status_code for r in same] == [200, 200, 200]
+    browser = await signed_in_client(app)
+    try:
+        home = f"/portal/programmes/{p.id}"
+        assert await submitted(browser, f"{home}/settings", home, failedLoginLimit="5") == (
+            "Settings saved."
+        )
+    finally:
+        await browser.aclose()
+    assert await records(client, admin_headers, p.id) == []
+    r = await client.patch(f"{api}/settings", headers=admin_headers, json={"failedLoginLimit": 6})
+    assert r.status_code == 200
+    [kept] = await records(client, admin_headers, p.id)
+    assert changes(kept) == {"settings.failedLoginLimit": (5, 6)}
+
+
+async def test_simulator_clock_advances_are_recorded(client, admin_headers, programme):
+    """Issue 41 §5: a programme's clock moved through the simulator is in the audit log as the
+    portal's and the CLI's moves are, with the offset before and after."""
+    p = await programme()
+    for seconds in (3600, 60):
+        r = await client.post(
+            "/simulate/api/clock/advance",
+            headers={"programme-key": p.api_key},
+            json={"seconds": seconds},
+        )
+        assert r.status_code == 200, r.text
+    found = await records(client, admin_headers, p.id, action="clock.advance")
+    assert [(r["actor"], changes(r)) for r in found] == [
+        ("simulator", {"clockOffsetSeconds": (3600, 3660)}),
+        ("simulator", {"clockOffsetSeconds": (0, 3600)}),
+    ]

@@ -344,6 +344,34 @@ async def test_assign_needs_a_step_up_and_honours_idempotency_ref(client, progra
     assert len(await listed(client, ident, [])) == 2
 
 
+async def test_three_wrong_activation_codes_lock_a_pool_card(client, programme, admin_headers):
+    """Issue 41 §5: activation codes are limited as PINs are. Each wrong code is counted on the
+    card, in the database (so across requests and processes, not in one process's memory); the
+    third locks the card, which then refuses every code, the right one included, and says so to
+    the operator. Other cards are not affected."""
+    p = await programme()
+    locked_card, other_card = await make_pool(client, admin_headers, p, n=2)
+    guesser = await verified(client, p, "corporates")
+    owner = await verified(client, p, "corporates")
+    for guess in ("00000001", "00000002", "00000003"):
+        wrong = {**locked_card, "activationCode": guess}
+        if guess != locked_card["activationCode"]:
+            assert refused(await assign(client, guesser, wrong), "ACTIVATION_CODE_INVALID")
+    # Locked: the right code is refused too, for anyone, and the card stays in the pool.
+    assert refused(await assign(client, owner, locked_card), "ACTIVATION_CODE_INVALID")
+    assert refused(await assign(client, guesser, locked_card), "ACTIVATION_CODE_INVALID")
+    state = await pool_state(client, admin_headers, p)
+    flags = {c["externalReference"]: c["activationLocked"] for c in state["cards"]}
+    assert flags == {locked_card["externalReference"]: True, other_card["externalReference"]: False}
+    assert await listed(client, owner, []) == []
+    # Two wrong codes and the right one: the card is claimed (a typo is not a lock).
+    for guess in ("99999998", "99999999"):
+        if guess != other_card["activationCode"]:
+            wrong = {**other_card, "activationCode": guess}
+            assert refused(await assign(client, owner, wrong), "ACTIVATION_CODE_INVALID")
+    assert (await assign(client, owner, other_card)).status_code == 200
+
+
 async def test_a_card_that_expired_in_the_pool_cannot_be_assigned(client, programme, admin_headers):
     p = await programme()
     [pool_card] = await make_pool(client, admin_headers, p)

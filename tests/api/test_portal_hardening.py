@@ -2,7 +2,8 @@
 
 - wrong admin tokens are limited per client address on every door that takes the token (the
   operator API, the portal's sign-in, /metrics): 429 with Retry-After, the right token included,
-  counted across processes when Redis is configured; live mode wants a token of 32 characters;
+  counted in the database every process shares (across restarts, without Redis), failing closed
+  when it cannot count (issue 41 §5); live mode wants a token of 32 characters;
   a portal session ends when the server's token changes;
 - every portal answer carries the CSP, X-Frame-Options and Referrer-Policy; the sign-in form has
   a CSRF token; no URL makes the portal show a message of its choosing;
@@ -103,19 +104,57 @@ async def test_a_trusted_forwarded_for_names_the_guessing_address(server):
     assert (await proxy.get(PORTAL_API, headers=two)).status_code == 200
 
 
-async def test_two_servers_on_one_redis_share_the_count_of_wrong_tokens(server):
-    limits = {
-        "rate_limit_admin_auth": "3/minute",
-        "redis_url": test_ratelimits.REDIS_URL,
-        "rate_limit_namespace": f"admin-{secrets.token_hex(4)}",
-    }
+async def test_two_servers_without_redis_share_the_count_of_wrong_tokens(server):
+    """Two processes of one deployment (two containers on one database, no Redis): the wrong
+    guesses one takes count in the other, on every door (issue 41 §5)."""
+    limits = {"rate_limit_admin_auth": "3/minute", "redis_url": None}
     one, two = await server(**limits), await server(**limits)
-    await test_ratelimits._require_redis(one.container)
-    a, b = one.client("192.0.2.77"), two.client("192.0.2.77")
+    address = f"192.0.2.{secrets.randbelow(200) + 20}"
+    a, b = one.client(address), two.client(address)
     assert (await a.get(PORTAL_API, headers=WRONG)).status_code == 401
     assert (await b.get("/metrics", headers=WRONG)).status_code == 401
-    assert (await a.get(PORTAL_API, headers=WRONG)).status_code == 401
+    assert (await sign_in(a, "not-the-admin-token")).status_code == 401
     assert_throttled(await b.get(PORTAL_API, headers=RIGHT))
+    assert_throttled(await a.get("/metrics", headers=RIGHT))
+
+
+async def test_a_restart_forgets_no_wrong_token(server):
+    """The count lives in the database, not in the process: a server started afresh on the same
+    database (a restart, a new worker) refuses an address that spent its guesses."""
+    address = f"198.18.0.{secrets.randbelow(200) + 20}"
+    first = await server(rate_limit_admin_auth="3/minute")
+    guesser = first.client(address)
+    for _ in range(3):
+        assert (await guesser.get(PORTAL_API, headers=WRONG)).status_code == 401
+    await first.container.db.dispose()  # the process is gone
+    restarted = await server(rate_limit_admin_auth="3/minute")
+    assert_throttled(await restarted.client(address).get(PORTAL_API, headers=RIGHT))
+    # Concurrent guesses from one address are taken one at a time: none slips past the limit.
+    fresh = restarted.client(f"198.18.1.{secrets.randbelow(200) + 20}")
+    answers = await asyncio.gather(*(fresh.get("/metrics", headers=WRONG) for _ in range(8)))
+    assert sorted(r.status_code for r in answers) == [401] * 3 + [429] * 5
+
+
+async def test_an_unreachable_store_fails_closed(server, database_url, tmp_path):
+    """When the database that counts the guesses cannot be reached, no token is compared: 429
+    with Retry-After, the right token included (an uncounted guess would be a free one)."""
+    if database_url.startswith("sqlite"):
+        gone = f"sqlite+aiosqlite:///{tmp_path / 'no' / 'such' / 'folder' / 'x.db'}"
+    else:
+        gone = "postgresql+asyncpg://postgres@127.0.0.1:1/nothing"
+    srv = await server(
+        rate_limit_admin_auth="3/minute",
+        database_url=gone,
+        database_pool_timeout_seconds=1,
+    )
+    client = srv.client("203.0.113.99")
+    for headers in (RIGHT, WRONG):
+        r = await client.get("/metrics", headers=headers)
+        assert_throttled(r)
+        assert r.headers["retry-after"] == "5"
+    assert_throttled(await sign_in(client))
+    # No token guesses nothing: still the plain 401.
+    assert (await client.get("/metrics")).status_code == 401
 
 
 async def test_the_operator_api_declares_its_429(client):

@@ -210,3 +210,34 @@ async def test_the_rowid_migration_goes_back_down(fresh_database_url):
             assert await repository.list_profiles(session, 1) == []
     finally:
         await db.dispose()
+
+
+async def test_audit_records_written_before_the_chain_are_chained(fresh_database_url):
+    """Migration 0028 (issue 41 §5): the records of an older database join the hash chain,
+    oldest first, so `audit verify` vouches for them too; and the migration goes back down."""
+    from multibank.audit import chain
+
+    db = Database(fresh_database_url)
+    try:
+        await upgrade(db, "0027")
+        async with db.engine.begin() as conn:
+            for n, (at, changes) in enumerate(
+                [(30, None), (10, '{"settings.failedLoginLimit": [5, 6]}'), (20, '{"a": {"1": 2}}')]
+            ):
+                await conn.execute(
+                    text(
+                        "INSERT INTO audit_records (id, at, actor, action, changes, note)"
+                        " VALUES (:id, :at, 'cli', 'programme.settings', :changes, :note)"
+                    ),
+                    {"id": 100 + n, "at": at, "changes": changes, "note": f"n{n}"},
+                )
+        await upgrade(db)
+        async with db.transaction() as session:
+            verdict = await chain.verify(session)
+            order = (await session.execute(text("SELECT id FROM audit_records ORDER BY seq"))).all()
+        assert verdict.broken_at is None and verdict.records == 3, verdict
+        assert [row.id for row in order] == [101, 102, 100]  # by time
+        await downgrade(db, "0027")
+        await upgrade(db)
+    finally:
+        await db.dispose()

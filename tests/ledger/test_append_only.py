@@ -165,6 +165,47 @@ async def test_the_database_refuses_to_change_or_remove_a_posting(
     assert count == len(rows) == 1  # the deposit
 
 
+async def test_a_transactions_details_and_an_events_payload_are_written_once(
+    container: Container, programme: ProgrammeFactory
+) -> None:
+    """Issue 41 §5: what a movement said (`ledger_transactions.details`) and what a webhook event
+    says (`webhook_events.payload`) are never rewritten: the database refuses an UPDATE that
+    changes them, whoever runs it, while their other columns (a transaction's state, an event's
+    delivery state) still change as the server needs."""
+    programme_id = int((await programme()).id)
+    source, _ = await _funded(container, programme_id)
+    event_id = new_id()
+    async with container.db.engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO webhook_events (id, programme_id, path, event_type, resource,"
+                " call_ref, payload, state, attempts, created_at)"
+                " VALUES (:id, :p, '/x/watch', 'x.Y', 'x:1', :ref, '{}', 'PENDING', 0, 0)"
+            ),
+            {"id": event_id, "p": programme_id, "ref": f"ref-{event_id}"},
+        )
+    tx = "SELECT transaction_id FROM postings WHERE account_id = :a"
+    for sql in (
+        f"UPDATE ledger_transactions SET details = '{{\"x\": 1}}' WHERE id IN ({tx})",
+        "UPDATE webhook_events SET payload = '{\"forged\": true}' WHERE id = :e",
+    ):
+        with pytest.raises(DBAPIError, match="is written once"):
+            async with container.db.engine.begin() as conn:
+                await conn.execute(text(sql), {"a": source, "e": event_id})
+    async with container.db.engine.begin() as conn:
+        await conn.execute(
+            text(
+                "UPDATE ledger_transactions SET state = state, details = details"
+                f" WHERE id IN ({tx})"
+            ),
+            {"a": source},
+        )
+        await conn.execute(
+            text("UPDATE webhook_events SET state = 'FAILED', attempts = 5 WHERE id = :e"),
+            {"e": event_id},
+        )
+
+
 POSTING = (
     "INSERT INTO postings (id, programme_id, transaction_id, account_id, currency,"
     " available_amount, actual_amount, available_after, actual_after, created_at, seq)"

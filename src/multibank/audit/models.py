@@ -3,7 +3,10 @@ settings the fields it changed, before and after. Never a secret's value: API ke
 their id, prefix and label, a new webhook secret only as the action that made it.
 
 Append-only: no code updates or deletes a row, and the database refuses both (migration 0025:
-a statement trigger on PostgreSQL, row triggers on SQLite), as for the ledger's postings."""
+a statement trigger on PostgreSQL, row triggers on SQLite), as for the ledger's postings; the
+server's own PostgreSQL role has no UPDATE, DELETE or TRUNCATE on it (decision 0075).
+Tamper-evident: each record carries the hash of the one before it (`audit/chain.py`, decision
+0076)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ class AuditRecord(Base):
     __table_args__ = (
         Index("ix_audit_records_at", "at", "id"),
         Index("ix_audit_records_programme", "programme_id", "at", "id"),
+        Index("ix_audit_records_seq", "seq", unique=True),
     )
 
     id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
@@ -34,3 +38,9 @@ class AuditRecord(Base):
     # {field: [before, after]} of the settings the action changed; None when it changed none.
     changes: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     note: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    # The record's place in the chain (1, 2, ...; unique, so two writers cannot both extend the
+    # same record), the hash of the record before it and its own (audit/chain.py). NULL only
+    # in a row written outside the server, which `multibank audit verify` reports.
+    seq: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    prev_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    hash: Mapped[str | None] = mapped_column(String(64), nullable=True)

@@ -10,19 +10,37 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from multibank.accounts.models import ManagedAccount
+from multibank.audit import chain
 from multibank.audit.models import AuditRecord
-from multibank.kernel.db import Database
+from multibank.cards.models import ManagedCard
+from multibank.kernel.db import Database, dialect_name
 from multibank.kernel.ids import new_id
+from multibank.kernel.validation import parse_id
 from multibank.programmes import service as programmes
 from multibank.programmes.models import Programme
 from multibank.webhooks.models import WebhookEvent
 
 CLI = "cli"
 ADMIN_TOKEN = "admin token"
+SIMULATOR = "simulator"
+# Actions whose whole effect is on the programme's settings (the snapshot): one that changed
+# nothing is not recorded, for nothing happened (issue 41 §5).
+SETTINGS_ACTIONS = frozenset(
+    {
+        "programme.settings",
+        "profile.update",
+        "fee_type.set",
+        "card_fee.set",
+        "movement_fee.set",
+        "clock.advance",
+    }
+)
 Snapshot = dict[str, Any]
+CHAIN_LOCK = 7_314_159_266  # the advisory lock that orders the chain's writers (PostgreSQL)
 
 
 @dataclass(frozen=True)
@@ -41,7 +59,21 @@ async def record(
     changes: dict[str, list[Any]] | None = None,
     note: str | None = None,
 ) -> AuditRecord:
-    """Adds the record to `db`'s transaction."""
+    """Adds the record to `db`'s transaction, as the next link of the chain (audit/chain.py).
+
+    The chain's end is read and extended while no other writer can: on PostgreSQL under a
+    transaction-scoped advisory lock, held to the commit (a record is its action's last write,
+    so the lock is held briefly); on SQLite by the one writer. `seq` is unique besides, so two
+    records can never extend the same one."""
+    if dialect_name(db) == "postgresql":
+        await db.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": CHAIN_LOCK})
+    last = (
+        await db.execute(
+            select(AuditRecord.seq, AuditRecord.hash).order_by(AuditRecord.seq.desc()).limit(1)
+        )
+    ).first()
+    seq = 1 if last is None or last.seq is None else last.seq + 1
+    prev = chain.GENESIS if last is None or last.hash is None else last.hash
     row = AuditRecord(
         id=new_id(),
         at=at_ms,
@@ -50,9 +82,12 @@ async def record(
         programme_id=programme_id,
         target_kind=target.kind if target else None,
         target_id=target.id[:80] if target else None,
-        changes=changes or None,
+        changes=chain.normal_json(changes or None),
         note=note[:300] if note else None,
+        seq=seq,
+        prev_hash=prev,
     )
+    row.hash = chain.digest_of(row, prev)
     db.add(row)
     await db.flush()
     return row
@@ -86,6 +121,50 @@ async def snapshot(db: AsyncSession, programme_id: int | None) -> Snapshot:
     return out
 
 
+async def subject(db: AsyncSession, programme_id: int | None, target: Target | None) -> Snapshot:
+    """What an action on `target` can change of it, one value per field ({} for other kinds):
+    an account's or a card's state and block reason, a delivery's state and attempts, the
+    number of cards in the card pool."""
+    if programme_id is None or target is None:
+        return {}
+    if target.kind == "card_pool":
+        unassigned = select(func.count()).where(
+            ManagedCard.programme_id == programme_id,
+            ManagedCard.identity_id.is_(None),
+            ManagedCard.state != "DESTROYED",
+        )
+        return {"cardPool.unassigned": int(await db.scalar(unassigned) or 0)}
+    number = parse_id(target.id)
+    if number is None:
+        return {}
+    if target.kind in ("account", "card"):
+        model = ManagedAccount if target.kind == "account" else ManagedCard
+        stmt = select(model.state, model.blocked_reason).where(
+            model.programme_id == programme_id, model.id == number
+        )
+        row = (await db.execute(stmt)).first()
+        if row is None:
+            return {}
+        return {
+            f"{target.kind}.state": row.state,
+            f"{target.kind}.blockedReason": row.blocked_reason,
+        }
+    if target.kind == "webhook_event":
+        found = select(WebhookEvent.state, WebhookEvent.attempts).where(
+            WebhookEvent.programme_id == programme_id, WebhookEvent.id == number
+        )
+        event = (await db.execute(found)).first()
+        if event is None:
+            return {}
+        return {"delivery.state": event.state, "delivery.attempts": event.attempts}
+    return {}
+
+
+def changed_nothing(action: str, changes: dict[str, list[Any]]) -> bool:
+    """A settings action that left every setting as it was: not recorded as a change."""
+    return action in SETTINGS_ACTIONS and not changes
+
+
 def diff(before: Snapshot, after: Snapshot) -> dict[str, list[Any]]:
     """{field: [before, after]} of each field that changed (None where it was not or is no
     more)."""
@@ -112,6 +191,8 @@ def wire(row: AuditRecord) -> dict[str, Any]:
             for field, pair in sorted((row.changes or {}).items())
         ],
         "note": row.note,
+        "seq": row.seq,
+        "hash": row.hash,
     }
 
 
@@ -169,6 +250,8 @@ async def record_change(
     """Records an action done in `db`'s transaction, with the settings it changed since
     `before` (a `snapshot` taken before it; {} for a programme it made)."""
     changes = diff(before, await snapshot(db, programme_id))
+    if changed_nothing(action, changes):
+        return
     await record(db, at_ms, actor, action, programme_id, target, changes, note)
 
 

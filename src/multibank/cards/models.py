@@ -117,6 +117,9 @@ class ManagedCard(Base):
     # bound to the card (card verification key, never in clear); the PIN
     # encrypted as the number is, under an associated-data label of its own.
     activation_code_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # Wrong activation codes given for a pool card at assign (decision 0074): the third locks
+    # the card, which then refuses every code, the right one included, as a PIN blocks.
+    activation_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     pin_encrypted: Mapped[str | None] = mapped_column(String(200), nullable=True)
     # The replacement of this card: its own id (DAMAGED) or the new card's (LOST_STOLEN).
     replacement_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)

@@ -51,6 +51,8 @@ MAX_BATCH = 1000
 REFERENCE_LENGTH = 16
 _REFERENCE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I to misread
 ACTIVATION_CODE_DIGITS = 8
+# Wrong activation codes that lock a pool card (decision 0074), as three wrong PINs block a PIN.
+ACTIVATION_TRIES = 3
 _HANDLE_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 
@@ -203,8 +205,9 @@ async def unassigned(ctx: Ctx, offset: int, limit: int) -> tuple[int, list[Manag
 
 async def assign(ctx: Ctx, keys: CardKeyring, owner: Owner, body: ManagedCardAssign) -> repo.Row:
     """Gives the pool card `body.externalReference` to the owner's identity. The card's row is
-    held from its lookup to the end of the transaction, so of two assigns of one reference the
-    second finds it assigned: INSTRUMENT_NOT_FOUND, as for an unknown reference."""
+        held from its lookup to the end of the transaction, so of two assigns of one reference the
+        second finds it assigned: INSTRUMENT_NOT_FOUND, as for an unknown reference. A wrong code is
+    counted on the card (kept though the assign is refused), and the third locks it."""
     if body.authForwardingDefaultTimeoutDecision is not None:
         raise Conflict("AUTH_FORWARDING_NOT_ENABLED")
     identity = await identities.get(ctx.db, ctx.programme.id, owner.identity_id)
@@ -224,9 +227,15 @@ async def assign(ctx: Ctx, keys: CardKeyring, owner: Owner, body: ManagedCardAss
         await lifecycle.step(ctx, card)  # a card that expired in the pool is gone
     if card is None or card.identity_id is not None or card.state == cards.DESTROYED:
         raise Conflict("INSTRUMENT_NOT_FOUND")
+    if card.activation_failures >= ACTIVATION_TRIES:
+        # Locked: every code is refused alike, the right one included, so that the answers stop
+        # telling a guesser anything; the operator hands out another card (decision 0074).
+        raise Conflict("ACTIVATION_CODE_INVALID")
     expected = card.activation_code_hash or ""
     if not hmac.compare_digest(expected, keys.activation_hash(card.id, body.activationCode)):
-        raise Conflict("ACTIVATION_CODE_INVALID")
+        card.activation_failures += 1
+        await ctx.db.flush()
+        raise Conflict("ACTIVATION_CODE_INVALID").keeping_changes()  # the count is kept
     # Checked after the code, so that a wrong guess learns nothing about the card.
     if card.identity_type != owner.identity_type:
         raise Conflict("MODEL_CONSTRAINTS_VIOLATED")

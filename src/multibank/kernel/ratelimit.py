@@ -14,7 +14,7 @@ from limits.storage import storage_from_string
 from multibank.kernel.errors import TooManyRequests
 
 
-def _header(items: list[RateLimitItem], exceeded: RateLimitItem) -> str:
+def limit_header(items: list[RateLimitItem], exceeded: RateLimitItem) -> str:
     # contract §1: the exceeded limit first, then every `limit;w=windowSeconds`.
     windows = ", ".join(f"{i.amount};w={i.get_expiry()}" for i in items)
     return f"{exceeded.amount}, {windows}"
@@ -166,7 +166,7 @@ class RateLimiter:
         self, items: list[RateLimitItem], item: RateLimitItem, name: str, dim: str, value: str
     ) -> TooManyRequests:
         stats = await self.strategy.get_window_stats(item, name, dim, value)
-        return TooManyRequests(_header(items, item), int(stats.reset_time - time.time()) + 1)
+        return TooManyRequests(limit_header(items, item), int(stats.reset_time - time.time()) + 1)
 
     async def reset(self) -> None:
         await self.storage.reset()

@@ -107,7 +107,7 @@ async def programme_audit_page(
 class AuditTarget(BaseModel):
     kind: str = Field(
         description="`programme`, `api_key`, `profile`, `customer`, `account`, "
-        "`payment`, `card`, `webhook_event`, `fee_type`."
+        "`payment`, `card`, `webhook_event`, `fee_type`, `card_pool` (its id: the programme's)."
     )
     id: str
 
@@ -121,14 +121,26 @@ class AuditChange(BaseModel):
 class AuditRecordRead(BaseModel):
     id: str
     timestamp: int = Field(description="When, in the server's wall clock (UTC), in ms.")
-    actor: str = Field(description="`admin token`, `cli`, `portal session {8 hex}` or `portal`.")
+    actor: str = Field(
+        description="`admin token`, `cli`, `portal session {8 hex}`, `portal` or `simulator`."
+    )
     action: str = Field(description="`api_key.revoke`, `programme.settings`, `portal.sign_in`…")
     programmeId: str | None
     target: AuditTarget | None
     changes: list[AuditChange] = Field(
-        description="The settings the action changed; API keys as prefix and label, never a secret."
+        description="The settings the action changed, and the state of what it acted on "
+        "(`account.state`, `card.blockedReason`, `delivery.attempts`, `cardPool.unassigned`…); "
+        "API keys as prefix and label, never a secret."
     )
     note: str | None
+    seq: int | None = Field(
+        description="The record's place in the hash chain (1, 2, 3…); `multibank audit verify` "
+        "checks it."
+    )
+    hash: str | None = Field(
+        description="SHA-256 of the record and the hash of the one before it (hex): keep the "
+        "newest to tell later that no record was changed or removed."
+    )
 
 
 class AuditPage(BaseModel):

@@ -115,16 +115,28 @@ class Watch:
     before: audit.Snapshot
     made: list[int]
     listener: Callable[[Session, Any], None]
+    target: Target | None = None
 
 
-async def watch(db: AsyncSession, programme_id: int | None) -> Watch:
+async def _state(
+    db: AsyncSession, programme_id: int | None, target: Target | None
+) -> audit.Snapshot:
+    """The programme's settings and what the action can change of its target."""
+    return {
+        **await audit.snapshot(db, programme_id),
+        **await audit.subject(db, programme_id, target),
+    }
+
+
+async def watch(db: AsyncSession, programme_id: int | None, target: Target | None = None) -> Watch:
     made: list[int] = []
 
     def created(session: Session, flush_context: Any) -> None:
         made.extend(o.id for o in session.new if isinstance(o, Programme))
 
     event.listen(db.sync_session, "after_flush", created)
-    return Watch(programme_id, await audit.snapshot(db, programme_id), made, created)
+    before = await _state(db, programme_id, target)
+    return Watch(programme_id, before, made, created, target)
 
 
 async def recorded(
@@ -136,7 +148,9 @@ async def recorded(
     if programme_id is None and seen.made:  # a programme made by the action
         programme_id = seen.made[0]
         target = target or Target("programme", str(programme_id))
-    changes = audit.diff(seen.before, await audit.snapshot(db, programme_id))
+    changes = audit.diff(seen.before, await _state(db, programme_id, seen.target))
+    if audit.changed_nothing(action, changes):
+        return
     await audit.record(db, at_ms, actor, action, programme_id, target, changes)
 
 
@@ -151,7 +165,7 @@ async def portal_action(
     """Runs a portal form's `work` and records it (in its transaction) once it is done."""
     db = scope_of(request).session
     action, programme_id, target = portal_names(request.url.path)
-    seen = await watch(db, programme_id)
+    seen = await watch(db, programme_id, target)
     try:
         result = await work()
     except BaseException:
@@ -218,7 +232,18 @@ async def _watch_write(request: Request) -> None:
         return
     programme_id = parse_id(str(request.path_params.get("programme_id", "")))
     scope = scope_of(request)
-    scope.audit_watch = await watch(scope.session, programme_id)
+    scope.audit_watch = await watch(scope.session, programme_id, api_target(request))
+
+
+def api_target(request: Request) -> Target | None:
+    """What an operator API write acts on, from its path: a parameter naming a thing (`card_id`),
+    or the programme's card pool."""
+    for name, value in request.path_params.items():
+        if name in KINDS:
+            return Target(KINDS[name], str(value))
+    if request.url.path.endswith("/card_pool"):
+        return Target("card_pool", str(request.path_params.get("programme_id", "")))
+    return None
 
 
 WATCHING = Depends(_watch_write)
@@ -250,14 +275,7 @@ class AuditedRoute(UnitOfWorkRoute):
             if response.status_code >= 400:
                 stop_watching(db, seen)
                 return response
-            target = next(
-                (
-                    Target(KINDS[name], str(value))
-                    for name, value in request.path_params.items()
-                    if name in KINDS
-                ),
-                None,
-            )
+            target = api_target(request)
             now = container_of(request).clock.system_ms()
             action = OPERATIONS.get(operation, operation)
             await recorded(db, seen, now, audit.ADMIN_TOKEN, action, target)

@@ -71,6 +71,10 @@ class PoolCard(BaseModel):
     cardNumberLastFour: str
     expiryMmyy: str
     creationTimestamp: int
+    activationLocked: bool = Field(
+        description="Locked by wrong activation codes (decision 0074): it refuses every code, "
+        "the right one included; hand out another card."
+    )
 
 
 class PoolPage(BaseModel):
@@ -122,6 +126,7 @@ async def card_pool_get(
                 cardNumberLastFour=c.number_last_four,
                 expiryMmyy=c.expiry_mmyy,
                 creationTimestamp=c.created_at,
+                activationLocked=c.activation_failures >= pool.ACTIVATION_TRIES,
             )
             for c in found
         ],

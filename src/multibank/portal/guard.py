@@ -1,13 +1,13 @@
 """The admin token's check, shared by the operator API, the portal's sign-in and /metrics, with a
-limit on wrong guesses per client address (decision 0038).
+limit on wrong guesses per client address (decisions 0038 and 0074).
 
-Only failures are counted (`rate_limit_admin_auth`, in the server's RateLimiter: memory, or Redis
-when configured, so every process of a deployment shares the count). Once an address has spent
-its failures, every admin authentication from it answers 429 with `Retry-After` before the token
-is compared, the right token included: otherwise the answers (401 or 200) would keep telling a
-guesser which guess was right. A request that sends no token guesses nothing and is not counted.
-When the counters' store is unreachable the check fails open and says so in the log, as the
-other limits do (api/limits.py).
+Only failures are counted (`rate_limit_admin_auth`), in the database every process of the
+deployment shares (`kernel/guesses.py`): the limit holds across processes and restarts without
+Redis. Once an address has spent its failures, every admin authentication from it answers 429
+with `Retry-After` before the token is compared, the right token included: otherwise the answers
+(401 or 200) would keep telling a guesser which guess was right. A request that sends no token
+guesses nothing and is not counted. When the database cannot count, the check fails closed: 429
+with `Retry-After: 5`, and the token is not compared (an uncounted guess is a free one).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from starlette.requests import Request
 from multibank.api.limits import client_ip
 from multibank.kernel.context import Container
 from multibank.kernel.errors import TooManyRequests
+from multibank.kernel.guesses import GuessLimit
+from multibank.kernel.ratelimit import limit_header
 
 log = logging.getLogger("multibank.ratelimit")
 
@@ -41,27 +43,36 @@ def token_matches(expected: str | None, given: str) -> bool:
     return bool(expected) and secrets.compare_digest(given.encode(), (expected or "").encode())
 
 
-async def _counted(container: Container, address: str, failed: bool) -> None:
+UNCOUNTED_RETRY_SECONDS = 5
+
+
+def _limit(container: Container) -> GuessLimit:
+    """The admin-auth limit of this server's settings, made once per container."""
     limits = container.settings.rate_limit_admin_auth
-    try:
-        if failed:
-            await container.limiter.hit_each(ADMIN_AUTH, [(limits, "ip", address)])
-        else:
-            await container.limiter.check(ADMIN_AUTH, limits, "ip", address)
-    except TooManyRequests as refused:
-        raise AdminThrottled(refused) from None
-    except Exception:
-        log.exception("rate-limit storage unavailable; admin authentication not counted")
+    found = container.caches.get(ADMIN_AUTH)
+    if not isinstance(found, GuessLimit) or found.limits != limits:
+        found = container.caches[ADMIN_AUTH] = GuessLimit(ADMIN_AUTH, limits)
+    return found
 
 
 async def admin_authenticated(container: Container, request: Request, given: str) -> bool:
     """Whether `given` is the admin token. Raises `AdminThrottled` (429) when the caller's address
-    has already spent its wrong guesses (or concurrent guesses took the last ones)."""
+    has already spent its wrong guesses, or when they cannot be counted."""
     if not given:
         return False
     address = client_ip(request, container.settings.trust_forwarded_for)
-    await _counted(container, address, failed=False)
-    if token_matches(container.admin_token, given):
-        return True
-    await _counted(container, address, failed=True)
-    return False
+    limit = _limit(container)
+    try:
+        return await limit.attempt(
+            container.db, address, lambda: token_matches(container.admin_token, given)
+        )
+    except TooManyRequests as refused:
+        raise AdminThrottled(refused) from None
+    except Exception as exc:
+        log.warning(
+            "admin authentication refused (429): wrong guesses cannot be counted (%s: %s)",
+            type(exc).__name__,
+            str(exc).splitlines()[0][:200] if str(exc) else "",
+        )
+        header = limit_header(limit.items, limit.items[0])
+        raise AdminThrottled(TooManyRequests(header, UNCOUNTED_RETRY_SECONDS)) from None

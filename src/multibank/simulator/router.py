@@ -14,6 +14,7 @@ from multibank.api.deps import AppContainer, Db, conflicts
 from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp
 from multibank.api.routing import UnitOfWorkRouter, after_commit
+from multibank.audit import service as audit
 from multibank.cards import clock as card_clock
 from multibank.factors import service as factors
 from multibank.identities import service as identities
@@ -69,6 +70,17 @@ async def clock_advance(
     second by default; it also takes whatever falls due later, without an advance). At most 10
     years a call, and 100 years ahead of real time in all (`CLOCK_LIMIT_REACHED`)."""
     offset_ms = await advance_clock(db, programme, body.seconds)
+    # In the audit log as the portal's and the CLI's advances are (issue 41 §5): moving a
+    # programme's clock expires codes, sessions and cards, which an operator must be able to see.
+    after_s = offset_ms // 1000
+    await audit.record(
+        db,
+        container.clock.system_ms(),
+        audit.SIMULATOR,
+        "clock.advance",
+        programme.id,
+        changes={"clockOffsetSeconds": [after_s - body.seconds, after_s]},
+    )
     # The new time is committed alone, first; then each due step in a transaction of its own.
     after_commit(db, partial(payment_steps.catch_up, container.db, container.clock, programme.id))
     after_commit(db, partial(card_clock.catch_up, container.db, container.clock, programme.id))

@@ -19,6 +19,8 @@ from email.message import Message
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from multibank.audit import service as audit
+from multibank.kernel.clock import Clock
 from multibank.kernel.db import Database
 from multibank.programmes.service import require_programme, require_programme_by_name
 from multibank.webhooks.delivery import secret_of, signatures
@@ -138,13 +140,25 @@ def _bind(host: str, port: int, secret: str, out: Out) -> _Server:
         raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
 
-async def _swap_url(db: Database, programme_id: int, old: str | None, new: str | None) -> bool:
-    """Sets the programme's webhook URL to `new` if it is still `old`; answers whether it did."""
+async def _swap_url(
+    db: Database, programme_id: int, old: str | None, new: str | None, note: str
+) -> bool:
+    """Sets the programme's webhook URL to `new` if it is still `old`; answers whether it did.
+    Recorded in the audit log, as any change of a programme's settings is (issue 41 §5)."""
     async with db.transaction() as session:
         programme = await require_programme(session, programme_id)
         if programme.webhook_url != old:
             return False
         programme.webhook_url = new
+        await audit.record(
+            session,
+            Clock().system_ms(),
+            audit.CLI,
+            "webhooks.listen",
+            programme_id,
+            changes={"settings.webhookUrl": [old, new]},
+            note=note,
+        )
         return True
 
 
@@ -170,7 +184,7 @@ async def listen(
     threading.Thread(target=server.serve_forever, name="webhooks-listen", daemon=True).start()
     name, was = programme_name, previous or "none"
     try:
-        if not await _swap_url(db, pid, previous, url):
+        if not await _swap_url(db, pid, previous, url, "webhooks listen started"):
             raise ListenError(f"the webhook URL of programme {name!r} changed just now")
         out(f"listening on {url} for programme {name} (previous URL: {was})")
         if live:
@@ -181,7 +195,7 @@ async def listen(
         try:
             await stop.wait()
         finally:
-            if await _swap_url(db, pid, url, previous):
+            if await _swap_url(db, pid, url, previous, "webhooks listen ended"):
                 out(f"restored the webhook URL of programme {name}: {was}")
             else:
                 out(f"the webhook URL of programme {name} was changed meanwhile: left as it is")
