@@ -745,12 +745,22 @@ def webhooks_listen(
         str,
         typer.Option(metavar="HOST", help="Interface to receive on; the webhook URL names it."),
     ] = "127.0.0.1",
+    forward_to: Annotated[
+        str | None,
+        typer.Option(
+            "--forward-to",
+            metavar="URL",
+            help="Also send each event, headers and signatures as they came, to URL + its path "
+            "(your app), and print its status.",
+        ),
+    ] = None,
 ) -> None:
     """Receive a programme's webhook events here and print them.
 
     Points the programme's webhook URL at a receiver started now, and prints each event as it
-    arrives (path, event type, resource id) with whether both of its signatures verify. Ctrl-C
-    puts the previous webhook URL back."""
+    arrives: time, event id (for `webhooks replay`), path, event type, resource id, and whether
+    both of its signatures verify. With --forward-to, the server gets your app's answer, as it
+    would without the listener. Ctrl-C puts the previous webhook URL back."""
     from multibank.webhooks.listen import ListenError, listen
 
     async def work(db: Database) -> None:
@@ -758,7 +768,7 @@ def webhooks_listen(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await listen(db, programme, host, port, typer.echo, stop)
+        await listen(db, programme, host, port, typer.echo, stop, forward_to)
 
     try:
         _run(work)
