@@ -109,6 +109,10 @@ async def test_trigger_writes_the_real_event_and_replay_sends_it_again(
         assert [x.call_ref for x in listener.received] == [first.call_ref]
         assert listener.received[0].path.endswith("/transfers/watch")
         assert signed_by(made["apiKey"], listener.received[0])
+        # ... by its call-ref too, as a receiver logs it.
+        line = ok(await cli("webhooks", "replay", first.call_ref, "--to", listener.url))
+        assert line.startswith(f"event {event_id} transfers.COMPLETED call-ref {first.call_ref}")
+        assert [x.call_ref for x in listener.received] == [first.call_ref] * 2
         listener.answer = lambda path, n: (500, b"no", {})
         err = refused(await cli("webhooks", "replay", event_id, "--to", listener.url))
         assert "HTTP 500" in err
@@ -183,9 +187,12 @@ async def test_replay_reaches_webhooks_listen(cli_env, container, client, admin_
         out = ok(await cli("webhooks", "trigger", "managed_accounts.UPDATED", "--programme", name))
         event_id = out.split("\t")[0]
         ok(await cli("webhooks", "replay", event_id))
-        got = [line for line in lines if line.startswith("POST /managed_accounts/watch")]
+        got = [line for line in lines if "POST /managed_accounts/watch" in line]
         assert len(got) == 1, lines
-        assert "managed_accounts UPDATED" in got[0]
+        # The id printed is the one trigger printed and replay takes.
+        assert (
+            f"  event {event_id}  POST /managed_accounts/watch  managed_accounts UPDATED" in got[0]
+        )
         assert got[0].endswith("signature ok  signature-v2 ok"), got
     finally:
         stop.set()
@@ -193,7 +200,7 @@ async def test_replay_reaches_webhooks_listen(cli_env, container, client, admin_
 
 
 async def test_replay_refusals(cli_env):
-    for unknown in ("1", "x", "9" * 30):
+    for unknown in ("1", "x", "9" * 30, "0" * 32):
         err = refused(await cli("webhooks", "replay", unknown))
         assert "not found" in err
 

@@ -1146,7 +1146,13 @@ def webhooks_trigger(
 
 @webhooks_app.command("replay")
 def webhooks_replay(
-    event_id: Annotated[str, typer.Argument(metavar="EVENT_ID", help="The stored event's id.")],
+    event_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="EVENT_ID",
+            help="The stored event's id, or its call-ref (as a receiver saw it).",
+        ),
+    ],
     to: Annotated[
         str | None,
         typer.Option(
@@ -1157,6 +1163,8 @@ def webhooks_replay(
     ] = None,
 ) -> None:
     """Send a stored webhook event again, with the same call-ref, signed as delivery signs.
+
+    Takes the event id `webhooks listen` prints (and the portal copies), or the event's call-ref.
 
     Goes to the programme's webhook URL (or --to) plus the event's path; prints the answer's
     status. The event's delivery state does not change."""
@@ -1174,11 +1182,11 @@ def webhooks_replay(
         return
     result = done.result
     said = f"HTTP {result.status}" if result.status is not None else (result.error or "?")
-    line = f"{done.event_type} call-ref {done.call_ref} -> {done.url}: {said}"
-    replayed = audit.Target("webhook_event", event_id)
+    line = f"event {done.event_id} {done.event_type} call-ref {done.call_ref} -> {done.url}: {said}"
+    replayed = audit.Target("webhook_event", str(done.event_id))
     _run(
         lambda db: audit.record_cli(
-            db, Clock().system_ms(), "webhook_event.replay", None, int(event_id), replayed, said
+            db, Clock().system_ms(), "webhook_event.replay", None, done.event_id, replayed, said
         ),
         settings,
     )
