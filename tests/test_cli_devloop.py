@@ -303,8 +303,9 @@ async def test_export_import_round_trip(cli_env, client, admin_headers, tmp_path
     who = (await seeded(name))["corporate"]
     for event in ("send.COMPLETED", "managed_cards/authorisations.AUTHORISED"):
         ok(await cli("webhooks", "trigger", event, "--programme", name))  # payments, a card
-    first = json.loads(ok(await cli("programme", "export", name)))
-    assert first["version"] == 1
+    exported = ok(await cli("programme", "export", name))
+    first = json.loads(exported)
+    assert first["version"] == 2
     for table in ("identities", "users", "postings", "payments", "managed_cards"):
         assert first["tables"][table], table
     for table in ("card_authorisations", "card_movements"):
@@ -347,6 +348,83 @@ async def test_export_import_round_trip(cli_env, client, admin_headers, tmp_path
     assert json.loads(ok(await cli("programme", "export", name))) == first
 
 
+def as_jq_reads_it(text: str) -> str:
+    """`text` through a JSON tool that reads numbers as doubles (jq 1.6): a 64-bit integer
+    comes out rounded."""
+    return json.dumps(json.loads(text, parse_int=lambda digits: int(float(digits))))
+
+
+def as_version_1(document: dict[str, Any], webhook_url: str | None) -> dict[str, Any]:
+    """`document` as the first version wrote it: integers as numbers, the webhook URL in."""
+
+    def number(key: str, value: Any) -> Any:
+        return int(value) if (_is_id_column(key) and isinstance(value, str)) else value
+
+    tables = {
+        table: [{k: number(k, v) for k, v in row.items()} for row in rows]
+        for table, rows in document["tables"].items()
+    }
+    settings = {**document["programme"]["settings"], "webhook_url": webhook_url}
+    programme = {**document["programme"], "id": int(document["programme"]["id"])}
+    return {
+        **document,
+        "version": 1,
+        "programme": {**programme, "settings": settings},
+        "tables": tables,
+    }
+
+
+async def test_export_writes_ids_as_strings_and_the_webhook_url_only_when_asked(
+    cli_env, client, admin_headers, tmp_path
+):
+    """Ids survive a JSON tool that rounds 64-bit integers; the webhook URL (which may name a
+    developer's machine) stays out of a shared fixture unless asked for; an import reads this
+    form, what jq made of it, and the first version's integers with the URL."""
+    hook = "http://127.0.0.1:9/hooks"
+    made = await new_programme("--webhook-url", hook)
+    name = await name_of(client, admin_headers, made["programmeId"])
+    ok(
+        await cli(
+            "webhooks", "trigger", "managed_cards/authorisations.AUTHORISED", "--programme", name
+        )
+    )
+    exported = ok(await cli("programme", "export", name))
+    document = json.loads(exported)
+    assert document["programme"]["id"] == made["programmeId"]
+    assert "webhook_url" not in document["programme"]["settings"] and hook not in exported
+    ids = [
+        (table, k, v)
+        for table, rows in document["tables"].items()
+        for row in rows
+        for k, v in row.items()
+        if _is_id_column(k) and v is not None
+    ]
+    assert ids and all(isinstance(v, str) and v.isdigit() for _, _, v in ids), ids[:3]
+    numbers: list[int] = []
+    json.loads(exported, parse_int=lambda digits: numbers.append(int(digits)))
+    assert numbers and max(map(abs, numbers)) < 2**53  # no number a double cannot hold
+    with_url = json.loads(ok(await cli("programme", "export", name, "--with-webhook-url")))
+    assert with_url["programme"]["settings"]["webhook_url"] == hook
+
+    versions = {
+        "jq": (as_jq_reads_it(exported), None),
+        "v1": (json.dumps(as_version_1(document, hook)), hook),
+    }
+    for form, (text, url) in versions.items():
+        file = tmp_path / f"{form}.json"
+        file.write_text(text)
+        copy_name = unique_name()
+        imported = json.loads(
+            ok(await cli("programme", "import", str(file), "--name", copy_name, "--json"))
+        )
+        again = json.loads(ok(await cli("programme", "export", copy_name, "--with-webhook-url")))
+        assert content(again) == content(document), form
+        assert again["programme"]["settings"]["webhook_url"] == url, form
+        verified = ok(await cli("ledger", "verify", "--programme", copy_name))
+        assert verified.strip() == "ledger verify: ok"
+        assert imported["programmeId"] != made["programmeId"]
+
+
 def with_rows(document: dict[str, Any], table: str, **changed: Any) -> dict[str, Any]:
     """`document` with every row of `table` changed so."""
     rows = [{**row, **changed} for row in document["tables"][table]]
@@ -380,7 +458,10 @@ async def test_export_and_import_refusals(cli_env, client, admin_headers, tmp_pa
             ),
             "setting failed_login_limit is not valid",
         ),
-        (json.dumps(with_rows(good, "fee_types", id="1")), "a row of fee_types has an invalid id"),
+        (
+            json.dumps(with_rows(good, "fee_types", id="one")),
+            "a row of fee_types has an invalid id",
+        ),
         (json.dumps(with_rows(good, "fee_types", name=None)), "fee_types has an invalid name"),
         (json.dumps(with_rows(good, "profiles", active="yes")), "profiles has an invalid active"),
     ]
