@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 from typer.testing import CliRunner
 
 from multibank.cards import events as card_events
@@ -21,6 +22,7 @@ from multibank.devloop.transfer import _is_id_column
 from multibank.devloop.trigger import NOT_YET, TRIGGERS
 from multibank.webhooks import events
 from multibank.webhooks.listen import listen
+from multibank.webhooks.models import WebhookEvent
 from tests.api.test_webhooks import deliver
 from tests.api.webhook_support import receiving, signed_by
 from tests.test_cli import cli, cli_database, ok, unique_name
@@ -142,6 +144,70 @@ async def test_trigger_makes_the_event_arrive(event, cli_env, client, container,
         fields = ("eventType", "status", "type", "settlementType", "adjustmentType")
         assert kind in [next(x.json[f] for f in fields if f in x.json) for x in got], got
         assert all(signed_by(made["apiKey"], x) for x in got)
+
+
+# What each event cannot happen without (issue 41 §2): the events the same action, or the steps
+# of the same resource it needs, write. Every other change a trigger makes (customers, logins,
+# accounts, IBANs, money, cards) sets the stage and writes no event.
+COMPANIONS: dict[str, set[str]] = {
+    "ibans.CREATED": {"ibans.REQUESTED"},
+    "managed_accounts.UNBLOCKED": {"managed_accounts.BLOCKED"},
+    "managed_cards/state_change.UNBLOCKED": {"managed_cards/state_change.BLOCKED"},
+    "managed_cards/expiries.CARD_EXPIRED": {"managed_cards/state_change.DESTROYED"},
+    "managed_cards/replacement.PHYSICAL_REPLACEMENT": {
+        "managed_cards/physical_cards_upgrade.REQUESTED"
+    },
+    "managed_cards/adjustments.LOST_STOLEN_REPLACEMENT_BALANCE_TRANSFER": {
+        "managed_cards/state_change.DESTROYED",
+        "managed_cards/physical_cards_upgrade.REQUESTED",
+        "managed_cards/replacement.PHYSICAL_REPLACEMENT",
+    },
+    "managed_cards/settlements.SALE_PURCHASE": {"managed_cards/authorisations.AUTHORISED"},
+    "outgoing_wire_transfers.SUBMITTED": {"outgoing_wire_transfers.PENDING_CHALLENGE"},
+    **{
+        f"outgoing_wire_transfers.{end}": {
+            "outgoing_wire_transfers.PENDING_CHALLENGE",
+            "outgoing_wire_transfers.SUBMITTED",
+        }
+        for end in ("COMPLETED", "REJECTED")
+    },
+    "outgoing_wire_transfers.RETURNED": {
+        "outgoing_wire_transfers.PENDING_CHALLENGE",
+        "outgoing_wire_transfers.SUBMITTED",
+        "outgoing_wire_transfers.COMPLETED",
+    },
+}
+
+
+@pytest.mark.parametrize("event", sorted(TRIGGERS))
+async def test_trigger_makes_only_the_event_and_what_it_cannot_happen_without(
+    event, cli_env, client, container, admin_headers
+):
+    made = await new_programme("--webhook-url", "http://127.0.0.1:9/hooks")
+    name = await name_of(client, admin_headers, made["programmeId"])
+    result = await cli("webhooks", "trigger", event, "--programme", name)
+    out = ok(result)
+    async with container.db.transaction() as session:
+        rows = (
+            await session.execute(
+                select(WebhookEvent.id, WebhookEvent.event_type).where(
+                    WebhookEvent.programme_id == int(made["programmeId"])
+                )
+            )
+        ).all()
+    written = {kind for _, kind in rows}
+    assert written == {event} | COMPANIONS.get(event, set()), written
+    # Said: the event's id on stdout, each companion's on stderr.
+    asked = sorted(str(i) for i, kind in rows if kind == event)
+    assert out.splitlines() == [f"{i}\t{event}" for i in asked]
+    others = sorted(f"  {i}\t{kind}" for i, kind in rows if kind != event)
+    said = result.stderr.splitlines()
+    heading = "with it, as it cannot happen without them:"
+    if others:
+        start = said.index(heading) + 1
+        assert sorted(said[start : start + len(others)]) == others
+    else:
+        assert heading not in said
 
 
 async def test_trigger_refusals(cli_env, client, admin_headers):

@@ -1119,9 +1119,12 @@ def webhooks_trigger(
 ) -> None:
     """Make one real event of a type happen in a sandbox programme.
 
-    Drives the API in this process (sign-up, login, accounts, payments...) with new sandbox
-    customers until the event is written; it is delivered to the programme's webhook URL by
-    the process that delivers events (`multibank serve`, `multibank webhooks deliver`)."""
+    Drives the API in this process with new sandbox customers: what the event needs (a
+    customer, an account, a card) is made without events, then the action that causes it.
+    Prints the new event's id; on stderr, any other event it cannot happen without (a block
+    before an unblock, an authorisation before its settlement). They are delivered to the
+    programme's webhook URL by the process that delivers events (`multibank serve`,
+    `multibank webhooks deliver`)."""
     from multibank.audit import service as audit
     from multibank.devloop.trigger import TRIGGERS, TriggerError, trigger
 
@@ -1134,7 +1137,7 @@ def webhooks_trigger(
 
     try:
         done = _run(lambda db: trigger(db, settings, programme, event), settings)
-        ids = ", ".join(map(str, done.event_ids))
+        ids = ", ".join(map(str, done.event_ids + [i for i, _ in done.others]))
         _run(
             lambda db: audit.record_cli(
                 db, Clock().system_ms(), "webhook.trigger", programme, note=f"{event}: {ids}"
@@ -1150,7 +1153,9 @@ def webhooks_trigger(
     for event_id in done.event_ids:
         typer.echo(f"{event_id}\t{event}")
     if done.others:
-        typer.echo(f"({done.others} other event(s) came with it)", err=True)
+        typer.echo("with it, as it cannot happen without them:", err=True)
+        for event_id, kind in done.others:
+            typer.echo(f"  {event_id}\t{kind}", err=True)
 
 
 @webhooks_app.command("replay")
