@@ -9,6 +9,7 @@ import asyncio
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -289,6 +290,11 @@ async def test_reset_empties_a_sandbox_programme_and_keeps_its_keys_and_settings
     after = json.loads(ok(await cli("programme", "show", name, "--json")))
     assert after["programmeId"] != made["programmeId"]
     assert f"id {after['programmeId']}" in out
+    # Said plainly, here and in the README (issue 41 §2): the id cannot stay.
+    assert "the id changed (the ledger never forgets the old one's money)" in out
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    assert "**`programme reset` gives the programme a new id.**" in readme
+    assert "The id cannot stay: the ledger is\nappend-only" in readme
     assert {k: v for k, v in after.items() if k != "programmeId"} == {
         k: v for k, v in made.items() if k != "programmeId"
     }  # same key, profile ids, currencies, fees

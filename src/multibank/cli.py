@@ -1077,9 +1077,11 @@ def programme_reset(
 ) -> None:
     """Empty a sandbox programme: no customers, accounts, cards or money left.
 
-    Keeps its name, API keys, settings, profiles (and their ids), fee types and webhook URL;
-    its programme id changes. The old data stays in the database, archived and shown nowhere
-    (the ledger is append-only)."""
+    Keeps its name, API keys, settings, profiles (and their ids), fee types and webhook URL.
+    Its programme id changes, so portal and operator-API addresses with the old id stop
+    answering: the ledger is append-only and every posting names its programme, so a
+    programme that kept its id would keep its old money. The old data stays in the database,
+    archived and shown nowhere."""
     from multibank.audit import service as audit
     from multibank.devloop.reset import ResetError, reset
 
@@ -1100,6 +1102,10 @@ def programme_reset(
         _fail(f"cannot reset programme {name!r}: {exc}")
         return
     typer.echo(f"programme {name} reset: id {done.new_id} (was {done.old_id}, archived)")
+    typer.echo(
+        f"  the id changed (the ledger never forgets the old one's money): portal and operator "
+        f"API addresses now use {done.new_id}; the API key and profile ids are the same"
+    )
 
 
 @webhooks_app.command("trigger")
