@@ -744,7 +744,7 @@ async def trigger(db: Database, settings: Settings, programme: str, event_type: 
     )
     container = build_container(quiet)
     await startup(container)
-    application = create_app(container=container)
+    application = create_app(container=container, portal=False)
     try:
         async with application.router.lifespan_context(application):
             transport = httpx.ASGITransport(
