@@ -667,6 +667,8 @@ EVERY_COMMAND = [
     ("programme", "reset", "default", "--yes"),
     ("programme", "export", "default"),
     ("programme", "import", "missing.json", "--name", "copy"),
+    ("clock", "show"),
+    ("clock", "advance", "1d"),
 ]  # fmt: skip
 # Those that work on a database `serve` or `db upgrade` made, and never make one themselves.
 ON_A_MADE_DATABASE = [args for args in EVERY_COMMAND if args[0] not in ("serve", "db")]

@@ -266,6 +266,16 @@ async def test_replay_reaches_webhooks_listen(cli_env, container, client, admin_
         await listening
 
 
+async def test_listen_forward_to_is_an_option_of_the_command(cli_env, client, admin_headers):
+    made = await new_programme()
+    name = await name_of(client, admin_headers, made["programmeId"])
+    listen_ = ("webhooks", "listen", "--programme", name, "--port", "0")
+    err = refused(await cli(*listen_, "--forward-to", "ftp://127.0.0.1/"))
+    assert err == "cannot forward to 'ftp://127.0.0.1/': not an http(s) base URL\n"
+    help_ = ok(await cli("webhooks", "listen", "--help"))
+    assert "--forward-to" in help_ and "event id" in help_
+
+
 async def test_replay_refusals(cli_env):
     for unknown in ("1", "x", "9" * 30, "0" * 32):
         err = refused(await cli("webhooks", "replay", unknown))

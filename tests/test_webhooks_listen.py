@@ -359,4 +359,8 @@ async def test_forward_to_must_be_a_base_url(
     for wrong in ("localhost:3000", "ftp://x/", "http://x/?a=1"):
         with pytest.raises(ListenError, match="not an http\\(s\\) base URL"):
             await listen(container.db, name, "127.0.0.1", 0, print, asyncio.Event(), wrong)
+    port = _free_port()
+    itself = f"http://127.0.0.1:{port}/"
+    with pytest.raises(ListenError, match="it is this listener itself"):
+        await listen(container.db, name, "127.0.0.1", port, print, asyncio.Event(), itself)
     assert await _url_of(container, name) == OLD_URL

@@ -333,6 +333,11 @@ async def listen(
             client.close()
         raise
     url = f"http://{host}:{server.server_address[1]}"
+    if target is not None and target.startswith(f"{url}"):
+        server.server_close()
+        if client is not None:
+            client.close()
+        raise ListenError(f"cannot forward to {forward_to!r}: it is this listener itself")
     threading.Thread(target=server.serve_forever, name="webhooks-listen", daemon=True).start()
     name, was = programme_name, previous or "none"
     try:
