@@ -761,7 +761,13 @@ def webhooks_listen(
     arrives: time, event id (for `webhooks replay`), path, event type, resource id, and whether
     both of its signatures verify. With --forward-to, the server gets your app's answer, as it
     would without the listener. Ctrl-C puts the previous webhook URL back."""
-    from multibank.webhooks.listen import ListenError, listen
+    from multibank.webhooks.listen import ListenError, forward_target, listen
+
+    try:
+        if forward_to is not None:
+            forward_target(forward_to)  # said before anything is opened
+    except ListenError as exc:
+        _fail(str(exc))
 
     async def work(db: Database) -> None:
         stop = asyncio.Event()

@@ -290,6 +290,14 @@ def _finder(
     return lookup
 
 
+def forward_target(url: str) -> str:
+    """`url` as the base URL events are forwarded to; ListenError unless it is one."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+        raise ListenError(f"cannot forward to {url!r}: not an http(s) base URL")
+    return url.rstrip("/")
+
+
 async def listen(
     db: Database,
     programme_name: str,
@@ -315,11 +323,7 @@ async def listen(
             else "no API key left to sign its events with"
         )
         raise ListenError(f"programme {programme_name!r} has {why}")
-    target = forward_to.rstrip("/") if forward_to else None
-    if target is not None:
-        parts = urlsplit(target)
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
-            raise ListenError(f"cannot forward to {forward_to!r}: not an http(s) base URL")
+    target = forward_target(forward_to) if forward_to else None
     client = None
     if target is not None:
         # As the server sends: its timeout, and no redirects followed.
