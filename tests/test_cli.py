@@ -680,6 +680,8 @@ EVERY_COMMAND = [
     ("programme", "import", "missing.json", "--name", "copy"),
     ("admin-token",),
     ("info",),
+    ("clock", "show"),
+    ("clock", "advance", "1d"),
 ]  # fmt: skip
 # Those that work on a database `serve` or `db upgrade` made, and never make one themselves
 # (`info` says what it finds, a missing database included: tests/test_cli_database.py).

@@ -9,10 +9,12 @@ import asyncio
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 from typer.testing import CliRunner
 
 from multibank.cards import events as card_events
@@ -21,6 +23,7 @@ from multibank.devloop.transfer import _is_id_column
 from multibank.devloop.trigger import NOT_YET, TRIGGERS
 from multibank.webhooks import events
 from multibank.webhooks.listen import listen
+from multibank.webhooks.models import WebhookEvent
 from tests.api.test_webhooks import deliver
 from tests.api.webhook_support import receiving, signed_by
 from tests.test_cli import cli, cli_database, ok, unique_name
@@ -109,6 +112,10 @@ async def test_trigger_writes_the_real_event_and_replay_sends_it_again(
         assert [x.call_ref for x in listener.received] == [first.call_ref]
         assert listener.received[0].path.endswith("/transfers/watch")
         assert signed_by(made["apiKey"], listener.received[0])
+        # ... by its call-ref too, as a receiver logs it.
+        line = ok(await cli("webhooks", "replay", first.call_ref, "--to", listener.url))
+        assert line.startswith(f"event {event_id} transfers.COMPLETED call-ref {first.call_ref}")
+        assert [x.call_ref for x in listener.received] == [first.call_ref] * 2
         listener.answer = lambda path, n: (500, b"no", {})
         err = refused(await cli("webhooks", "replay", event_id, "--to", listener.url))
         assert "HTTP 500" in err
@@ -138,6 +145,70 @@ async def test_trigger_makes_the_event_arrive(event, cli_env, client, container,
         fields = ("eventType", "status", "type", "settlementType", "adjustmentType")
         assert kind in [next(x.json[f] for f in fields if f in x.json) for x in got], got
         assert all(signed_by(made["apiKey"], x) for x in got)
+
+
+# What each event cannot happen without (issue 41 §2): the events the same action, or the steps
+# of the same resource it needs, write. Every other change a trigger makes (customers, logins,
+# accounts, IBANs, money, cards) sets the stage and writes no event.
+COMPANIONS: dict[str, set[str]] = {
+    "ibans.CREATED": {"ibans.REQUESTED"},
+    "managed_accounts.UNBLOCKED": {"managed_accounts.BLOCKED"},
+    "managed_cards/state_change.UNBLOCKED": {"managed_cards/state_change.BLOCKED"},
+    "managed_cards/expiries.CARD_EXPIRED": {"managed_cards/state_change.DESTROYED"},
+    "managed_cards/replacement.PHYSICAL_REPLACEMENT": {
+        "managed_cards/physical_cards_upgrade.REQUESTED"
+    },
+    "managed_cards/adjustments.LOST_STOLEN_REPLACEMENT_BALANCE_TRANSFER": {
+        "managed_cards/state_change.DESTROYED",
+        "managed_cards/physical_cards_upgrade.REQUESTED",
+        "managed_cards/replacement.PHYSICAL_REPLACEMENT",
+    },
+    "managed_cards/settlements.SALE_PURCHASE": {"managed_cards/authorisations.AUTHORISED"},
+    "outgoing_wire_transfers.SUBMITTED": {"outgoing_wire_transfers.PENDING_CHALLENGE"},
+    **{
+        f"outgoing_wire_transfers.{end}": {
+            "outgoing_wire_transfers.PENDING_CHALLENGE",
+            "outgoing_wire_transfers.SUBMITTED",
+        }
+        for end in ("COMPLETED", "REJECTED")
+    },
+    "outgoing_wire_transfers.RETURNED": {
+        "outgoing_wire_transfers.PENDING_CHALLENGE",
+        "outgoing_wire_transfers.SUBMITTED",
+        "outgoing_wire_transfers.COMPLETED",
+    },
+}
+
+
+@pytest.mark.parametrize("event", sorted(TRIGGERS))
+async def test_trigger_makes_only_the_event_and_what_it_cannot_happen_without(
+    event, cli_env, client, container, admin_headers
+):
+    made = await new_programme("--webhook-url", "http://127.0.0.1:9/hooks")
+    name = await name_of(client, admin_headers, made["programmeId"])
+    result = await cli("webhooks", "trigger", event, "--programme", name)
+    out = ok(result)
+    async with container.db.transaction() as session:
+        rows = (
+            await session.execute(
+                select(WebhookEvent.id, WebhookEvent.event_type).where(
+                    WebhookEvent.programme_id == int(made["programmeId"])
+                )
+            )
+        ).all()
+    written = {kind for _, kind in rows}
+    assert written == {event} | COMPANIONS.get(event, set()), written
+    # Said: the event's id on stdout, each companion's on stderr.
+    asked = sorted(str(i) for i, kind in rows if kind == event)
+    assert out.splitlines() == [f"{i}\t{event}" for i in asked]
+    others = sorted(f"  {i}\t{kind}" for i, kind in rows if kind != event)
+    said = result.stderr.splitlines()
+    heading = "with it, as it cannot happen without them:"
+    if others:
+        start = said.index(heading) + 1
+        assert sorted(said[start : start + len(others)]) == others
+    else:
+        assert heading not in said
 
 
 async def test_trigger_refusals(cli_env, client, admin_headers):
@@ -183,17 +254,30 @@ async def test_replay_reaches_webhooks_listen(cli_env, container, client, admin_
         out = ok(await cli("webhooks", "trigger", "managed_accounts.UPDATED", "--programme", name))
         event_id = out.split("\t")[0]
         ok(await cli("webhooks", "replay", event_id))
-        got = [line for line in lines if line.startswith("POST /managed_accounts/watch")]
+        got = [line for line in lines if "POST /managed_accounts/watch" in line]
         assert len(got) == 1, lines
-        assert "managed_accounts UPDATED" in got[0]
+        # The id printed is the one trigger printed and replay takes.
+        assert (
+            f"  event {event_id}  POST /managed_accounts/watch  managed_accounts UPDATED" in got[0]
+        )
         assert got[0].endswith("signature ok  signature-v2 ok"), got
     finally:
         stop.set()
         await listening
 
 
+async def test_listen_forward_to_is_an_option_of_the_command(cli_env, client, admin_headers):
+    made = await new_programme()
+    name = await name_of(client, admin_headers, made["programmeId"])
+    listen_ = ("webhooks", "listen", "--programme", name, "--port", "0")
+    err = refused(await cli(*listen_, "--forward-to", "ftp://127.0.0.1/"))
+    assert err == "cannot forward to 'ftp://127.0.0.1/': not an http(s) base URL\n"
+    help_ = ok(await cli("webhooks", "listen", "--help"))
+    assert "--forward-to" in help_ and "event id" in help_
+
+
 async def test_replay_refusals(cli_env):
-    for unknown in ("1", "x", "9" * 30):
+    for unknown in ("1", "x", "9" * 30, "0" * 32):
         err = refused(await cli("webhooks", "replay", unknown))
         assert "not found" in err
 
@@ -216,6 +300,11 @@ async def test_reset_empties_a_sandbox_programme_and_keeps_its_keys_and_settings
     after = json.loads(ok(await cli("programme", "show", name, "--json")))
     assert after["programmeId"] != made["programmeId"]
     assert f"id {after['programmeId']}" in out
+    # Said plainly, here and in the README (issue 41 §2): the id cannot stay.
+    assert "the id changed (the ledger never forgets the old one's money)" in out
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    assert "**`programme reset` gives the programme a new id.**" in readme
+    assert "The id cannot stay: the ledger is\nappend-only" in readme
     assert {k: v for k, v in after.items() if k != "programmeId"} == {
         k: v for k, v in made.items() if k != "programmeId"
     }  # same key, profile ids, currencies, fees
@@ -296,8 +385,9 @@ async def test_export_import_round_trip(cli_env, client, admin_headers, tmp_path
     who = (await seeded(name))["corporate"]
     for event in ("send.COMPLETED", "managed_cards/authorisations.AUTHORISED"):
         ok(await cli("webhooks", "trigger", event, "--programme", name))  # payments, a card
-    first = json.loads(ok(await cli("programme", "export", name)))
-    assert first["version"] == 1
+    exported = ok(await cli("programme", "export", name))
+    first = json.loads(exported)
+    assert first["version"] == 2
     for table in ("identities", "users", "postings", "payments", "managed_cards"):
         assert first["tables"][table], table
     for table in ("card_authorisations", "card_movements"):
@@ -340,6 +430,83 @@ async def test_export_import_round_trip(cli_env, client, admin_headers, tmp_path
     assert json.loads(ok(await cli("programme", "export", name))) == first
 
 
+def as_jq_reads_it(text: str) -> str:
+    """`text` through a JSON tool that reads numbers as doubles (jq 1.6): a 64-bit integer
+    comes out rounded."""
+    return json.dumps(json.loads(text, parse_int=lambda digits: int(float(digits))))
+
+
+def as_version_1(document: dict[str, Any], webhook_url: str | None) -> dict[str, Any]:
+    """`document` as the first version wrote it: integers as numbers, the webhook URL in."""
+
+    def number(key: str, value: Any) -> Any:
+        return int(value) if (_is_id_column(key) and isinstance(value, str)) else value
+
+    tables = {
+        table: [{k: number(k, v) for k, v in row.items()} for row in rows]
+        for table, rows in document["tables"].items()
+    }
+    settings = {**document["programme"]["settings"], "webhook_url": webhook_url}
+    programme = {**document["programme"], "id": int(document["programme"]["id"])}
+    return {
+        **document,
+        "version": 1,
+        "programme": {**programme, "settings": settings},
+        "tables": tables,
+    }
+
+
+async def test_export_writes_ids_as_strings_and_the_webhook_url_only_when_asked(
+    cli_env, client, admin_headers, tmp_path
+):
+    """Ids survive a JSON tool that rounds 64-bit integers; the webhook URL (which may name a
+    developer's machine) stays out of a shared fixture unless asked for; an import reads this
+    form, what jq made of it, and the first version's integers with the URL."""
+    hook = "http://127.0.0.1:9/hooks"
+    made = await new_programme("--webhook-url", hook)
+    name = await name_of(client, admin_headers, made["programmeId"])
+    ok(
+        await cli(
+            "webhooks", "trigger", "managed_cards/authorisations.AUTHORISED", "--programme", name
+        )
+    )
+    exported = ok(await cli("programme", "export", name))
+    document = json.loads(exported)
+    assert document["programme"]["id"] == made["programmeId"]
+    assert "webhook_url" not in document["programme"]["settings"] and hook not in exported
+    ids = [
+        (table, k, v)
+        for table, rows in document["tables"].items()
+        for row in rows
+        for k, v in row.items()
+        if _is_id_column(k) and v is not None
+    ]
+    assert ids and all(isinstance(v, str) and v.isdigit() for _, _, v in ids), ids[:3]
+    numbers: list[int] = []
+    json.loads(exported, parse_int=lambda digits: numbers.append(int(digits)))
+    assert numbers and max(map(abs, numbers)) < 2**53  # no number a double cannot hold
+    with_url = json.loads(ok(await cli("programme", "export", name, "--with-webhook-url")))
+    assert with_url["programme"]["settings"]["webhook_url"] == hook
+
+    versions = {
+        "jq": (as_jq_reads_it(exported), None),
+        "v1": (json.dumps(as_version_1(document, hook)), hook),
+    }
+    for form, (text, url) in versions.items():
+        file = tmp_path / f"{form}.json"
+        file.write_text(text)
+        copy_name = unique_name()
+        imported = json.loads(
+            ok(await cli("programme", "import", str(file), "--name", copy_name, "--json"))
+        )
+        again = json.loads(ok(await cli("programme", "export", copy_name, "--with-webhook-url")))
+        assert content(again) == content(document), form
+        assert again["programme"]["settings"]["webhook_url"] == url, form
+        verified = ok(await cli("ledger", "verify", "--programme", copy_name))
+        assert verified.strip() == "ledger verify: ok"
+        assert imported["programmeId"] != made["programmeId"]
+
+
 def with_rows(document: dict[str, Any], table: str, **changed: Any) -> dict[str, Any]:
     """`document` with every row of `table` changed so."""
     rows = [{**row, **changed} for row in document["tables"][table]]
@@ -373,7 +540,10 @@ async def test_export_and_import_refusals(cli_env, client, admin_headers, tmp_pa
             ),
             "setting failed_login_limit is not valid",
         ),
-        (json.dumps(with_rows(good, "fee_types", id="1")), "a row of fee_types has an invalid id"),
+        (
+            json.dumps(with_rows(good, "fee_types", id="one")),
+            "a row of fee_types has an invalid id",
+        ),
         (json.dumps(with_rows(good, "fee_types", name=None)), "fee_types has an invalid name"),
         (json.dumps(with_rows(good, "profiles", active="yes")), "profiles has an invalid active"),
     ]

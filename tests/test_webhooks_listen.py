@@ -12,15 +12,20 @@ import signal
 import socket
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+import pytest
 from sqlalchemy import select
 
 from multibank.kernel.context import Container
+from multibank.kernel.ids import new_id
 from multibank.programmes.models import Programme
 from multibank.webhooks.delivery import Claimed, send, signatures
-from multibank.webhooks.listen import listen
+from multibank.webhooks.listen import ListenError, listen
+from multibank.webhooks.models import PENDING, WebhookEvent
+from tests.api.webhook_support import receiving
 from tests.conftest import ProgrammeFactory
 
 MULTIBANK = Path(sys.executable).with_name("multibank")
@@ -37,6 +42,25 @@ TRANSFER_EVENT = {
     "publishedTimestamp": str(STAMP),
 }
 LOGIN_EVENT = {"credential": {"type": "ROOT", "id": "7"}, "type": "PASSWORD", "status": "VERIFIED"}
+# A card authorisation refused for want of money, as cards/events.py writes one (abridged).
+DECLINED_EVENT = {
+    "id": {"type": "managed_cards", "id": "555"},
+    "transactionId": "901",
+    "transactionAmount": {"currency": "EUR", "amount": "-5000"},
+    "approved": False,
+    "declineReason": "INSUFFICIENT_FUNDS",
+    "authRuleFailedReason": "",
+    "authorisationType": "DECLINED",
+    "transactionType": "SALE_PURCHASE",
+}
+AUTHORISED_EVENT = {**DECLINED_EVENT, "approved": True, "declineReason": "NO_REASON"}
+AUTHORISED_EVENT["authorisationType"] = "AUTHORISED"
+AT = datetime(2026, 12, 7, 17, 30, 1, tzinfo=UTC)
+WHEN = "2026-12-07 17:30:01"
+
+
+def at() -> datetime:
+    return AT
 
 
 def _free_port() -> int:
@@ -100,7 +124,9 @@ async def test_the_listener_checks_both_signatures_and_puts_the_url_back(
     name, secret = await _new_programme(container, programme)
     lines: list[str] = []
     stop = asyncio.Event()
-    task = asyncio.create_task(listen(container.db, name, "127.0.0.1", 0, lines.append, stop))
+    task = asyncio.create_task(
+        listen(container.db, name, "127.0.0.1", 0, lines.append, stop, now=at)
+    )
     url = await _listening(lines, task)
     assert lines == [f"listening on {url} for programme {name} (previous URL: {OLD_URL})"]
     assert await _url_of(container, name) == url
@@ -130,14 +156,17 @@ async def test_the_listener_checks_both_signatures_and_puts_the_url_back(
 
     stop.set()
     await asyncio.wait_for(task, 30)
+    # Sent by hand, these events are in no database: their id is not known.
     assert lines[1:] == [
-        "POST /managed_accounts/watch  managed_accounts CREATED  resource 123"
+        f"{WHEN}  event ?  POST /managed_accounts/watch  managed_accounts CREATED  resource 123"
         "  signature ok  signature-v2 ok",
-        "POST /transfers/watch  transfers COMPLETED  resource 456"
+        f"{WHEN}  event ?  POST /transfers/watch  transfers COMPLETED  resource 456"
         "  signature ok  signature-v2 MISMATCH",
-        "POST /login/watch  login VERIFIED  resource 7  signature MISMATCH  signature-v2 MISMATCH",
-        "POST /fees/watch  not JSON: b'not json'  signature missing  signature-v2 missing",
-        "POST /managed_accounts/watch  managed_accounts CREATED  resource 123"
+        f"{WHEN}  event ?  POST /login/watch  login VERIFIED  resource 7"
+        "  signature MISMATCH  signature-v2 MISMATCH",
+        f"{WHEN}  event ?  POST /fees/watch  not JSON: b'not json'"
+        "  signature missing  signature-v2 missing",
+        f"{WHEN}  event ?  POST /managed_accounts/watch  managed_accounts CREATED  resource 123"
         "  signature ok  signature-v2 ok",
         f"restored the webhook URL of programme {name}: {OLD_URL}",
     ]
@@ -192,11 +221,11 @@ async def test_an_unknown_programme_is_refused(container: Container, database_ur
         stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert (proc.returncode, out, err.decode()) == (
-        1,
-        b"",
-        "Programme 'no-such-programme' not found\n",
-    )
+    # The database it opened, named first (decision 0066), then the refusal alone.
+    said = err.decode().splitlines()
+    assert (proc.returncode, out) == (1, b""), err
+    assert len(said) == 2 and said[0].startswith("database: "), said
+    assert said[1] == "Programme 'no-such-programme' not found"
 
 
 async def test_the_listeners_url_changes_are_audited(
@@ -234,3 +263,141 @@ async def test_the_listeners_url_changes_are_audited(
             "webhooks listen ended",
         ),
     ]
+
+
+async def _stored(container: Container, programme_name: str, path: str, body: bytes) -> int:
+    """An event recorded for the programme as `emit` records one: its id."""
+    event_id = new_id()
+    async with container.db.transaction() as session:
+        pid = (
+            await session.execute(select(Programme.id).where(Programme.name == programme_name))
+        ).scalar_one()
+        kind = json.loads(body)["authorisationType"]
+        session.add(
+            WebhookEvent(
+                id=event_id,
+                programme_id=pid,
+                path=path,
+                event_type=f"{path.removesuffix('/watch').lstrip('/')}.{kind}",
+                resource="managed_cards:555",
+                call_ref=f"ref-{event_id}",
+                payload=body.decode(),
+                state=PENDING,
+                attempts=0,
+                next_attempt_at=STAMP,
+                created_at=STAMP,
+            )
+        )
+    return event_id
+
+
+AUTHORISATIONS = "/managed_cards/authorisations/watch"
+
+
+async def test_each_line_names_the_event_id_and_a_declined_authorisation_says_why(
+    container: Container, programme: ProgrammeFactory
+) -> None:
+    """The id printed is the stored event's (the one `webhooks replay` takes), found by the
+    call-ref it came with; a card authorisation shows AUTHORISED or DECLINED and the reason.
+    An event of another programme sent here is not named."""
+    name, secret = await _new_programme(container, programme)
+    other, _ = await _new_programme(container, programme)
+    declined = json.dumps(DECLINED_EVENT).encode()
+    authorised = json.dumps(AUTHORISED_EVENT).encode()
+    refused_id = await _stored(container, name, AUTHORISATIONS, declined)
+    approved_id = await _stored(container, name, AUTHORISATIONS, authorised)
+    foreign_id = await _stored(container, other, AUTHORISATIONS, authorised)
+    lines: list[str] = []
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        listen(container.db, name, "127.0.0.1", 0, lines.append, stop, now=at)
+    )
+    url = await _listening(lines, task)
+    async with httpx.AsyncClient(timeout=10) as client:
+        for event_id, body in (
+            (refused_id, declined),
+            (approved_id, authorised),
+            (foreign_id, authorised),
+        ):
+            event = Claimed(
+                event_id, f"{url}{AUTHORISATIONS}", secret, f"ref-{event_id}", body, 0, False
+            )
+            result = await send(client, event, STAMP, allow_private=False)
+            assert result.status == 204
+    stop.set()
+    await asyncio.wait_for(task, 30)
+    topic = "managed_cards/authorisations"
+    assert lines[1:4] == [
+        f"{WHEN}  event {refused_id}  POST {AUTHORISATIONS}  {topic} DECLINED (INSUFFICIENT_FUNDS)"
+        "  resource 555  signature ok  signature-v2 ok",
+        f"{WHEN}  event {approved_id}  POST {AUTHORISATIONS}  {topic} AUTHORISED"
+        "  resource 555  signature ok  signature-v2 ok",
+        f"{WHEN}  event ?  POST {AUTHORISATIONS}  {topic} AUTHORISED"
+        "  resource 555  signature ok  signature-v2 ok",
+    ]
+
+
+async def test_forward_to_sends_each_event_on_as_it_came_and_answers_with_the_app_status(
+    container: Container, programme: ProgrammeFactory
+) -> None:
+    """As `stripe listen --forward-to`: the developer's app gets the body and the headers
+    (call-ref, timestamp, both signatures) the server sent, at the app's URL plus the event's
+    path; its status is printed and is what the server is answered, so its retries work as
+    against the app itself; an app that does not answer is a 502."""
+    name, secret = await _new_programme(container, programme)
+    body = json.dumps(AUTHORISED_EVENT).encode()
+    event_id = await _stored(container, name, AUTHORISATIONS, body)
+    lines: list[str] = []
+    stop = asyncio.Event()
+    with receiving() as app:
+        app.answer = lambda path, n: (204, b"", {}) if n == 0 else (500, b"app broke", {})
+        task = asyncio.create_task(
+            listen(container.db, name, "127.0.0.1", 0, lines.append, stop, app.url, now=at)
+        )
+        url = await _listening(lines, task)
+        assert lines[1] == f"forwarding each event to {app.url} + its path"
+        event = Claimed(
+            event_id, f"{url}{AUTHORISATIONS}", secret, f"ref-{event_id}", body, 0, False
+        )
+        async with httpx.AsyncClient(timeout=10) as client:
+            first = await send(client, event, STAMP, allow_private=False)
+            second = await send(client, event, STAMP + 1, allow_private=False)
+        assert (first.status, first.delivered) == (204, True)
+        assert (second.status, second.delivered) == (500, False)
+        assert second.excerpt == "app broke"
+        got = app.of(f"/hooks{AUTHORISATIONS}")
+        assert [r.body for r in got] == [body, body]
+        for r, stamp in zip(got, (STAMP, STAMP + 1), strict=True):
+            assert r.headers["call-ref"] == f"ref-{event_id}"
+            assert r.headers["published-timestamp"] == str(stamp)
+            v1, v2 = signatures(secret, f"ref-{event_id}", body, stamp)
+            assert (r.headers["signature"], r.headers["signature-v2"]) == (v1, v2)
+            assert r.headers["content-type"] == "application/json"
+    # The app is gone: the server is told 502, the line says why.
+    async with httpx.AsyncClient(timeout=10) as client:
+        gone = await send(client, event, STAMP + 2, allow_private=False)
+    assert gone.status == 502
+    stop.set()
+    await asyncio.wait_for(task, 30)
+    arrived = f"{WHEN}  event {event_id}  POST {AUTHORISATIONS}"
+    forwarded = f"{WHEN}  event {event_id}  -> POST {app.url}{AUTHORISATIONS}"
+    assert lines[2].startswith(arrived) and lines[2].endswith("signature ok  signature-v2 ok")
+    assert lines[3] == f"{forwarded}  [204]"
+    assert lines[4].startswith(arrived)
+    assert lines[5] == f"{forwarded}  [500]"
+    assert lines[6].startswith(arrived)
+    assert lines[7].startswith(f"{forwarded}  [not answered: ConnectError"), lines[7]
+
+
+async def test_forward_to_must_be_a_base_url(
+    container: Container, programme: ProgrammeFactory
+) -> None:
+    name, _ = await _new_programme(container, programme)
+    for wrong in ("localhost:3000", "ftp://x/", "http://x/?a=1"):
+        with pytest.raises(ListenError, match="not an http\\(s\\) base URL"):
+            await listen(container.db, name, "127.0.0.1", 0, print, asyncio.Event(), wrong)
+    port = _free_port()
+    itself = f"http://127.0.0.1:{port}/"
+    with pytest.raises(ListenError, match="it is this listener itself"):
+        await listen(container.db, name, "127.0.0.1", port, print, asyncio.Event(), itself)
+    assert await _url_of(container, name) == OLD_URL

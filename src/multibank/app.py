@@ -32,11 +32,7 @@ from multibank.kernel.tokens import TokenKeyring
 from multibank.landing import router as landing_page
 from multibank.observability import configure_logging, render_metrics
 from multibank.payments.steps import PaymentWorker
-from multibank.portal.audit_pages import pages as audit_pages
 from multibank.portal.guard import admin_authenticated
-from multibank.portal.router import build_portal
-from multibank.portal.web import fallback as portal_fallback
-from multibank.portal.web import router as portal_pages
 from multibank.settings import Settings, get_settings
 from multibank.simulator.kyc_page import router as kyc_pages
 from multibank.simulator.router import build_simulator
@@ -128,8 +124,12 @@ def create_app(
     settings: Settings | None = None,
     container: Container | None = None,
     serving: bool = False,
+    portal: bool = True,
 ) -> FastAPI:
-    """`serving`: the application is a server process's (not a test's): tune the collector."""
+    """`serving`: the application is a server process's (not a test's): tune the collector.
+    Not `portal`: without the operator's web portal and API, for a command that drives the
+    customer API and the simulator in its own process (`webhooks trigger`): the portal's
+    modules are then never imported, a few tenths of a second of its CPU (decision 0068)."""
     settings = settings or (container.settings if container else get_settings())
     container = container or build_container(settings)
 
@@ -241,10 +241,15 @@ def create_app(
     app.include_router(kyc_pages)
     app.include_router(landing_page)
     app.mount("/simulate/api", build_simulator())
-    app.mount("/portal/api", build_portal())
-    # The web portal's pages (D17), beside its API.
-    app.include_router(portal_pages)
-    app.include_router(audit_pages)
+    if portal:
+        from multibank.portal.audit_pages import pages as audit_pages
+        from multibank.portal.router import build_portal
+        from multibank.portal.web import router as portal_pages
+
+        app.mount("/portal/api", build_portal())
+        # The web portal's pages (D17), beside its API.
+        app.include_router(portal_pages)
+        app.include_router(audit_pages)
 
     @app.get("/docs", include_in_schema=False)
     async def docs_root() -> RedirectResponse:
@@ -257,17 +262,20 @@ def create_app(
 
     # A base URL without its slash leads to its docs in one hop (with the slash, the base's own
     # application answers: DescribedApp).
-    for base in (*BASES, "/simulate/api", "/portal/api"):
+    for base in (*BASES, "/simulate/api", *(("/portal/api",) if portal else ())):
         app.add_api_route(
             base, _docs_redirect(base), methods=["GET", "HEAD"], include_in_schema=False
         )
 
-    @app.get("/portal", include_in_schema=False)
-    async def portal_root() -> RedirectResponse:
-        return RedirectResponse("/portal/", status_code=308)
+    if portal:
+        from multibank.portal.web import fallback as portal_fallback
 
-    # After every /portal route above: an address under /portal/ that none answers.
-    app.include_router(portal_fallback)
+        @app.get("/portal", include_in_schema=False)
+        async def portal_root() -> RedirectResponse:
+            return RedirectResponse("/portal/", status_code=308)
+
+        # After every /portal route above: an address under /portal/ that none answers.
+        app.include_router(portal_fallback)
 
     app.mount(DOCS_ASSETS_URL, StaticFiles(directory=DOCS_ASSETS), name="docs-assets")
     # Every router of the server tries first the routes a request can match (api/dispatch.py):

@@ -1011,20 +1011,36 @@ def webhooks_listen(
         str,
         typer.Option(metavar="HOST", help="Interface to receive on; the webhook URL names it."),
     ] = "127.0.0.1",
+    forward_to: Annotated[
+        str | None,
+        typer.Option(
+            "--forward-to",
+            metavar="URL",
+            help="Also send each event, headers and signatures as they came, to URL + its path "
+            "(your app), and print its status.",
+        ),
+    ] = None,
 ) -> None:
     """Receive a programme's webhook events here and print them.
 
     Points the programme's webhook URL at a receiver started now, and prints each event as it
-    arrives (path, event type, resource id) with whether both of its signatures verify. Ctrl-C
-    puts the previous webhook URL back."""
-    from multibank.webhooks.listen import ListenError, listen
+    arrives: time, event id (for `webhooks replay`), path, event type, resource id, and whether
+    both of its signatures verify. With --forward-to, the server gets your app's answer, as it
+    would without the listener. Ctrl-C puts the previous webhook URL back."""
+    from multibank.webhooks.listen import ListenError, forward_target, listen
+
+    try:
+        if forward_to is not None:
+            forward_target(forward_to)  # said before anything is opened
+    except ListenError as exc:
+        _fail(str(exc))
 
     async def work(db: Database) -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await listen(db, programme, host, port, typer.echo, stop)
+        await listen(db, programme, host, port, typer.echo, stop, forward_to)
 
     try:
         _run(work)
@@ -1266,15 +1282,24 @@ def programme_export(
         Path | None,
         typer.Option("--out", metavar="FILE", help="Write to FILE instead of standard output."),
     ] = None,
+    with_webhook_url: Annotated[
+        bool,
+        typer.Option(
+            "--with-webhook-url",
+            help="Include the programme's webhook URL (left out by default: it may name your "
+            "machine or a secret path).",
+        ),
+    ] = False,
 ) -> None:
     """Write a sandbox programme's whole state as JSON, to share it as a fixture.
 
     Settings, profiles, fee types, customers, users (password hashes as stored), accounts,
-    cards (data as stored, sealed), the ledger, payments and the webhook URL; no API key."""
+    cards (data as stored, sealed), the ledger and payments; no API key, and the webhook URL
+    only with --with-webhook-url. Every id is a JSON string, so tools such as jq keep it whole."""
     from multibank.devloop.transfer import TransferError, dumps, export_programme
 
     try:
-        document = _run(lambda db: export_programme(db, name))
+        document = _run(lambda db: export_programme(db, name, with_webhook_url))
     except NotFound as exc:
         _fail(exc.message)
         return
@@ -1346,9 +1371,11 @@ def programme_reset(
 ) -> None:
     """Empty a sandbox programme: no customers, accounts, cards or money left.
 
-    Keeps its name, API keys, settings, profiles (and their ids), fee types and webhook URL;
-    its programme id changes. The old data stays in the database, archived and shown nowhere
-    (the ledger is append-only)."""
+    Keeps its name, API keys, settings, profiles (and their ids), fee types and webhook URL.
+    Its programme id changes, so portal and operator-API addresses with the old id stop
+    answering: the ledger is append-only and every posting names its programme, so a
+    programme that kept its id would keep its old money. The old data stays in the database,
+    archived and shown nowhere."""
     from multibank.audit import service as audit
     from multibank.devloop.reset import ResetError, reset
 
@@ -1372,6 +1399,10 @@ def programme_reset(
         _fail(f"cannot reset programme {name!r}: {exc}")
         return
     typer.echo(f"programme {name} reset: id {done.new_id} (was {done.old_id}, archived)")
+    typer.echo(
+        f"  the id changed (the ledger never forgets the old one's money): portal and operator "
+        f"API addresses now use {done.new_id}; the API key and profile ids are the same"
+    )
 
 
 @webhooks_app.command("trigger")
@@ -1391,9 +1422,12 @@ def webhooks_trigger(
 ) -> None:
     """Make one real event of a type happen in a sandbox programme.
 
-    Drives the API in this process (sign-up, login, accounts, payments...) with new sandbox
-    customers until the event is written; it is delivered to the programme's webhook URL by
-    the process that delivers events (`multibank serve`, `multibank webhooks deliver`)."""
+    Drives the API in this process with new sandbox customers: what the event needs (a
+    customer, an account, a card) is made without events, then the action that causes it.
+    Prints the new event's id; on stderr, any other event it cannot happen without (a block
+    before an unblock, an authorisation before its settlement). They are delivered to the
+    programme's webhook URL by the process that delivers events (`multibank serve`,
+    `multibank webhooks deliver`)."""
     from multibank.audit import service as audit
     from multibank.devloop.trigger import TRIGGERS, TriggerError, trigger
 
@@ -1406,7 +1440,7 @@ def webhooks_trigger(
 
     try:
         done = _run(lambda db: trigger(db, settings, programme, event), settings)
-        ids = ", ".join(map(str, done.event_ids))
+        ids = ", ".join(map(str, done.event_ids + [i for i, _ in done.others]))
         _run(
             lambda db: audit.record_cli(
                 db, Clock().system_ms(), "webhook.trigger", programme, note=f"{event}: {ids}"
@@ -1423,12 +1457,20 @@ def webhooks_trigger(
     for event_id in done.event_ids:
         typer.echo(f"{event_id}\t{event}")
     if done.others:
-        typer.echo(f"({done.others} other event(s) came with it)", err=True)
+        typer.echo("with it, as it cannot happen without them:", err=True)
+        for event_id, kind in done.others:
+            typer.echo(f"  {event_id}\t{kind}", err=True)
 
 
 @webhooks_app.command("replay")
 def webhooks_replay(
-    event_id: Annotated[str, typer.Argument(metavar="EVENT_ID", help="The stored event's id.")],
+    event_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="EVENT_ID",
+            help="The stored event's id, or its call-ref (as a receiver saw it).",
+        ),
+    ],
     to: Annotated[
         str | None,
         typer.Option(
@@ -1439,6 +1481,8 @@ def webhooks_replay(
     ] = None,
 ) -> None:
     """Send a stored webhook event again, with the same call-ref, signed as delivery signs.
+
+    Takes the event id `webhooks listen` prints (and the portal copies), or the event's call-ref.
 
     Goes to the programme's webhook URL (or --to) plus the event's path; prints the answer's
     status. The event's delivery state does not change."""
@@ -1456,11 +1500,11 @@ def webhooks_replay(
         return
     result = done.result
     said = f"HTTP {result.status}" if result.status is not None else (result.error or "?")
-    line = f"{done.event_type} call-ref {done.call_ref} -> {done.url}: {said}"
-    replayed = audit.Target("webhook_event", event_id)
+    line = f"event {done.event_id} {done.event_type} call-ref {done.call_ref} -> {done.url}: {said}"
+    replayed = audit.Target("webhook_event", str(done.event_id))
     _run(
         lambda db: audit.record_cli(
-            db, Clock().system_ms(), "webhook_event.replay", None, int(event_id), replayed, said
+            db, Clock().system_ms(), "webhook_event.replay", None, done.event_id, replayed, said
         ),
         settings,
         again=True,
@@ -1468,6 +1512,129 @@ def webhooks_replay(
     if not result.delivered:
         _fail(f"replay not accepted: {line}")
     typer.echo(line)
+
+
+clock_app = OperatorApp(
+    help="A sandbox programme's clock, like Stripe's test clocks: show it, move it on."
+)
+app.add_typer(clock_app, name="clock")
+CLOCK_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+def _ahead(offset_ms: int) -> str:
+    """`3d 2h 5m ahead of real time`, or `real time`."""
+    seconds = offset_ms // 1000
+    if seconds <= 0:
+        return "real time"
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [f"{n}{unit}" for n, unit in ((days, "d"), (hours, "h"), (minutes, "m")) if n]
+    return f"{' '.join(parts or [f'{seconds}s'])} ahead of real time"
+
+
+def _clock_line(name: str, now_ms: int, offset_ms: int) -> str:
+    from datetime import UTC, datetime
+
+    when = datetime.fromtimestamp(now_ms / 1000, UTC).strftime(CLOCK_FORMAT)
+    return f"programme {name}: {when} UTC ({_ahead(offset_ms)})"
+
+
+@clock_app.command("show")
+def clock_show(
+    programme: Annotated[
+        str, typer.Option(metavar="NAME", help="The programme (its name).")
+    ] = DEFAULT_PROGRAMME,
+) -> None:
+    """Show the programme's clock (UTC) and how far ahead of real time it runs."""
+    from multibank.programmes import service
+
+    async def work(db: Database) -> tuple[int, int]:
+        async with db.transaction() as session:
+            found = await service.require_programme_by_name(session, programme)
+            return Clock().now_ms(found.clock_offset_ms), found.clock_offset_ms
+
+    try:
+        now, offset = _run(work)
+    except NotFound as exc:
+        _fail(exc.message)
+        return
+    typer.echo(_clock_line(programme, now, offset))
+
+
+@clock_app.command("advance")
+def clock_advance(
+    step: Annotated[
+        str,
+        typer.Argument(
+            metavar="STEP",
+            help="How far: 1d, 2h, 30m, 45s (or several, as 1d12h), or a date or time to move "
+            "to, as 2027-01-31 or 2027-01-31T09:00 (UTC unless it says).",
+        ),
+    ],
+    programme: Annotated[
+        str, typer.Option(metavar="NAME", help="The sandbox programme (its name).")
+    ] = DEFAULT_PROGRAMME,
+) -> None:
+    """Move a sandbox programme's clock on; it never runs back.
+
+    What the new time makes due happens before the command ends, as the simulator's clock
+    advance does it: payment challenges expire, wire transfers and IBAN allocations complete,
+    cards expire or renew. At most 10 years a step, 100 years ahead of real time in all."""
+    from pydantic import ValidationError
+
+    from multibank.audit import service as audit
+    from multibank.cards import clock as card_clock
+    from multibank.kernel.durations import parse
+    from multibank.payments import steps as payment_steps
+    from multibank.programmes import service
+    from multibank.simulator.router import ClockAdvance
+
+    try:
+        wanted = parse(step)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'STEP'") from None
+
+    async def work(db: Database) -> tuple[int, int]:
+        clock = Clock()
+        async with db.transaction() as session:
+            found = await service.require_programme_by_name(session, programme)
+            if found.mode != "sandbox":
+                raise ClockRefused(f"it is a {found.mode} programme; only a sandbox's clock moves")
+            seconds = wanted.seconds_from(clock.now_ms(found.clock_offset_ms))
+            if seconds <= 0:
+                raise ClockRefused("that time has passed on its clock, which never runs back")
+            body = ClockAdvance(seconds=seconds)
+            before = await audit.snapshot(session, found.id)
+            offset = await service.advance_clock(session, found, body.seconds)
+            await audit.record_change(
+                session, clock.system_ms(), audit.CLI, "clock.advance", found.id, before
+            )
+            pid = found.id
+        # The new time is committed alone, first; then each due step in a transaction of its own.
+        await payment_steps.catch_up(db, clock, pid)
+        await card_clock.catch_up(db, clock, pid)
+        return clock.now_ms(offset), offset
+
+    try:
+        now, offset = _run(work)
+    except NotFound as exc:
+        _fail(exc.message)
+        return
+    except ClockRefused as exc:
+        _fail(f"cannot move the clock of programme {programme!r}: {exc}")
+        return
+    except ValidationError:
+        _fail(f"cannot move the clock of programme {programme!r}: at most 10 years a step")
+        return
+    except Conflict as exc:
+        _fail(f"cannot move the clock of programme {programme!r}: {exc.error_code} ({exc.message})")
+        return
+    typer.echo(_clock_line(programme, now, offset))
+
+
+class ClockRefused(Exception):
+    """Why a programme's clock was not moved, in one line."""
 
 
 def main() -> None:

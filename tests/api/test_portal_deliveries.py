@@ -152,3 +152,23 @@ async def test_an_unknown_delivery_is_not_found(browser, programme):  # noqa: F8
     for ident in ("999999", "abc"):
         r = await browser.get(f"/portal/programmes/{p.id}/webhooks/{ident}")
         assert r.status_code == 404
+
+
+async def test_the_copy_button_of_a_delivery_copies_the_event_id(
+    browser,  # noqa: F811
+    client,
+    admin_headers,
+    hooked,  # noqa: F811
+):
+    """The id `multibank webhooks replay` takes and `webhooks listen` prints, on the list and on
+    the delivery's page (issue 41 §2); the list's only Copy button of a delivery is that."""
+    p, _ = hooked
+    await account_event(client, p)
+    [d] = (await deliveries(client, admin_headers, p, eventType="managed_accounts"))["deliveries"]
+    base = f"/portal/programmes/{p.id}"
+    listing = await page(browser, f"{base}/webhooks?eventType=managed_accounts.CREATED")
+    copied = re.findall(r'data-copy="([^"]*)" aria-label="Copy ([^"]*)"', listing)
+    assert (d["id"], "event id") in copied
+    assert d["callRef"] not in {value for value, _ in copied}
+    detail = await page(browser, f"{base}/webhooks/{d['id']}")
+    assert f'data-copy="{d["id"]}" aria-label="Copy event id"' in detail

@@ -1,7 +1,8 @@
 """`multibank programme export NAME` and `multibank programme import FILE`: a sandbox
 programme's whole state as one JSON document, so a team can share a fixture (decision 0051).
 
-The document holds the programme's settings and webhook URL, and every row of the programme in
+The document holds the programme's settings (its webhook URL only when asked for), and every
+row of the programme in
 `TABLES` (profiles, fee types, customers, users with their password hashes as stored, factors,
 accounts, cards with their data as stored, sealed, and their authorisations, the ledger's
 accounts, transactions and postings, payments), each column as stored. API keys, sessions,
@@ -18,6 +19,7 @@ server's card-data key. Balances and postings are copied as they are, so `ledger
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +43,14 @@ from multibank.programmes.schemas import ProgrammeCreate
 from multibank.settings import Settings
 
 FORMAT = "multibank.programme"
-VERSION = 1
+# 2: every id, and every integer column's value of the rows, is a JSON string, since a 64-bit
+# integer does not survive common JSON tools (jq 1.6 rounds it); the webhook URL only when
+# asked for.
+# 1: the same with integers as numbers and the webhook URL always; still read (decision 0069).
+VERSION = 2
+READ_VERSIONS = (1, 2)
+WEBHOOK_URL = "webhook_url"
+DIGITS = re.compile(r"-?[0-9]{1,19}")
 # In the order they are written: a row's references are written before it.
 TABLES = (
     "profiles",
@@ -74,8 +83,28 @@ def _tables() -> dict[str, Table]:
     return {name: Base.metadata.tables[name] for name in TABLES}
 
 
-async def export_programme(db: Database, name: str) -> dict[str, Any]:
-    """The document of the sandbox programme `name`; raises NotFound or TransferError."""
+def _int_columns(table: Table) -> frozenset[str]:
+    out = set()
+    for column in table.columns:
+        try:
+            if column.type.python_type is int:
+                out.add(column.name)
+        except NotImplementedError:
+            pass
+    return frozenset(out)
+
+
+def _written(value: Any) -> Any:
+    """An integer column's value as the document writes it: a string."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+async def export_programme(
+    db: Database, name: str, with_webhook_url: bool = False
+) -> dict[str, Any]:
+    """The document of the sandbox programme `name`, its webhook URL only `with_webhook_url`
+    (it may name a developer's own machine or a secret path); raises NotFound or
+    TransferError."""
     tables = _tables()
     async with db.transaction() as session:
         programme = await service.require_programme_by_name(session, name)
@@ -84,7 +113,7 @@ async def export_programme(db: Database, name: str) -> dict[str, Any]:
         settings = {
             c.key: getattr(programme, c.key)
             for c in Programme.__table__.columns
-            if c.key not in NOT_SETTINGS
+            if c.key not in NOT_SETTINGS and (with_webhook_url or c.key != WEBHOOK_URL)
         }
         rows: dict[str, list[dict[str, Any]]] = {}
         for table_name, table in tables.items():
@@ -94,11 +123,15 @@ async def export_programme(db: Database, name: str) -> dict[str, Any]:
                 .where(table.c.programme_id == programme.id)
                 .order_by(*(table.c[k] for k in keys))
             )
-            rows[table_name] = [dict(r) for r in (await session.execute(stmt)).mappings().all()]
+            numbers = _int_columns(table)
+            rows[table_name] = [
+                {k: _written(v) if k in numbers else v for k, v in r.items()}
+                for r in (await session.execute(stmt)).mappings().all()
+            ]
     return {
         "format": FORMAT,
         "version": VERSION,
-        "programme": {"id": programme.id, "name": name, "settings": settings},
+        "programme": {"id": str(programme.id), "name": name, "settings": settings},
         "tables": rows,
     }
 
@@ -149,12 +182,47 @@ def _fits(column: Column[Any], value: Any) -> bool:
     return isinstance(value, kind)
 
 
+def _read(value: Any) -> Any:
+    """An integer column's value as a document may hold it: a number (version 1) or a string
+    of digits (version 2); anything else is left for `_check` to refuse."""
+    return int(value) if isinstance(value, str) and DIGITS.fullmatch(value) else value
+
+
+def _as_read(document: Any, tables: dict[str, Table]) -> Any:
+    """`document` with its integers as numbers and a settings' webhook URL (none when left
+    out), whichever version wrote it; what is not a document's shape is left for `_check`."""
+    if not isinstance(document, dict):
+        return document
+    programme, rows = document.get("programme"), document.get("tables")
+    out = dict(document)
+    if isinstance(programme, dict):
+        programme = {**programme, "id": _read(programme.get("id"))}
+        if isinstance(programme.get("settings"), dict):
+            programme["settings"] = {WEBHOOK_URL: None, **programme["settings"]}
+        out["programme"] = programme
+    if isinstance(rows, dict):
+        rows = dict(rows)
+        for name, table in tables.items():
+            listed = rows.get(name)
+            if isinstance(listed, list):
+                numbers = _int_columns(table)
+                rows[name] = [
+                    {k: _read(v) if k in numbers else v for k, v in r.items()}
+                    if isinstance(r, dict)
+                    else r
+                    for r in listed
+                ]
+        out["tables"] = rows
+    return out
+
+
 def _check(document: Any, tables: dict[str, Table]) -> None:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise TransferError(f"not a multibank programme export (no format {FORMAT!r})")
-    if document.get("version") != VERSION:
+    if document.get("version") not in READ_VERSIONS:
+        versions = ", ".join(map(str, READ_VERSIONS))
         raise TransferError(
-            f"export version {document.get('version')!r} is not known here (only {VERSION})"
+            f"export version {document.get('version')!r} is not known here (only {versions})"
         )
     programme = document.get("programme")
     rows = document.get("tables")
@@ -195,6 +263,7 @@ async def import_programme(db: Database, settings: Settings, document: Any, name
     transaction; raises TransferError for a document it cannot take and Conflict for a name
     already used."""
     tables = _tables()
+    document = _as_read(document, tables)
     _check(document, tables)
     old_pid: int = document["programme"]["id"]
     rows: dict[str, list[dict[str, Any]]] = document["tables"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,8 +30,9 @@ from multibank.kernel.clock import Clock
 from multibank.kernel.codes import SANDBOX_CODE
 from multibank.kernel.db import Database
 from multibank.programmes import service
-from multibank.sandbox_seed import API, CURRENCY, SIMULATOR, SeededIdentity, _Client
+from multibank.sandbox_seed import API, CURRENCY, DEPOSIT, SIMULATOR, _Client, new_password
 from multibank.settings import Settings
+from multibank.webhooks import events
 from multibank.webhooks.models import WebhookEvent
 
 
@@ -39,52 +41,176 @@ class TriggerError(Exception):
 
 
 @dataclass
+class Person:
+    """A customer a trigger made, and how far: signed up (with a password and a session),
+    verified (KYC/KYB), with an SMS factor, stepped up, with an account, with money in it."""
+
+    kind: str  # consumers | corporates
+    email: str
+    password: str
+    identity_id: str
+    root_id: str
+    token: str
+    verified: bool = False
+    enrolled: bool = False
+    stepped_up: bool = False
+    account_id: str = ""
+    iban: bool = False
+    funded: bool = False
+
+
+@dataclass
 class Sandbox:
-    """The identities a trigger needs, made once per run when first asked for."""
+    """The stage a trigger needs, made once per run when first asked for, without events
+    (`webhooks.events.staging`); `loud()` is where the event asked for (and what it cannot
+    happen without) is caused."""
 
     client: _Client
     profiles: dict[str, str]
-    made: dict[str, SeededIdentity] = field(default_factory=dict)
+    made: dict[str, Person] = field(default_factory=dict)
 
-    async def consumer(self) -> SeededIdentity:
-        """A verified consumer with an SMS factor, a stepped-up token and a funded EUR account
-        with an IBAN: making it logs in, steps up, enrols a factor, passes KYC, opens an
-        account, allocates its IBAN and deposits money."""
-        if "consumer" not in self.made:
-            tag = secrets.token_hex(4)
-            body = consumer_signup(
-                self.profiles["consumer"],
-                f"trigger-{tag}@example.com",
-                tag="webhooks-trigger",
-                currency=CURRENCY,
-            )
-            self.made["consumer"] = await self.client.identity(
-                "consumers", body, self.profiles["consumerManagedAccount"]
-            )
-        return self.made["consumer"]
-
-    async def corporate(self) -> SeededIdentity:
-        if "corporate" not in self.made:
-            tag = secrets.token_hex(4)
-            body = corporate_signup(
-                self.profiles["corporate"],
-                f"trigger-{tag}@example.com",
-                tag="webhooks-trigger",
-                company="Trigger Ltd",
-                currency=CURRENCY,
-            )
-            self.made["corporate"] = await self.client.identity(
-                "corporates", body, self.profiles["corporateManagedAccount"]
-            )
-        return self.made["corporate"]
+    @staticmethod
+    def loud() -> AbstractContextManager[None]:
+        return events.staging(False)
 
     async def call(self, what: str, method: str, path: str, **kw: Any) -> Any:
         return await self.client.call(what, method, path, **kw)
 
-    async def account(self, who: SeededIdentity) -> str:
+    async def signed_up(self, kind: str = "consumers") -> Person:
+        """A new customer with a verified e-mail address, a password and a session."""
+        if kind not in self.made:
+            self.made[kind] = await self._sign_up(kind)
+        return self.made[kind]
+
+    async def _sign_up(self, kind: str) -> Person:
+        tag = secrets.token_hex(4)
+        email = f"trigger-{tag}@example.com"
+        if kind == "consumers":
+            body = consumer_signup(
+                self.profiles["consumer"], email, tag="webhooks-trigger", currency=CURRENCY
+            )
+        else:
+            body = corporate_signup(
+                self.profiles["corporate"],
+                email,
+                tag="webhooks-trigger",
+                company="Trigger Ltd",
+                currency=CURRENCY,
+            )
+        created = await self.call(f"{kind} sign-up", "POST", f"{API}/{kind}", body=body)
+        for step, extra in (("send", {}), ("verify", {"verificationCode": SANDBOX_CODE})):
+            await self.call(
+                f"e-mail verification ({step})",
+                "POST",
+                f"{API}/{kind}/verification/email/{step}",
+                body={"email": email, **extra},
+            )
+        root_id = str(created["rootUser"]["id"]["id"])
+        password = new_password()
+        setup = await self.call(
+            "password",
+            "POST",
+            f"{API}/passwords/{root_id}/create",
+            body={"password": {"value": password}},
+        )
+        return Person(kind, email, password, str(created["id"]["id"]), root_id, setup["token"])
+
+    async def verified(self, kind: str = "consumers") -> Person:
+        who = await self.signed_up(kind)
+        if not who.verified:
+            await self.call(
+                "verification (simulator)",
+                "POST",
+                f"{SIMULATOR}/{kind}/{who.identity_id}/verify",
+                simulator=True,
+            )
+            who.verified = True
+        return who
+
+    async def enrolled(self, kind: str = "consumers") -> Person:
+        """Verified, with an SMS factor (every code is 123456)."""
+        who = await self.verified(kind)
+        if not who.enrolled:
+            otp = f"{API}/authentication_factors/otp/SMS"
+            await self.call("SMS factor enrolment", "POST", otp, token=who.token)
+            await self.call(
+                "SMS factor verification",
+                "POST",
+                f"{otp}/verify",
+                token=who.token,
+                body={"verificationCode": SANDBOX_CODE},
+            )
+            who.enrolled = True
+        return who
+
+    async def stepped_up(self, kind: str = "consumers") -> Person:
+        """Enrolled, with a stepped-up session: it may use accounts even where the programme
+        demands step-up."""
+        who = await self.enrolled(kind)
+        if not who.stepped_up:
+            await self.step_up(who)
+            who.stepped_up = True
+        return who
+
+    async def step_up(self, who: Person) -> None:
+        challenge = f"{API}/stepup/challenges/otp/SMS"
+        await self.call("step-up", "POST", challenge, token=who.token)
+        await self.call(
+            "step-up verification",
+            "POST",
+            f"{challenge}/verify",
+            token=who.token,
+            body={"verificationCode": SANDBOX_CODE},
+        )
+
+    async def with_account(self, kind: str = "consumers") -> Person:
+        who = await self.stepped_up(kind)
+        if not who.account_id:
+            who.account_id = await self.account(who)
+        return who
+
+    async def with_iban(self, kind: str = "consumers") -> Person:
+        """With an account that has its IBAN: money arrives, and leaves by wire, only so."""
+        who = await self.with_account(kind)
+        if not who.iban:
+            await self.iban(who, allocate=True)
+            who.iban = True
+        return who
+
+    async def iban(self, who: Person, allocate: bool) -> None:
+        """The account asks for an IBAN; with `allocate`, the simulator allocates it at once
+        (else it comes after the programme's IBAN allocation delay, from the server)."""
+        url = f"{API}/managed_accounts/{who.account_id}/iban"
+        answer = await self.call("IBAN request", "POST", url, token=who.token)
+        if allocate and answer["state"] != "ALLOCATED":
+            await self.call(
+                "IBAN allocation (simulator)",
+                "POST",
+                f"{SIMULATOR}/managed_accounts/{who.account_id}/iban/allocate",
+                simulator=True,
+                accept=(204, 409),  # 409: allocated meanwhile
+            )
+
+    async def funded(self, kind: str = "consumers") -> Person:
+        """With an account holding 1000.00 EUR, deposited by the simulator."""
+        who = await self.with_iban(kind)
+        if not who.funded:
+            await self.deposit(who)
+            who.funded = True
+        return who
+
+    async def deposit(self, who: Person) -> None:
+        await self.call(
+            "deposit (simulator)",
+            "POST",
+            f"{SIMULATOR}/accounts/{who.account_id}/deposit",
+            simulator=True,
+            body={"depositAmount": {"currency": CURRENCY, "amount": DEPOSIT}},
+        )
+
+    async def account(self, who: Person) -> str:
         """A new, empty EUR account of `who`."""
-        mine = self.made.get("consumer") is who
-        kind = "consumerManagedAccount" if mine else "corporateManagedAccount"
+        kind = "consumerManagedAccount" if who.kind == "consumers" else "corporateManagedAccount"
         made = await self.call(
             "account",
             "POST",
@@ -98,7 +224,7 @@ class Sandbox:
         )
         return str(made["id"])
 
-    async def otp(self, who: SeededIdentity, path: str) -> None:
+    async def otp(self, who: Person, path: str) -> None:
         """Answers the SMS challenge of the payment at `path` with the sandbox code."""
         challenge = f"{path}/challenges/otp/SMS"
         await self.call("challenge", "POST", challenge, token=who.token)
@@ -116,45 +242,108 @@ MONEY = {"currency": CURRENCY, "amount": 500}
 CHALLENGED = {"currency": CURRENCY, "amount": 5000}
 
 
-async def _nothing_more(s: Sandbox) -> None:
-    """The consumer's making causes the event."""
-    await s.consumer()
+# Access and customers
 
 
-async def _corporate(s: Sandbox) -> None:
-    await s.corporate()
+async def _login(s: Sandbox, password: str | None = None) -> None:
+    who = await s.signed_up()
+    with s.loud():
+        await s.call(
+            "login",
+            "POST",
+            f"{API}/login_with_password",
+            body={"email": who.email, "password": {"value": password or who.password}},
+            accept=(200,) if password is None else (403,),
+        )
 
 
 async def _wrong_password(s: Sandbox) -> None:
-    who = await s.consumer()
-    await s.call(
-        "login with a wrong password",
-        "POST",
-        f"{API}/login_with_password",
-        body={"email": who.email, "password": {"value": "Wrong-Pass-1!"}},
-        accept=(403,),
-    )
+    await _login(s, "Wrong-Pass-1!")
+
+
+async def _stepped_up(s: Sandbox) -> None:
+    who = await s.enrolled()
+    with s.loud():
+        await s.step_up(who)
+
+
+async def _enrolled(s: Sandbox) -> None:
+    await s.verified()
+    with s.loud():
+        await s.enrolled()
+
+
+async def _kyc_approved(s: Sandbox) -> None:
+    await s.signed_up()
+    with s.loud():
+        await s.verified()
+
+
+async def _kyb_approved(s: Sandbox) -> None:
+    await s.signed_up("corporates")
+    with s.loud():
+        await s.verified("corporates")
+
+
+async def _kyc_rejected(s: Sandbox) -> None:
+    who = await s.signed_up()
+    with s.loud():
+        await s.call(
+            "KYC rejection (simulator)",
+            "POST",
+            f"{SIMULATOR}/consumers/{who.identity_id}/reject",
+            simulator=True,
+        )
+
+
+# Accounts
+
+
+async def _account_created(s: Sandbox) -> None:
+    await s.stepped_up()
+    with s.loud():
+        await s.with_account()
+
+
+async def _iban(s: Sandbox, allocate: bool) -> None:
+    who = await s.with_account()
+    with s.loud():
+        await s.iban(who, allocate)
+
+
+async def _iban_requested(s: Sandbox) -> None:
+    await _iban(s, allocate=False)
+
+
+async def _iban_created(s: Sandbox) -> None:
+    await _iban(s, allocate=True)
+
+
+async def _deposited(s: Sandbox) -> None:
+    who = await s.with_iban()
+    with s.loud():
+        await s.deposit(who)
 
 
 async def _account_updated(s: Sandbox) -> None:
-    who = await s.consumer()
-    await s.call(
-        "account update",
-        "PATCH",
-        f"{API}/managed_accounts/{who.accountId}",
-        token=who.token,
-        body={"friendlyName": "Triggered"},
-    )
+    who = await s.with_account()
+    with s.loud():
+        await s.call(
+            "account update",
+            "PATCH",
+            f"{API}/managed_accounts/{who.account_id}",
+            token=who.token,
+            body={"friendlyName": "Triggered"},
+        )
 
 
 async def _account_blocked(s: Sandbox, unblock: bool = False) -> None:
-    who = await s.consumer()
-    account = await s.account(who)
-    await s.call("block", "POST", f"{API}/managed_accounts/{account}/block", token=who.token)
-    if unblock:
-        await s.call(
-            "unblock", "POST", f"{API}/managed_accounts/{account}/unblock", token=who.token
-        )
+    who = await s.with_account()
+    account = f"{API}/managed_accounts/{who.account_id}"
+    with s.loud():  # an unblock cannot be without its block
+        await s.call("block", "POST", f"{account}/block", token=who.token)
+        if unblock:
+            await s.call("unblock", "POST", f"{account}/unblock", token=who.token)
 
 
 async def _account_unblocked(s: Sandbox) -> None:
@@ -162,59 +351,71 @@ async def _account_unblocked(s: Sandbox) -> None:
 
 
 async def _account_destroyed(s: Sandbox) -> None:
-    who = await s.consumer()
-    account = await s.account(who)
-    await s.call(
-        "account removal", "POST", f"/3.1.0{API}/managed_accounts/{account}/remove", token=who.token
-    )
+    who = await s.with_account()
+    with s.loud():
+        await s.call(
+            "account removal",
+            "POST",
+            f"/3.1.0{API}/managed_accounts/{who.account_id}/remove",
+            token=who.token,
+        )
+
+
+# Payments
 
 
 async def _fee(s: Sandbox) -> None:
-    who = await s.consumer()
-    await s.call(
-        "fee charge",
-        "POST",
-        f"{API}/consumers/fees/charge",
-        token=who.token,
-        body={"feeType": "ADMIN_FEE", "source": {"type": "managed_accounts", "id": who.accountId}},
-    )
+    who = await s.funded()
+    with s.loud():
+        await s.call(
+            "fee charge",
+            "POST",
+            f"{API}/consumers/fees/charge",
+            token=who.token,
+            body={
+                "feeType": "ADMIN_FEE",
+                "source": {"type": "managed_accounts", "id": who.account_id},
+            },
+        )
 
 
 async def _transfer(s: Sandbox) -> None:
-    who = await s.consumer()
+    who = await s.funded()
     second = await s.account(who)
-    await s.call(
-        "transfer",
-        "POST",
-        f"{API}/transfers",
-        token=who.token,
-        body={
-            "profileId": s.profiles["transfers"],
-            "source": {"type": "managed_accounts", "id": who.accountId},
-            "destination": {"type": "managed_accounts", "id": second},
-            "destinationAmount": MONEY,
-        },
-    )
+    with s.loud():
+        await s.call(
+            "transfer",
+            "POST",
+            f"{API}/transfers",
+            token=who.token,
+            body={
+                "profileId": s.profiles["transfers"],
+                "source": {"type": "managed_accounts", "id": who.account_id},
+                "destination": {"type": "managed_accounts", "id": second},
+                "destinationAmount": MONEY,
+            },
+        )
 
 
 async def _send(s: Sandbox, answer: bool = True) -> None:
-    who = await s.consumer()
-    to = await s.corporate()
-    made = await s.call(
-        "send",
-        "POST",
-        f"{API}/sends",
-        token=who.token,
-        body={
-            "profileId": s.profiles["sends"],
-            "source": {"type": "managed_accounts", "id": who.accountId},
-            "destination": {"type": "managed_accounts", "id": to.accountId},
-            # Within the low-value exemption the send completes at once; over it, it waits.
-            "destinationAmount": MONEY if answer else CHALLENGED,
-        },
-    )
-    if answer and made["state"] == "PENDING_CHALLENGE":
-        await s.otp(who, f"{API}/sends/{made['id']}")
+    who = await s.funded()
+    to = await s.with_account("corporates")
+    with s.loud():
+        made = await s.call(
+            "send",
+            "POST",
+            f"{API}/sends",
+            token=who.token,
+            body={
+                "profileId": s.profiles["sends"],
+                "source": {"type": "managed_accounts", "id": who.account_id},
+                "destination": {"type": "managed_accounts", "id": to.account_id},
+                # Within the low-value exemption the send completes at once; over it, it waits.
+                "destinationAmount": MONEY if answer else CHALLENGED,
+            },
+        )
+        if answer and made["state"] == "PENDING_CHALLENGE":
+            await s.otp(who, f"{API}/sends/{made['id']}")
 
 
 async def _send_waiting(s: Sandbox) -> None:
@@ -222,28 +423,31 @@ async def _send_waiting(s: Sandbox) -> None:
 
 
 async def _owt(s: Sandbox, answer: bool = True) -> str:
-    who = await s.consumer()
-    made = await s.call(
-        "outgoing wire transfer",
-        "POST",
-        f"{API}/outgoing_wire_transfers",
-        token=who.token,
-        body={
-            "profileId": s.profiles["outgoingWireTransfers"],
-            "sourceInstrument": {"type": "managed_accounts", "id": who.accountId},
-            "transferAmount": CHALLENGED,
-            "description": "Triggered",
-            "destinationBeneficiary": {
-                "name": "Ada Lovelace",
-                "bankAccountDetails": {
-                    "iban": "DE89370400440532013000",
-                    "bankIdentifierCode": "COBADEFFXXX",
+    """A wire transfer over the exemption, so it waits for SCA; with `answer` it is answered
+    and so submitted. Called inside `loud()`."""
+    who = await s.funded()
+    with s.loud():
+        made = await s.call(
+            "outgoing wire transfer",
+            "POST",
+            f"{API}/outgoing_wire_transfers",
+            token=who.token,
+            body={
+                "profileId": s.profiles["outgoingWireTransfers"],
+                "sourceInstrument": {"type": "managed_accounts", "id": who.account_id},
+                "transferAmount": CHALLENGED,
+                "description": "Triggered",
+                "destinationBeneficiary": {
+                    "name": "Ada Lovelace",
+                    "bankAccountDetails": {
+                        "iban": "DE89370400440532013000",
+                        "bankIdentifierCode": "COBADEFFXXX",
+                    },
                 },
             },
-        },
-    )
-    if answer and made["state"] == "PENDING_CHALLENGE":
-        await s.otp(who, f"{API}/outgoing_wire_transfers/{made['id']}")
+        )
+        if answer and made["state"] == "PENDING_CHALLENGE":
+            await s.otp(who, f"{API}/outgoing_wire_transfers/{made['id']}")
     return str(made["id"])
 
 
@@ -252,15 +456,17 @@ async def _owt_waiting(s: Sandbox) -> None:
 
 
 async def _owt_then(s: Sandbox, *steps: str) -> None:
-    """A submitted wire transfer, then the simulator's `steps` (accept, reject, return)."""
+    """A submitted wire transfer, then the simulator's `steps` (accept, reject, return): each
+    is what the event asked for cannot happen without."""
     owt = await _owt(s)
-    for step in steps:
-        await s.call(
-            f"wire transfer {step} (simulator)",
-            "POST",
-            f"{SIMULATOR}/wiretransfers/outgoing/{owt}/{step}",
-            simulator=True,
-        )
+    with s.loud():
+        for step in steps:
+            await s.call(
+                f"wire transfer {step} (simulator)",
+                "POST",
+                f"{SIMULATOR}/wiretransfers/outgoing/{owt}/{step}",
+                simulator=True,
+            )
 
 
 async def _owt_completed(s: Sandbox) -> None:
@@ -275,29 +481,12 @@ async def _owt_returned(s: Sandbox) -> None:
     await _owt_then(s, "accept", "return")
 
 
-async def _kyc_rejected(s: Sandbox) -> None:
-    tag = secrets.token_hex(4)
-    email = f"trigger-{tag}@example.com"
-    body = consumer_signup(s.profiles["consumer"], email, tag="webhooks-trigger", currency=CURRENCY)
-    made = await s.call("consumer sign-up", "POST", f"{API}/consumers", body=body)
-    for step, extra in (("send", {}), ("verify", {"verificationCode": SANDBOX_CODE})):
-        await s.call(
-            f"e-mail verification ({step})",
-            "POST",
-            f"{API}/consumers/verification/email/{step}",
-            body={"email": email, **extra},
-        )
-    await s.call(
-        "KYC rejection (simulator)",
-        "POST",
-        f"{SIMULATOR}/consumers/{made['id']['id']}/reject",
-        simulator=True,
-    )
+# Cards
 
 
-async def _card(s: Sandbox) -> tuple[SeededIdentity, str]:
+async def _card(s: Sandbox) -> tuple[Person, str]:
     """A new virtual prepaid EUR card of the consumer."""
-    who = await s.consumer()
+    who = await s.stepped_up()
     made = await s.call(
         "card",
         "POST",
@@ -326,14 +515,18 @@ ADDRESS = {
 
 async def _card_blocked(s: Sandbox, then: str | None = None) -> None:
     who, card = await _card(s)
-    await s.call("card block", "POST", f"{API}/managed_cards/{card}/block", token=who.token)
-    if then is not None:
-        await s.call(f"card {then}", "POST", f"{API}/managed_cards/{card}/{then}", token=who.token)
+    with s.loud():  # an unblock cannot be without its block
+        await s.call("card block", "POST", f"{API}/managed_cards/{card}/block", token=who.token)
+        if then is not None:
+            await s.call(
+                f"card {then}", "POST", f"{API}/managed_cards/{card}/{then}", token=who.token
+            )
 
 
 async def _funded_card(s: Sandbox) -> str:
     """A prepaid card with 10.00 EUR moved onto it from the consumer's account."""
     who, card = await _card(s)
+    await s.funded()
     await s.call(
         "card funding transfer",
         "POST",
@@ -341,7 +534,7 @@ async def _funded_card(s: Sandbox) -> str:
         token=who.token,
         body={
             "profileId": s.profiles["transfers"],
-            "source": {"type": "managed_accounts", "id": who.accountId},
+            "source": {"type": "managed_accounts", "id": who.account_id},
             "destination": {"type": "managed_cards", "id": card},
             "destinationAmount": {"currency": CURRENCY, "amount": 1000},
         },
@@ -351,15 +544,16 @@ async def _funded_card(s: Sandbox) -> str:
 
 async def _card_payment(s: Sandbox, step: str) -> None:
     """A funded card, then the simulator's `step`: an authorisation only (`authorise`), or an
-    authorisation and its settlement (`purchase`)."""
+    authorisation and its settlement (`purchase`: a settlement cannot be without it)."""
     card = await _funded_card(s)
-    answer = await s.call(
-        f"card {step} (simulator)",
-        "POST",
-        f"{SIMULATOR}/cards/{card}/{step}",
-        simulator=True,
-        body={"merchantName": "Trigger Shop", "transactionAmount": MONEY},
-    )
+    with s.loud():
+        answer = await s.call(
+            f"card {step} (simulator)",
+            "POST",
+            f"{SIMULATOR}/cards/{card}/{step}",
+            simulator=True,
+            body={"merchantName": "Trigger Shop", "transactionAmount": MONEY},
+        )
     if answer.get("code") != "APPROVED":
         raise TriggerError(f"the card {step} was answered {answer.get('code')}")
 
@@ -375,9 +569,10 @@ async def _card_purchased(s: Sandbox) -> None:
 async def _card_simulated(s: Sandbox, step: str) -> None:
     """A card, then the simulator's expiry `step` (expire, about_to_expire)."""
     _, card = await _card(s)
-    await s.call(
-        f"card {step} (simulator)", "POST", f"{SIMULATOR}/cards/{card}/{step}", simulator=True
-    )
+    with s.loud():
+        await s.call(
+            f"card {step} (simulator)", "POST", f"{SIMULATOR}/cards/{card}/{step}", simulator=True
+        )
 
 
 async def _card_expired(s: Sandbox) -> None:
@@ -394,15 +589,16 @@ async def _card_unblocked(s: Sandbox) -> None:
 
 async def _card_destroyed(s: Sandbox) -> None:
     who, card = await _card(s)
-    await s.call("card removal", "POST", f"{API}/managed_cards/{card}/remove", token=who.token)
+    with s.loud():
+        await s.call("card removal", "POST", f"{API}/managed_cards/{card}/remove", token=who.token)
 
 
-async def _physical(s: Sandbox, card: str | None = None) -> tuple[SeededIdentity, str]:
+async def _physical(s: Sandbox, card: str | None = None) -> tuple[Person, str]:
     """A new virtual card (or `card`) upgraded to a physical one."""
     if card is None:
         who, card = await _card(s)
     else:
-        who = await s.consumer()
+        who = await s.stepped_up()
     await s.call(
         "physical card upgrade",
         "POST",
@@ -417,10 +613,12 @@ async def _physical(s: Sandbox, card: str | None = None) -> tuple[SeededIdentity
 
 
 async def _card_upgraded(s: Sandbox) -> None:
-    await _physical(s)
+    _, card = await _card(s)
+    with s.loud():
+        await _physical(s, card)
 
 
-async def _activated(s: Sandbox, card: str | None = None) -> tuple[SeededIdentity, str]:
+async def _activated(s: Sandbox, card: str | None = None) -> tuple[Person, str]:
     who, card = await _physical(s, card)
     path = f"{API}/managed_cards/{card}/physical"
     await s.call(
@@ -435,48 +633,51 @@ async def _activated(s: Sandbox, card: str | None = None) -> tuple[SeededIdentit
 
 async def _card_replaced(s: Sandbox) -> None:
     who, card = await _activated(s)
-    await s.call(
-        "damaged card replacement",
-        "POST",
-        f"{API}/managed_cards/{card}/physical/replace_damaged",
-        token=who.token,
-        body={"activationCode": "654321"},
-    )
+    with s.loud():
+        await s.call(
+            "damaged card replacement",
+            "POST",
+            f"{API}/managed_cards/{card}/physical/replace_damaged",
+            token=who.token,
+            body={"activationCode": "654321"},
+        )
 
 
 async def _card_balance_moved(s: Sandbox) -> None:
-    """A funded physical card reported stolen and replaced: its balance moves to the new card."""
+    """A funded physical card reported stolen and replaced: its balance moves to the new card
+    (the report is what the replacement cannot be without)."""
     who, card = await _activated(s, await _funded_card(s))
     path = f"{API}/managed_cards/{card}/physical"
-    await s.call("stolen card report", "POST", f"{path}/report_stolen", token=who.token)
-    await s.call(
-        "stolen card replacement",
-        "POST",
-        f"{path}/replace_lost_stolen",
-        token=who.token,
-        body={"activationCode": "777777"},
-    )
+    with s.loud():
+        await s.call("stolen card report", "POST", f"{path}/report_stolen", token=who.token)
+        await s.call(
+            "stolen card replacement",
+            "POST",
+            f"{path}/replace_lost_stolen",
+            token=who.token,
+            body={"activationCode": "777777"},
+        )
 
 
 Step = Callable[[Sandbox], Awaitable[None]]
 
 # Event type (`{topic}.{type}`, as the operator API's deliveries show it) -> what causes it.
 TRIGGERS: dict[str, Step] = {
-    "login.VERIFIED": _nothing_more,
+    "login.VERIFIED": _login,
     "login.DECLINED": _wrong_password,
-    "stepup.VERIFIED": _nothing_more,
-    "authentication_factors.ACTIVE": _nothing_more,
-    "corporates/kyb.APPROVED": _corporate,
+    "stepup.VERIFIED": _stepped_up,
+    "authentication_factors.ACTIVE": _enrolled,
+    "corporates/kyb.APPROVED": _kyb_approved,
     "consumers/kyc.REJECTED": _kyc_rejected,
-    "consumers/kyc.APPROVED": _nothing_more,
-    "managed_accounts.CREATED": _nothing_more,
+    "consumers/kyc.APPROVED": _kyc_approved,
+    "managed_accounts.CREATED": _account_created,
     "managed_accounts.UPDATED": _account_updated,
     "managed_accounts.BLOCKED": _account_blocked,
     "managed_accounts.UNBLOCKED": _account_unblocked,
     "managed_accounts.DESTROYED": _account_destroyed,
-    "ibans.REQUESTED": _nothing_more,
-    "ibans.CREATED": _nothing_more,
-    "managed_accounts/deposits.COMPLETED": _nothing_more,
+    "ibans.REQUESTED": _iban_requested,
+    "ibans.CREATED": _iban_created,
+    "managed_accounts/deposits.COMPLETED": _deposited,
     "fees.COMPLETED": _fee,
     "transfers.COMPLETED": _transfer,
     "send.PENDING_CHALLENGE": _send_waiting,
@@ -505,12 +706,14 @@ NOT_YET: dict[str, str] = {}
 @dataclass(frozen=True)
 class Triggered:
     event_ids: list[int]
-    others: int  # events of other types the same steps caused
+    # (id, type) of the events of other types the event could not happen without.
+    others: list[tuple[int, str]]
 
 
 async def trigger(db: Database, settings: Settings, programme: str, event_type: str) -> Triggered:
     """Makes an event of `event_type` happen in the sandbox programme `programme`; answers the
-    ids of the events of that type written (and how many of other types came with them)."""
+    ids of the events of that type written, and those of other types it could not happen
+    without. The stage it needs (customers, accounts, cards) is made without events."""
     step = TRIGGERS.get(event_type)
     if step is None:
         raise TriggerError(
@@ -541,7 +744,7 @@ async def trigger(db: Database, settings: Settings, programme: str, event_type: 
     )
     container = build_container(quiet)
     await startup(container)
-    application = create_app(container=container)
+    application = create_app(container=container, portal=False)
     try:
         async with application.router.lifespan_context(application):
             transport = httpx.ASGITransport(
@@ -552,7 +755,8 @@ async def trigger(db: Database, settings: Settings, programme: str, event_type: 
                     _Client(http, description.apiKey), description.profiles.model_dump()
                 )
                 try:
-                    await step(sandbox)
+                    with events.staging():
+                        await step(sandbox)
                 except Exception as exc:  # SeedError and any failure: one line
                     raise TriggerError(str(exc)) from exc
     finally:
@@ -568,4 +772,4 @@ async def trigger(db: Database, settings: Settings, programme: str, event_type: 
     ids = sorted(i for i, kind in rows if kind == event_type)
     if not ids:
         raise TriggerError(f"the steps ran but wrote no {event_type} event")
-    return Triggered(ids, len(rows) - len(ids))
+    return Triggered(ids, sorted((i, kind) for i, kind in rows if kind != event_type))

@@ -61,6 +61,7 @@ from multibank.cards import operator as card_ops
 from multibank.cards.models import ManagedCard
 from multibank.identities import service as identities
 from multibank.identities.models import Identity
+from multibank.kernel import durations
 from multibank.kernel.errors import DomainError
 from multibank.kernel.money import ISO_4217, Money, minor_unit_exponent
 from multibank.kernel.notify import OutboxMessage
@@ -879,8 +880,19 @@ async def fee_type(request: Request, form: dict[str, str], programme: Programme)
 @programme_form("clock", sandbox_only=True)
 async def clock_advance(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     container = container_of(request)
-    # The simulator's own body and service: the same bounds, the same refusals.
-    body = ClockAdvance(seconds=whole(form.get("seconds"), "The number of seconds"))
+    # The simulator's own body and service: the same bounds, the same refusals. `by` takes what
+    # `multibank clock advance` takes; `seconds`, a whole number, is the earlier form's.
+    if "by" in form:
+        try:
+            wanted = durations.parse(form["by"])
+        except ValueError as exc:
+            raise Refused(f"{exc}.") from None
+        seconds = wanted.seconds_from(container.clock.now_ms(programme.clock_offset_ms))
+        if seconds <= 0:
+            raise Refused("That time has passed on the programme's clock, which never runs back.")
+    else:
+        seconds = whole(form.get("seconds"), "The number of seconds")
+    body = ClockAdvance(seconds=seconds)
     db = _db(request)
     offset = await service.advance_clock(db, programme, body.seconds)
     now = container.clock.now_ms(offset)

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from multibank.accounts.models import ManagedAccount
@@ -37,6 +40,23 @@ OWTS = "/outgoing_wire_transfers/watch"
 PATHS = (LOGIN, STEPUP, FACTORS, KYB, KYC, ACCOUNTS, IBANS, DEPOSITS, FEES, TRANSFERS, SENDS, OWTS)
 
 
+# While set, `emit` records nothing: `multibank webhooks trigger` sets the stage (a customer,
+# an account, a card) without events, so the developer's receiver gets the event asked for and
+# what that event cannot happen without, no more (decision 0068). Set in one task's context
+# only: the requests of every other task record as always.
+_staging: ContextVar[bool] = ContextVar("multibank_webhooks_staging", default=False)
+
+
+@contextmanager
+def staging(on: bool = True) -> Iterator[None]:
+    """Within it, this task's changes record no event (`on`), or record them again (not `on`)."""
+    token = _staging.set(on)
+    try:
+        yield
+    finally:
+        _staging.reset(token)
+
+
 def topic(path: str) -> str:
     """`/managed_accounts/deposits/watch` → `managed_accounts/deposits`."""
     return path.removesuffix("/watch").lstrip("/")
@@ -45,7 +65,7 @@ def topic(path: str) -> str:
 async def emit(ctx: Ctx, path: str, kind: str, resource: str, body: dict[str, Any]) -> None:
     """Records one event of `path` for delivery after commit; nothing without a webhook URL.
     `resource` names what the event is about: its events are delivered in the order written."""
-    if not ctx.programme.webhook_url:
+    if not ctx.programme.webhook_url or _staging.get():
         return
     ctx.db.add(
         WebhookEvent(

@@ -131,3 +131,9 @@ async def redeliver(ctx: Ctx, event_id: int) -> dict[str, Any]:
     event.delivered_at = None
     await ctx.db.flush()
     return delivery_body(event, (await _attempts(ctx.db, [event.id]))[event.id])
+
+
+async def by_call_ref(db: AsyncSession, call_ref: str) -> WebhookEvent | None:
+    """The event sent under `call-ref` (unique across programmes); the caller checks whose."""
+    stmt = select(WebhookEvent).where(WebhookEvent.call_ref == call_ref[:64])
+    return (await db.execute(stmt)).scalar_one_or_none()
