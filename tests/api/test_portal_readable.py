@@ -158,7 +158,7 @@ UNITS = {
         "currency": "ISO 4217",
         "amount": "In that currency",
     },
-    "clock": {"seconds": "In seconds"},
+    "clock": {"by": "1d, 2h, 30m, 45s"},
 }
 
 

@@ -101,8 +101,15 @@ def receiver() -> Iterator[Receiver]:
 @pytest.fixture
 async def hooked(container: Container, receiver: Receiver) -> AsyncIterator[Hooked]:
     """A sandbox programme whose webhook URL is `receiver`; its events still pending afterwards
-    are ended, so that later tests' delivery rounds do not send them."""
+    are ended, so that later tests' delivery rounds do not send them. A round claims the oldest
+    due resources of every programme, so the events other tests left pending (their receivers
+    long gone) are ended first: this test's rounds see its own events only."""
     async with container.db.transaction() as s:
+        await s.execute(
+            update(WebhookEvent)
+            .where(WebhookEvent.state == PENDING)
+            .values(state=FAILED, lease_until=None)
+        )
         data = ProgrammeCreate(name=f"hooks{secrets.token_hex(6)}", webhookUrl=receiver.url)
         programme, _ = await create_programme(s, container.clock, data)
     yield Hooked(programme, receiver, container)
