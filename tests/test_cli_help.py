@@ -156,3 +156,21 @@ def test_help_loads_none_of_the_server():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", f"imported by `import multibank.cli`: {done.stdout}"
+
+
+def test_loading_the_server_leaves_the_collector_on_whatever_happens() -> None:
+    """The cyclic collector is off only while the server's modules load (decision 0068): on
+    again afterwards, even when loading fails, with what was loaded kept out of its scans."""
+    import gc
+
+    from multibank.cli import loading_the_server
+
+    frozen = gc.get_freeze_count()
+    with loading_the_server():
+        assert not gc.isenabled()
+        kept = [[n] for n in range(1000)]
+    assert gc.isenabled() and gc.get_freeze_count() >= frozen + len(kept)
+    with pytest.raises(ImportError), loading_the_server():
+        import multibank_no_such_module  # type: ignore[import-not-found]  # noqa: F401
+    assert gc.isenabled()
+    gc.unfreeze()
