@@ -92,3 +92,66 @@ def test_a_domain_slice_imports_no_http_layer_and_no_execution_strategy(slice_na
 def test_the_kernel_imports_no_domain_slice() -> None:
     found = violations(KERNEL, tuple(f"multibank.{name}" for name in DOMAIN_SLICES))
     assert not found, "\n".join(found)
+
+
+def private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_names_taken(path: Path) -> Iterator[str]:
+    """Each underscore name of another first-party module that `path` takes: imported by name
+    (`from multibank.x import _y`), a private module (`multibank._x`), or an attribute of a
+    first-party module it imported (`x._y`)."""
+    tree = ast.parse(path.read_text(), str(path))
+    modules: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("multibank"):
+            module = node.module or ""
+            if any(private(part) for part in module.split(".")):
+                yield module
+            for alias in node.names:
+                if private(alias.name):
+                    yield f"{module}.{alias.name}"
+                modules.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("multibank"):
+                    modules.add(alias.asname or alias.name.split(".")[0])
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and private(node.attr)
+        ):
+            yield f"{node.value.id}.{node.attr}"
+
+
+def test_no_module_takes_another_modules_private_names() -> None:
+    """Issue 42 §2: an underscore name is its module's own. Another module that needs it gets a
+    public name instead, so a module can change what it keeps to itself without breaking
+    another."""
+    taken = {
+        f"{path.relative_to(SRC)}: {name}"
+        for path in PACKAGE.rglob("*.py")
+        for name in private_names_taken(path)
+    }
+    assert taken == set()
+
+
+def test_a_private_name_taken_is_caught(tmp_path: Path) -> None:
+    """The check above can fail: each way of taking another module's underscore name is found."""
+    taker = tmp_path / "taker.py"
+    taker.write_text(
+        "from multibank.sandbox_seed import _Client\n"
+        "from multibank._hidden import thing\n"
+        "from multibank.accounts import statement_pdf as pdf\n"
+        "import multibank.kernel\n"
+        "x = pdf._ROW\n"
+        "y = multibank.__name__\n"
+    )
+    assert set(private_names_taken(taker)) == {
+        "multibank.sandbox_seed._Client",
+        "multibank._hidden",
+        "pdf._ROW",
+    }

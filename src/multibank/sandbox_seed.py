@@ -77,7 +77,7 @@ def new_password() -> str:
     return f"Sandbox-1-{secrets.token_hex(5)}"
 
 
-class _Client:
+class SeedClient:
     """The calls of a client developer (API key) and of the simulator (programme key)."""
 
     def __init__(self, http: httpx.AsyncClient, api_key: str) -> None:
@@ -236,7 +236,7 @@ async def seed(
             app=application, raise_app_exceptions=False, client=("127.0.0.1", 0)
         )
         async with httpx.AsyncClient(transport=transport, base_url="http://multibank") as http:
-            client = _Client(http, programme.apiKey)
+            client = SeedClient(http, programme.apiKey)
             tag = secrets.token_hex(4)
             corporate_body = corporate_signup(
                 profiles.corporate,

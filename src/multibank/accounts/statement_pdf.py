@@ -33,9 +33,9 @@ _COUNTERPARTS = (
     ("beneficiaryName", "to"),
 )
 COLUMNS = ("Date (UTC)", "Type", "Description", "Amount", "Balance after")
-_WIDTHS = (30, 36, 64, 30, 30)  # mm, 190 in all: A4 less 10 mm margins
-_ALIGN = ("L", "L", "L", "R", "R")
-_ROW = 5.5  # mm
+COLUMN_WIDTHS = (30, 36, 64, 30, 30)  # mm, 190 in all: A4 less 10 mm margins
+COLUMN_ALIGN = ("L", "L", "L", "R", "R")
+ROW_HEIGHT = 5.5  # mm
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ _PUNCTUATION = str.maketrans(
 )
 
 
-def _latin1(text: str) -> str:
+def latin1(text: str) -> str:
     return text.translate(_PUNCTUATION).encode("latin-1", "replace").decode("latin-1")
 
 

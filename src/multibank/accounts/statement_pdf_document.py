@@ -11,13 +11,13 @@ from fpdf import FPDF
 from fpdf.enums import XPos, YPos
 
 from multibank.accounts.statement_pdf import (
-    _ALIGN,
-    _ROW,
-    _WIDTHS,
+    COLUMN_ALIGN,
+    COLUMN_WIDTHS,
     COLUMNS,
+    ROW_HEIGHT,
     StatementHeading,
-    _latin1,
     describe,
+    latin1,
     period,
     utc,
 )
@@ -44,21 +44,25 @@ class _Document(FPDF):
     def table_heading(self) -> None:
         self.set_font("Helvetica", "B", 8)
         self.set_fill_color(225, 230, 240)
-        for title, width, align in zip(COLUMNS, _WIDTHS, _ALIGN, strict=True):
-            self.cell(width, _ROW, title, align=align, fill=True)
-        self.ln(_ROW)
+        for title, width, align in zip(COLUMNS, COLUMN_WIDTHS, COLUMN_ALIGN, strict=True):
+            self.cell(width, ROW_HEIGHT, title, align=align, fill=True)
+        self.ln(ROW_HEIGHT)
         self.set_font("Helvetica", size=8)
 
     def row(self, values: Sequence[str]) -> None:
         """One line per entry (cells are single-line, much cheaper than wrapped table cells);
         a text too wide for its column is cut with "..."."""
-        if self.get_y() + _ROW > self.page_break_trigger:
+        if self.get_y() + ROW_HEIGHT > self.page_break_trigger:
             self.add_page()
-        for value, width, align in zip(values, _WIDTHS, _ALIGN, strict=True):
+        for value, width, align in zip(values, COLUMN_WIDTHS, COLUMN_ALIGN, strict=True):
             self.cell(
-                width, _ROW, self.fit(value, width - 2 * self.c_margin), align=align, border="B"
+                width,
+                ROW_HEIGHT,
+                self.fit(value, width - 2 * self.c_margin),
+                align=align,
+                border="B",
             )
-        self.ln(_ROW)
+        self.ln(ROW_HEIGHT)
 
     def fit(self, text: str, width: float) -> str:
         if self.get_string_width(text) <= width:
@@ -76,7 +80,7 @@ class _Document(FPDF):
         self.set_y(-12)
         self.set_font("Helvetica", size=8)
         self.set_text_color(110)
-        self.cell(0, 6, _latin1(self.statement_title), align="L")
+        self.cell(0, 6, latin1(self.statement_title), align="L")
         self.set_x(self.l_margin)
         self.cell(0, 6, f"Page {self.page_no()} of {{nb}}", align="R")
         self.set_text_color(0)
@@ -124,7 +128,7 @@ def render_document(heading: StatementHeading, entries: Sequence[Entry]) -> byte
         doc.set_font("Helvetica", "B", 10)
         doc.cell(30, 6, label)
         doc.set_font("Helvetica", size=10)
-        doc.cell(0, 6, _latin1(value), new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+        doc.cell(0, 6, latin1(value), new_x=XPos.LMARGIN, new_y=YPos.NEXT)
     doc.ln(4)
     if not entries:
         doc.set_font("Helvetica", "I", 10)
@@ -138,7 +142,7 @@ def render_document(heading: StatementHeading, entries: Sequence[Entry]) -> byte
             (
                 utc(e.timestamp),
                 e.type,
-                _latin1(describe(e)),
+                latin1(describe(e)),
                 Money(e.amount, e.currency).format(),
                 _after(h, e),
             )

@@ -30,7 +30,7 @@ from multibank.kernel.clock import Clock
 from multibank.kernel.codes import SANDBOX_CODE
 from multibank.kernel.db import Database
 from multibank.programmes import service
-from multibank.sandbox_seed import API, CURRENCY, DEPOSIT, SIMULATOR, _Client, new_password
+from multibank.sandbox_seed import API, CURRENCY, DEPOSIT, SIMULATOR, SeedClient, new_password
 from multibank.settings import Settings
 from multibank.webhooks import events
 from multibank.webhooks.models import WebhookEvent
@@ -65,7 +65,7 @@ class Sandbox:
     (`webhooks.events.staging`); `loud()` is where the event asked for (and what it cannot
     happen without) is caused."""
 
-    client: _Client
+    client: SeedClient
     profiles: dict[str, str]
     made: dict[str, Person] = field(default_factory=dict)
 
@@ -752,7 +752,7 @@ async def trigger(db: Database, settings: Settings, programme: str, event_type: 
             )
             async with httpx.AsyncClient(transport=transport, base_url="http://multibank") as http:
                 sandbox = Sandbox(
-                    _Client(http, description.apiKey), description.profiles.model_dump()
+                    SeedClient(http, description.apiKey), description.profiles.model_dump()
                 )
                 try:
                     with events.staging():
