@@ -58,6 +58,10 @@ def main() -> None:
         args.database_url or f"sqlite+aiosqlite:///{Path(folder) / 'trigger.db'}"
     )
     env.setdefault("PYTHONPATH", str(ROOT / "src"))
+    # Bytecode written and kept, as an installed package has it: without it every run would
+    # compile the package again (this machine's environment sets PYTHONDONTWRITEBYTECODE).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.setdefault("PYTHONPYCACHEPREFIX", str(ROOT / ".cache" / "pycache"))
     name = f"bench-trigger-{secrets.token_hex(3)}"
     run([*MULTIBANK, "db", "upgrade"], env)
     run(
