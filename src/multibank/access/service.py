@@ -19,6 +19,7 @@ from multibank.kernel.validation import parse_id
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import Programme
 from multibank.users import repository as users
+from multibank.users import service as users_service
 from multibank.users.models import ROOT, User
 from multibank.webhooks import events as webhooks
 
@@ -416,3 +417,19 @@ async def access_token(
     return LoginResult(
         await open_user_session(ctx, user, "ACCESS", started_at=caller.created_at), user
     )
+
+
+async def consume_invite(
+    ctx: Ctx, hasher: PasswordHasher, user_id: str, code: str, password: str
+) -> AuthSession:
+    """An authorised user's invite consumed: sets the first password and logs the user in."""
+    user = await users_service.invitee(ctx, user_id)
+    if not user.active:
+        # Consuming logs the user in, which a deactivated user may not (as login's 403); the
+        # invite stays usable for when the user is activated again.
+        raise Forbidden()
+    check_complexity(password)
+    await users_service.check_invite(ctx, user, code, keep=False)
+    await set_password(ctx, hasher, user, password)
+    await users_service.invite_consumed(ctx, user)
+    return await open_user_session(ctx, user)

@@ -7,12 +7,10 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from multibank.access import service as access
 from multibank.identities import repository as identities_repo
 from multibank.identities import service as identities
 from multibank.kernel import codes, notify
-from multibank.kernel.errors import Conflict, Forbidden, NotFound
-from multibank.kernel.hashing import PasswordHasher
+from multibank.kernel.errors import Conflict, NotFound
 from multibank.kernel.ids import new_id
 from multibank.kernel.tokens import AuthSession, end_user_sessions
 from multibank.kernel.validation import is_mobile_country_code, parse_id
@@ -173,7 +171,8 @@ async def send_invite(ctx: Ctx, caller: AuthSession, user_id: str) -> None:
     await ctx.db.flush()
 
 
-async def _invitee(ctx: Ctx, user_id: str) -> User:
+async def invitee(ctx: Ctx, user_id: str) -> User:
+    """The authorised user `user_id` names (404 for a root user or one of another programme)."""
     uid = parse_id(user_id)
     user = None if uid is None else await repo.get(ctx.db, ctx.programme.id, uid)
     if user is None or user.role != USER:
@@ -181,7 +180,8 @@ async def _invitee(ctx: Ctx, user_id: str) -> User:
     return user
 
 
-async def _check_invite(ctx: Ctx, user: User, code: str, keep: bool) -> None:
+async def check_invite(ctx: Ctx, user: User, code: str, keep: bool) -> None:
+    """409 unless `user`'s invite is out and `code` is its code; not `keep`: the code is used up."""
     if user.invite_state != "SENT":
         raise Conflict("INVITE_OR_INVITE_CODE_INVALID")
     await ctx.check_code(
@@ -189,26 +189,16 @@ async def _check_invite(ctx: Ctx, user: User, code: str, keep: bool) -> None:
     )
 
 
-async def validate_invite(ctx: Ctx, user_id: str, code: str) -> None:
-    await _check_invite(ctx, await _invitee(ctx, user_id), code, keep=True)
-
-
-async def consume_invite(
-    ctx: Ctx, hasher: PasswordHasher, user_id: str, code: str, password: str
-) -> AuthSession:
-    """Sets the first password and logs the user in; the invite's e-mail proved the address."""
-    user = await _invitee(ctx, user_id)
-    if not user.active:
-        # Consuming logs the user in, which a deactivated user may not (as login's 403); the
-        # invite stays usable for when the user is activated again.
-        raise Forbidden()
-    access.check_complexity(password)
-    await _check_invite(ctx, user, code, keep=False)
-    await access.set_password(ctx, hasher, user, password)
+async def invite_consumed(ctx: Ctx, user: User) -> None:
+    """The invite is used: its e-mail proved the address. (Setting the first password and
+    logging in are the access slice's, `access.service.consume_invite`.)"""
     user.invite_state = "CONSUMED"
     user.email_verified = True
     await ctx.db.flush()
-    return await access.open_user_session(ctx, user)
+
+
+async def validate_invite(ctx: Ctx, user_id: str, code: str) -> None:
+    await check_invite(ctx, await invitee(ctx, user_id), code, keep=True)
 
 
 async def send_email_code(ctx: Ctx, email: str) -> None:

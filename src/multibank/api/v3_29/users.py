@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import Path, Query, Response
 
+from multibank.access import service as access
 from multibank.api.deps import (
     AnonCtx,
     AppContainer,
@@ -182,7 +183,7 @@ async def user_invite_consume(
     user_id: UserId, body: InviteConsume, ctx: AnonCtx, container: AppContainer
 ) -> TokenResponse:
     """Sets the user's first password and logs the user in."""
-    session = await service.consume_invite(
+    session = await access.consume_invite(
         ctx, container.hasher, user_id, body.inviteCode, body.password.value
     )
     return TokenResponse(token=container.tokens().sign(session.id, ctx.programme.id))
