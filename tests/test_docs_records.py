@@ -9,7 +9,9 @@ when it does not, which record to read instead.
 - a record named in a `Superseded by` list exists and is a later one;
 - a record whose Status says it supersedes, replaces or amends an earlier one
   (`Supersedes 0019`, `Replaces, in decision 0042, …`, `Amends decision 0051`) is named in that
-  one's `Superseded by` or `Partly superseded by` list, so the older record says so too."""
+  one's `Superseded by` or `Partly superseded by` list, so the older record says so too.
+
+README.md's Layout names every package of src/multibank with its purpose."""
 
 from __future__ import annotations
 
@@ -199,3 +201,14 @@ def test_the_check_finds_a_record_that_does_not_say_what_replaced_it() -> None:
     records[1] = _record("Status: Superseded by 0003")
     records[2] = _record("Status: Partly superseded by 0003 (its statements on the driver)")
     assert problems(records) == []
+
+
+def test_the_readmes_layout_names_every_package_with_its_purpose() -> None:
+    """README.md's Layout (issue 42 §6) has a line "- `name/`: purpose" for every package of
+    src/multibank, and none for a package that is gone."""
+    root = DECISIONS.parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    layout = readme[readme.index("\n## Layout\n") :].split("\n## ", 2)[1]
+    listed = set(re.findall(r"^- `([a-z0-9_]+)/`: \S", layout, re.M))
+    packages = {path.parent.name for path in (root / "src" / "multibank").glob("*/__init__.py")}
+    assert listed == packages
