@@ -19,10 +19,10 @@ from typer.testing import CliRunner
 
 from multibank.cards import events as card_events
 from multibank.cli import app as cli_app
+from multibank.devloop.listen import listen
 from multibank.devloop.transfer import _is_id_column
 from multibank.devloop.trigger import NOT_YET, TRIGGERS
 from multibank.webhooks import events
-from multibank.webhooks.listen import listen
 from multibank.webhooks.models import WebhookEvent
 from tests.api.test_webhooks import deliver
 from tests.api.webhook_support import receiving, signed_by

@@ -19,11 +19,11 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from multibank.devloop.listen import ListenError, listen
 from multibank.kernel.context import Container
 from multibank.kernel.ids import new_id
 from multibank.programmes.models import Programme
 from multibank.webhooks.delivery import Claimed, send, signatures
-from multibank.webhooks.listen import ListenError, listen
 from multibank.webhooks.models import PENDING, WebhookEvent
 from tests.api.webhook_support import receiving
 from tests.conftest import ProgrammeFactory

@@ -1043,7 +1043,7 @@ def webhooks_listen(
     arrives: time, event id (for `webhooks replay`), path, event type, resource id, and whether
     both of its signatures verify. With --forward-to, the server gets your app's answer, as it
     would without the listener. Ctrl-C puts the previous webhook URL back."""
-    from multibank.webhooks.listen import ListenError, forward_target, listen
+    from multibank.devloop.listen import ListenError, forward_target, listen
 
     try:
         if forward_to is not None:
