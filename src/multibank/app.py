@@ -12,12 +12,12 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.routing import Mount
 
+from multibank import due_work
 from multibank.api import dispatch, examples
 from multibank.api.errors import install_error_handlers
 from multibank.api.middleware import EdgeMiddleware, VersionShortcut
 from multibank.api.openapi import DOCS_ASSETS, DOCS_ASSETS_URL, ServerApp
 from multibank.api.versions import build_v3_1, build_v3_29
-from multibank.cards.clock import CardClockWorker
 from multibank.kernel import secrets as server_secrets
 from multibank.kernel.carddata import CardKeyring
 from multibank.kernel.context import Container
@@ -31,7 +31,6 @@ from multibank.kernel.ratelimit import RateLimiter
 from multibank.kernel.tokens import TokenKeyring
 from multibank.landing import router as landing_page
 from multibank.observability import configure_logging, render_metrics
-from multibank.payments.steps import PaymentWorker
 from multibank.portal.guard import admin_authenticated
 from multibank.settings import Settings, get_settings
 from multibank.simulator.kyc_page import router as kyc_pages
@@ -163,17 +162,13 @@ def create_app(
                 container.settings.idempotency_retention_hours,
             )
             keeper.start()
-        payments = card_clock = None
+        steps = None
         if container.settings.payments_poll_seconds > 0:
-            payments = PaymentWorker(
+            # Payment, IBAN and card steps as the programme clock makes them due (due_work.py).
+            steps = due_work.worker(
                 container.db, container.clock, container.settings.payments_poll_seconds
             )
-            payments.start()
-            # The card steps of the programme clock (cards/clock.py).
-            card_clock = CardClockWorker(
-                container.db, container.clock, container.settings.payments_poll_seconds
-            )
-            card_clock.start()
+            steps.start()
         hooks = None
         if container.settings.webhooks_poll_seconds > 0:
             hooks = WebhookWorker(
@@ -191,10 +186,8 @@ def create_app(
         finally:
             if hooks is not None:
                 await hooks.stop()
-            if payments is not None:
-                await payments.stop()
-            if card_clock is not None:
-                await card_clock.stop()
+            if steps is not None:
+                await steps.stop()
             if keeper is not None:
                 await keeper.stop()
             if worker is not None:

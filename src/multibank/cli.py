@@ -1600,10 +1600,9 @@ def clock_advance(
     cards expire or renew. At most 10 years a step, 100 years ahead of real time in all."""
     from pydantic import ValidationError
 
+    from multibank import due_work
     from multibank.audit import service as audit
-    from multibank.cards import clock as card_clock
     from multibank.kernel.durations import parse
-    from multibank.payments import steps as payment_steps
     from multibank.programmes import service
     from multibank.simulator.router import ClockAdvance
 
@@ -1629,8 +1628,7 @@ def clock_advance(
             )
             pid = found.id
         # The new time is committed alone, first; then each due step in a transaction of its own.
-        await payment_steps.catch_up(db, clock, pid)
-        await card_clock.catch_up(db, clock, pid)
+        await due_work.catch_up(db, clock, pid)
         return clock.now_ms(offset), offset
 
     try:

@@ -11,6 +11,7 @@ import httpx
 from sqlalchemy import update
 
 from multibank.cards import lifecycle
+from multibank.programmes import due
 from multibank.programmes.models import Programme
 from tests.api.test_managed_cards import LATEST, V3291, create, get
 from tests.api.test_webhooks import deliver, hooked  # noqa: F401 (the fixture)
@@ -321,12 +322,12 @@ async def test_the_background_round_takes_due_cards_without_a_read(
                 + DAY * 1000
             )
         )
-    while await lifecycle.run_due(container.db, container.clock):
+    while await due.run_due(container.db, container.clock, [lifecycle.DUE]):
         pass  # a full batch: maybe more is due
     await deliver(container)
     assert [e["eventType"] for e in events_of(receiver, EXPIRIES, card["id"])] == ["CARD_EXPIRED"]
     assert [e["eventType"] for e in events_of(receiver, STATE_CHANGE, card["id"])] == ["DESTROYED"]
     # Nothing is left due for it: another round sends nothing more.
-    await lifecycle.run_due(container.db, container.clock)
+    await due.run_due(container.db, container.clock, [lifecycle.DUE])
     await deliver(container)
     assert len(events_of(receiver, EXPIRIES, card["id"])) == 1

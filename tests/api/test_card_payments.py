@@ -21,6 +21,7 @@ from multibank.cards.money import window_start
 from multibank.kernel.carddata import CardKeyring
 from multibank.ledger import service as ledger
 from multibank.ledger.models import SETTLEMENT
+from multibank.programmes import due
 from multibank.programmes.models import Programme
 from tests.api.test_managed_cards import LATEST, create, get
 from tests.api.test_webhooks import deliver, hooked  # noqa: F401 (the fixture)
@@ -768,13 +769,13 @@ async def test_the_background_step_expires_holds_that_fall_due(
     ident = await verified(client, p)
     card = await prepaid(client, container, p, ident, 1000)
     await simulate(client, p, f"{card['id']}/authorise", buy(300))
-    await money_steps.run_due(container.db, container.clock)
+    await due.run_due(container.db, container.clock, [money_steps.DUE])
     assert await balances(client, ident, f"managed_cards/{card['id']}") == (700, 1000)
     async with container.db.transaction() as s:  # the programme's clock, 7 days on
         programme_row = await s.get(Programme, int(p.id))
         assert programme_row is not None
         programme_row.clock_offset_ms += 7 * 86400 * 1000
-    await money_steps.run_due(container.db, container.clock)
+    await due.run_due(container.db, container.clock, [money_steps.DUE])
     ident.token = (await login(client, p, ident.email)).json()["token"]
     assert await balances(client, ident, f"managed_cards/{card['id']}") == (1000, 1000)
     await ledger_ok(client, admin_headers, p)

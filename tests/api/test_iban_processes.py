@@ -13,9 +13,10 @@ import pytest
 from stdnum import iban as stdnum_iban
 
 from multibank.app import build_container, create_app, startup
+from multibank.due_work import WORK
 from multibank.kernel.clock import Clock
 from multibank.kernel.db import Database
-from multibank.payments.steps import run_due
+from multibank.programmes.due import run_due
 from tests.api.test_iban_when_due import HOOKS, iban_events, pending
 from tests.factories import open_account, verified
 
@@ -141,13 +142,13 @@ async def test_the_background_step_allocates_once_across_processes(
     others = [Database(settings.database_url) for _ in range(2)]
     dbs = [container.db, *others]
     try:
-        await asyncio.gather(*(run_due(db, container.clock) for db in dbs))  # not due yet
+        await asyncio.gather(*(run_due(db, container.clock, WORK) for db in dbs))  # not due yet
         for acc in accounts:
             assert [e["eventType"] for e in await iban_events(client, p, acc)] == [
                 "ibans.REQUESTED"
             ]
         for _ in range(2):  # the rounds of three processes at once, 31 s on, twice
-            await asyncio.gather(*(run_due(db, Later(31)) for db in dbs))
+            await asyncio.gather(*(run_due(db, Later(31), WORK) for db in dbs))
     finally:
         for db in others:
             await db.dispose()

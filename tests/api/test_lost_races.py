@@ -30,6 +30,7 @@ from multibank.kernel import conflicts
 from multibank.kernel.db import Database
 from multibank.ledger.models import SETTLEMENT, LedgerAccount
 from multibank.payments import steps
+from multibank.programmes import due
 from tests.api.payments_support import balances
 from tests.api.test_iban_processes import Later
 from tests.api.test_payment_concurrency import _a_send
@@ -147,13 +148,13 @@ async def test_a_background_step_that_loses_a_race_is_taken_next_round(
 
     monkeypatch.setattr(steps, "step", step)
     later = Later(301)  # past the challenge's 5 minutes
-    with caplog.at_level(logging.WARNING, "multibank.payments"):
-        await steps.run_due(container.db, later)  # the worker's round: no error escapes
-    assert "a step lost a race in the database (40001)" in caplog.text
+    with caplog.at_level(logging.WARNING, "multibank.due"):
+        await due.run_due(container.db, later, steps.WORK)  # the worker's round: no error escapes
+    assert "a payment step lost a race in the database (40001)" in caplog.text
     state = await client.get(f"/multi/sends/{send_id}", headers=sender.headers)
     assert state.json()["state"] == "PENDING"  # undone, still due
     assert await balances(client, sender, acc) == (96_000, 100_000)
-    await steps.run_due(container.db, later)
+    await due.run_due(container.db, later, steps.WORK)
     state = await client.get(f"/multi/sends/{send_id}", headers=sender.headers)
     assert state.json()["state"] == "REJECTED"
     assert await balances(client, sender, acc) == (100_000, 100_000)

@@ -14,6 +14,7 @@ from multibank.cards import manufacturing
 from multibank.cards.models import ManagedCard
 from multibank.ledger import service as ledger
 from multibank.ledger.models import SETTLEMENT
+from multibank.programmes import due
 from multibank.programmes import service as programmes
 from multibank.programmes.models import Programme
 from tests.api.test_managed_cards import BASES, LATEST, SIM, act, create, debit_card, get
@@ -734,7 +735,7 @@ async def test_a_read_or_the_worker_takes_a_due_step(client, programme, containe
     got = await get(client, ident, card["id"])
     assert got["physicalCardDetails"]["manufacturingState"] == "SENT_FOR_FULFILLMENT"
     assert await stored_state(other["id"]) == "REQUESTED"  # nobody read it yet
-    await manufacturing.run_due(container.db, container.clock)
+    await due.run_due(container.db, container.clock, [manufacturing.DUE])
     assert await stored_state(other["id"]) == "SENT_FOR_FULFILLMENT"
     r = await client.get(
         f"{LATEST}/managed_cards",

@@ -11,50 +11,31 @@ has passed, a `NO_RENEW` card becomes `DESTROYED`/`EXPIRED` (state_change `DESTR
 the due cards, never every card. Whoever finds a card due takes its step, in a transaction of
 its own holding the card's row (`SKIP LOCKED`: a row another transaction holds is left to it),
 re-read under the lock, so each step happens once however many processes look: every server
-process's card worker (cards/clock.py), the simulator's `clock/advance` once its new time is
-committed (`catch_up`), and a read of the card (`refresh`), which answers the card as the clock
-has it.
+process's worker and `clock/advance` once its new time is committed (both through the one
+scheduler of due work, programmes/due.py: `DUE` below), and a read of the card (`refresh`),
+which answers the card as the clock has it.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from sqlalchemy import BigInteger, Select, bindparam, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import select
 
 from multibank.cards import events
 from multibank.cards.models import ManagedCard
-from multibank.kernel import conflicts
 from multibank.kernel.clock import Clock
 from multibank.kernel.db import Database
 from multibank.kernel.errors import Conflict
 from multibank.programmes.context import Ctx
+from multibank.programmes.due import BATCH, NOW, DueWork, alone
 from multibank.programmes.models import Programme
 
-log = logging.getLogger("multibank.cards")
-BATCH = 50
 # A clock moved far ahead renews a card once per period it passed; a bound, so that a card whose
 # data would never stop being due cannot hold a step forever (100 years of 1-month periods).
 MAX_STEPS = 1200
 DESTROYED = "DESTROYED"
-_NOW = bindparam("now", type_=BigInteger)  # the server's clock: each programme adds its offset
-_IN = bindparam("programme_id", type_=BigInteger)
-
-_CARDS_DUE = (
-    select(ManagedCard.id)
-    .join(Programme, Programme.id == ManagedCard.programme_id)
-    .where(
-        ManagedCard.lifecycle_due_at.is_not(None),
-        ManagedCard.lifecycle_due_at <= _NOW + Programme.clock_offset_ms,
-    )
-    .order_by(ManagedCard.lifecycle_due_at)
-    .limit(BATCH)
-)
-_CARDS_DUE_IN = _CARDS_DUE.where(ManagedCard.programme_id == _IN)
-
 
 # Months on the programme clock (UTC)
 
@@ -211,83 +192,22 @@ async def simulate_renew(ctx: Ctx, card: ManagedCard) -> None:
     await renew(ctx, card, ctx.now)
 
 
-# Who takes the steps
+# Who takes the steps: the scheduler of due work (programmes/due.py)
 
-
-async def _ctx(session: AsyncSession, clock: Clock, programme_id: int) -> Ctx | None:
-    programme = await session.get(Programme, programme_id, populate_existing=True)
-    if programme is None:
-        return None
-    return Ctx(session, programme, clock.now_ms(programme.clock_offset_ms))
-
-
-async def _take(session: AsyncSession, clock: Clock, card_id: int) -> bool:
-    """The card's due steps, unless another transaction holds its row or it moved on."""
-    stmt = (
-        select(ManagedCard)
-        .where(ManagedCard.id == card_id, ManagedCard.lifecycle_due_at.is_not(None))
-        .with_for_update(skip_locked=True)
-        .execution_options(populate_existing=True)
+DUE = DueWork(
+    "card lifecycle",
+    ManagedCard,
+    select(ManagedCard.id)
+    .join(Programme, Programme.id == ManagedCard.programme_id)
+    .where(
+        ManagedCard.lifecycle_due_at.is_not(None),
+        ManagedCard.lifecycle_due_at <= NOW + Programme.clock_offset_ms,
     )
-    card = (await session.execute(stmt)).scalar_one_or_none()
-    if card is None:
-        return False
-    ctx = await _ctx(session, clock, card.programme_id)
-    if ctx is None:
-        return False
-    return await step(ctx, card)
-
-
-async def _alone(db: Database, clock: Clock, card_id: int) -> bool:
-    """`_take` in a transaction of its own; False when it lost a race in the database: what it
-    did was rolled back, and the step is still due."""
-    try:
-        async with db.transaction() as session:
-            return await _take(session, clock, card_id)
-    except Exception as error:
-        if not conflicts.lost_race(error):
-            raise
-        log.warning(
-            "a card step lost a race in the database (%s): left for the next round",
-            conflicts.sqlstate(error),
-        )
-        return False
-
-
-async def _due(db: Database, stmt: Select[int], params: dict[str, int]) -> list[int]:
-    async with db.read_sessionmaker() as session:
-        return list((await session.execute(stmt, params)).scalars())
-
-
-async def run_due(db: Database, clock: Clock) -> bool:
-    """One round of the worker over every programme; True when the batch came back full."""
-    due = await _due(db, _CARDS_DUE, {"now": clock.system_ms()})
-    for card_id in due:
-        await _alone(db, clock, card_id)
-    return len(due) >= BATCH
-
-
-async def catch_up(db: Database, clock: Clock, programme_id: int, rounds: int = 10) -> int:
-    """The steps due by the programme's clock, as committed (the simulator's `clock/advance`
-    calls it once its new time is). A card a concurrent request holds is left to the worker.
-    Answers how many cards it stepped."""
-    done = 0
-    left: set[int] = set()
-    for _ in range(rounds):
-        params = {"now": clock.system_ms(), "programme_id": programme_id}
-        due = await _due(db, _CARDS_DUE_IN, params)
-        taken = 0
-        for card_id in due:
-            if card_id in left:
-                continue
-            if await _alone(db, clock, card_id):
-                taken += 1
-            else:
-                left.add(card_id)
-        done += taken
-        if not taken:
-            break
-    return done
+    .order_by(ManagedCard.lifecycle_due_at)
+    .limit(BATCH),
+    step,
+    still_due=ManagedCard.lifecycle_due_at.is_not(None),
+)
 
 
 async def refresh(db: Database, clock: Clock, ctx: Ctx, cards: Iterable[ManagedCard]) -> bool:
@@ -303,5 +223,5 @@ async def refresh(db: Database, clock: Clock, ctx: Ctx, cards: Iterable[ManagedC
     # this undoes nothing; it also expires the read's loaded rows: its next query reloads them.
     await ctx.db.rollback()
     for card_id in due:
-        await _alone(db, clock, card_id)
+        await alone(db, clock, DUE, card_id)
     return True

@@ -4,8 +4,8 @@ replacement), `SENT_FOR_FULFILLMENT` one hour later, `DISPATCHED` 24 hours after
 
 A card whose next step is due has `manufacturing_due_at` set (programme-clock ms). Whoever finds it
 due takes the step: a read or write of the card (`advance`, called by `service.load`), every server
-process's card worker (cards/clock.py), and the simulator's `clock/advance` once its new time is
-committed (`catch_up`), as payment steps and IBAN allocations are taken (payments/steps.py). A step
+process's worker and `clock/advance` once the new time is committed, through the one scheduler of
+due work (programmes/due.py, `DUE` below), as payment steps and IBAN allocations are. A step
 is one guarded UPDATE (the state and due time it moves from), so however many look, each step
 happens once and sends its event once. On a read (autocommit) the event follows the step rather than
 sharing its transaction, as an IBAN allocation's does."""
@@ -15,15 +15,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sqlalchemy import BigInteger, bindparam, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import select, update
 
 from multibank.cards import events
 from multibank.cards.models import ManagedCard
-from multibank.kernel import conflicts
-from multibank.kernel.clock import Clock
-from multibank.kernel.db import Database, changed
+from multibank.kernel.db import changed
 from multibank.programmes.context import Ctx
+from multibank.programmes.due import BATCH, NOW, DueWork
 from multibank.programmes.models import Programme
 
 log = logging.getLogger("multibank.cards")
@@ -36,9 +34,6 @@ REQUESTED, SENT, DISPATCHED, DELIVERED = (
 HOUR_MS = 3_600_000
 # Each state's next one and when it falls due, counted from the manufacturing request.
 _NEXT = {REQUESTED: (SENT, HOUR_MS), SENT: (DISPATCHED, 24 * HOUR_MS)}
-BATCH = 50
-_NOW = bindparam("now", type_=BigInteger)
-_IN = bindparam("programme_id", type_=BigInteger)
 
 
 def due_at(state: str, requested_at: int) -> int | None:
@@ -137,78 +132,17 @@ async def advance(ctx: Ctx, card: ManagedCard) -> bool:
     return taken
 
 
-_CARDS_DUE = (
+DUE = DueWork(
+    "card manufacturing",
+    ManagedCard,
     select(ManagedCard.id)
     .join(Programme, Programme.id == ManagedCard.programme_id)
     .where(
         ManagedCard.manufacturing_due_at.is_not(None),
-        ManagedCard.manufacturing_due_at <= _NOW + Programme.clock_offset_ms,
+        ManagedCard.manufacturing_due_at <= NOW + Programme.clock_offset_ms,
         ManagedCard.state != "DESTROYED",
     )
     .order_by(ManagedCard.manufacturing_due_at)
-    .limit(BATCH)
+    .limit(BATCH),
+    advance,
 )
-_CARDS_DUE_IN = _CARDS_DUE.where(ManagedCard.programme_id == _IN)
-
-
-async def _take(session: AsyncSession, clock: Clock, card_id: int) -> bool:
-    stmt = (
-        select(ManagedCard)
-        .where(ManagedCard.id == card_id)
-        .with_for_update(skip_locked=True)
-        .execution_options(populate_existing=True)
-    )
-    card = (await session.execute(stmt)).scalar_one_or_none()
-    if card is None:
-        return False
-    programme = await session.get(Programme, card.programme_id, populate_existing=True)
-    if programme is None:
-        return False
-    ctx = Ctx(session, programme, clock.now_ms(programme.clock_offset_ms))
-    return await advance(ctx, card)
-
-
-async def _alone(db: Database, clock: Clock, card_id: int) -> bool:
-    try:
-        async with db.transaction() as session:
-            return await _take(session, clock, card_id)
-    except Exception as error:
-        if not conflicts.lost_race(error):
-            raise
-        log.warning("a manufacturing step lost a race in the database: left for the next round")
-        return False
-
-
-async def _due(db: Database, params: dict[str, int], in_programme: bool) -> list[int]:
-    async with db.read_sessionmaker() as session:
-        stmt = _CARDS_DUE_IN if in_programme else _CARDS_DUE
-        return list((await session.execute(stmt, params)).scalars())
-
-
-async def run_due(db: Database, clock: Clock) -> bool:
-    """One round of the worker; True when a batch came back full."""
-    due = await _due(db, {"now": clock.system_ms()}, False)
-    for card_id in due:
-        await _alone(db, clock, card_id)
-    return len(due) >= BATCH
-
-
-async def catch_up(db: Database, clock: Clock, programme_id: int, rounds: int = 10) -> int:
-    """The steps due by the programme's clock as committed (`clock/advance`), each card in a
-    transaction of its own; a card another transaction holds is left to it and the worker."""
-    done = 0
-    left: set[int] = set()
-    for _ in range(rounds):
-        taken = 0
-        due = await _due(db, {"now": clock.system_ms(), "programme_id": programme_id}, True)
-        for card_id in due:
-            if card_id in left:
-                continue
-            if await _alone(db, clock, card_id):
-                taken += 1
-            else:
-                left.add(card_id)
-        done += taken
-        if not taken:
-            break
-    return done

@@ -48,6 +48,7 @@ from pydantic import ValidationError
 from sqlalchemy import ColumnElement, Select, Subquery, and_, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from multibank import due_work
 from multibank.accounts import repository as accounts_repo
 from multibank.accounts import service as accounts
 from multibank.accounts import statement_pdf
@@ -55,7 +56,6 @@ from multibank.accounts.models import ManagedAccount
 from multibank.api.routing import UnitOfWorkRoute, UnitOfWorkRouter, after_commit, container_of
 from multibank.api.scope import scope_of
 from multibank.api.v3_29.statements import CSV_COLUMNS, entry_body, to_csv
-from multibank.cards import clock as card_clock
 from multibank.cards import money as card_money
 from multibank.cards import operator as card_ops
 from multibank.cards.models import ManagedCard
@@ -72,7 +72,6 @@ from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
 from multibank.ledger.verify import verify_alone
 from multibank.payments import owt
 from multibank.payments import repository as payments_repo
-from multibank.payments import steps as payment_steps
 from multibank.payments.models import OWT, SEND, TRANSFER, Payment
 from multibank.payments.schemas import OWT_STATES, SEND_STATES, TRANSFER_STATES
 from multibank.portal import (
@@ -897,8 +896,7 @@ async def clock_advance(request: Request, form: dict[str, str], programme: Progr
     offset = await service.advance_clock(db, programme, body.seconds)
     now = container.clock.now_ms(offset)
     # As the simulator's clock/advance: the new time commits alone, then each due step.
-    after_commit(db, partial(payment_steps.catch_up, container.db, container.clock, programme.id))
-    after_commit(db, partial(card_clock.catch_up, container.db, container.clock, programme.id))
+    after_commit(db, partial(due_work.catch_up, container.db, container.clock, programme.id))
     return Flash(f"The clock moved on to {_when(now)} UTC.")
 
 

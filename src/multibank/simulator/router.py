@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Depends, FastAPI, Path, Response
 from pydantic import BaseModel, Field, StringConstraints
 
+from multibank import due_work
 from multibank.accounts import repository as accounts_repo
 from multibank.accounts import service as accounts
 from multibank.api.deps import AppContainer, Db, conflicts
@@ -15,7 +16,6 @@ from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp
 from multibank.api.routing import UnitOfWorkRouter, after_commit
 from multibank.audit import service as audit
-from multibank.cards import clock as card_clock
 from multibank.factors import service as factors
 from multibank.identities import service as identities
 from multibank.identities.models import CONSUMER, CORPORATE
@@ -26,7 +26,6 @@ from multibank.kernel.wire import StrictBody
 from multibank.payments import owt as payment_owt
 from multibank.payments import repository as payments_repo
 from multibank.payments import sca as payment_sca
-from multibank.payments import steps as payment_steps
 from multibank.payments.models import OWT, SEND, Payment
 from multibank.programmes.context import Ctx
 from multibank.programmes.service import advance_clock
@@ -82,8 +81,7 @@ async def clock_advance(
         changes={"clockOffsetSeconds": [after_s - body.seconds, after_s]},
     )
     # The new time is committed alone, first; then each due step in a transaction of its own.
-    after_commit(db, partial(payment_steps.catch_up, container.db, container.clock, programme.id))
-    after_commit(db, partial(card_clock.catch_up, container.db, container.clock, programme.id))
+    after_commit(db, partial(due_work.catch_up, container.db, container.clock, programme.id))
     return ClockState(offsetSeconds=offset_ms // 1000, now=container.clock.now_ms(offset_ms))
 
 
