@@ -4,7 +4,7 @@ Not a substitute for the wrk figures; a quick loop for profiling (e.g. under py-
 
 Usage: .venv/bin/python bench/inproc.py [--requests 3000] [--database-url URL]
        [--path acct|corp|list|health|fee|transfer|login|purchase] [--profile FILE] [--statements]
-       [--spread]
+       [--spread] [--files]
 """
 
 from __future__ import annotations
@@ -47,6 +47,11 @@ async def main() -> None:
         "--spread",
         action="store_true",
         help="also time each request alone and print the spread (what a p99 is made of)",
+    )
+    ap.add_argument(
+        "--files",
+        action="store_true",
+        help="print the files of src/multibank one request runs code of (issue 42's count)",
     )
     args = ap.parse_args()
     tmp = tempfile.mkdtemp()
@@ -264,6 +269,20 @@ async def main() -> None:
             print(f"{len(seen)} statements:")
             for line in seen:
                 print("  ", line)
+        if args.files:
+            package = str(Path(__file__).resolve().parents[1] / "src" / "multibank")
+            files: set[str] = set()
+
+            def called(frame: Any, event: str, arg: Any) -> None:
+                if event == "call" and frame.f_code.co_filename.startswith(package):
+                    files.add(frame.f_code.co_filename[len(package) + 1 :])
+
+            sys.setprofile(called)
+            await app(scope(), receive, send)
+            sys.setprofile(None)
+            print(f"{len(files)} files of src/multibank run:")
+            for name in sorted(files):
+                print("  ", name)
         profiler = None
         if args.profile:
             import cProfile
