@@ -4,128 +4,44 @@ action calls the same services as the operator API, so the two never disagree.""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
-import gc
 import json
 import os
 import signal
 import socket
-import sqlite3
 import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
+from multibank.cli.common import (
+    ADMIN_TOKEN_FROM_ENV,
+    ADMIN_TOKEN_STORED,
+    CANNOT_START,
+    DEFAULT_PROGRAMME,
+    OperatorApp,
+    admin_token_source,
+    base_url_lines,
+    database_said,
+    ensure_default_programme,
+    fail,
+    load_settings,
+    loading_the_server,
+    run,
+)
 from multibank.kernel.clock import Clock
 from multibank.kernel.errors import Conflict, NotFound
 
 # The server's modules (SQLAlchemy and the models, pydantic's schemas and settings, uvicorn, the
 # FastAPI app) are imported inside the commands that use them, never here: `multibank --help`
 # and every command's `--help` load typer alone and wait for none of the server (decision 0050;
-# tests/test_cli_help.py checks that importing this module loads none of them).
+# tests/test_cli_help.py checks that importing this package loads none of them). The
+# helpers the commands share are in `multibank.cli.common`.
 if TYPE_CHECKING:
     from multibank.kernel.db import Database
     from multibank.programmes.schemas import ProgrammeDescription
-    from multibank.settings import Settings
-
-T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-# Help for operators. Typer shows each parameter's Python type in the options table (`<bool>`,
-# `<str>`, `<int range>`); here a flag shows nothing, an option the `metavar` it declares (NAME,
-# SECONDS, URL...) and an argument its name alone. tests/test_cli_help.py checks every command.
-
-
-class NamedArgument(TyperArgument):
-    """An argument shown by its metavar alone, without the Python type beside it."""
-
-    def display_type_rich(self, ctx: Any) -> str | None:
-        return None
-
-
-@contextlib.contextmanager
-def loading_the_server() -> Iterator[None]:
-    """The server's modules load in one go (most of a command's CPU): nothing they make is
-    garbage, so the cyclic collector is off meanwhile instead of scanning them again and again,
-    and what they made is then left out of its later scans (`gc.freeze`)."""
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.enable()
-
-
-def named(argument: TyperArgument) -> NamedArgument:
-    """`argument` (as typer builds it from a command's signature) made a `NamedArgument`, from
-    the same constructor arguments."""
-    return NamedArgument(
-        param_decls=[argument.name or ""],
-        type_descriptor=argument.type_descriptor,
-        required=argument.required,
-        nargs=argument.nargs,
-        show_default=argument.show_default,
-        show_choices=argument.show_choices,
-        show_envvar=argument.show_envvar,
-        help=argument.help,
-        hidden=argument.hidden,
-        default=argument.default,
-        callback=argument.callback,
-        metavar=argument.metavar,
-        expose_value=argument.expose_value,
-        is_eager=argument.is_eager,
-        envvar=argument.envvar if isinstance(argument.envvar, str | None) else [*argument.envvar],
-        min=argument.min,
-        max=argument.max,
-        rich_help_panel=argument.rich_help_panel,
-    )
-
-
-def _operator_params(params: list[Any]) -> list[Any]:
-    for param in params:
-        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
-            param.metavar = ""  # a flag takes no value: nothing to show
-    return params
-
-
-class OperatorGroup(TyperGroup):
-    """A command group whose help shows no Python types."""
-
-    def get_params(self, ctx: Any) -> list[Any]:
-        return _operator_params(super().get_params(ctx))
-
-
-class OperatorCommand(TyperCommand):
-    """A command whose help shows no Python types: its arguments are `NamedArgument`s."""
-
-    def __init__(self, name: str | None, **options: Any) -> None:
-        params = options.get("params")
-        if params:
-            options["params"] = [named(p) if type(p) is TyperArgument else p for p in params]
-        super().__init__(name, **options)
-
-    def get_params(self, ctx: Any) -> list[Any]:
-        return _operator_params(super().get_params(ctx))
-
-
-class OperatorApp(typer.Typer):
-    """A typer app whose groups and commands are `OperatorGroup`s and `OperatorCommand`s."""
-
-    def __init__(self, **options: Any) -> None:
-        options.setdefault("cls", OperatorGroup)
-        super().__init__(**options)
-
-    def command(
-        self, name: str | None = None, *, cls: type[TyperCommand] | None = None, **options: Any
-    ) -> Callable[[F], F]:
-        return super().command(name, cls=cls or OperatorCommand, **options)
 
 
 app = OperatorApp(
@@ -133,211 +49,62 @@ app = OperatorApp(
     epilog="First steps: `multibank serve`, then `multibank sandbox seed` in another terminal "
     "for a ready-made corporate and consumer to try the API with.",
 )
+
+
 db_app = OperatorApp(help="The database schema.")
+
+
 programme_app = OperatorApp(
     help="Programmes (tenants): create, show, list, set payment and card fees."
 )
+
+
 app.add_typer(db_app, name="db")
+
+
 app.add_typer(programme_app, name="programme")
+
+
 ledger_app = OperatorApp(help="The double-entry ledger.")
+
+
 app.add_typer(ledger_app, name="ledger")
+
+
 audit_app = OperatorApp(help="The operator audit log.")
+
+
 app.add_typer(audit_app, name="audit")
+
+
 webhooks_app = OperatorApp(help="Webhook events: receive them locally, or deliver them.")
+
+
 app.add_typer(webhooks_app, name="webhooks")
+
+
 sandbox_app = OperatorApp(help="Sandbox helpers: ready-made test data.")
+
+
 app.add_typer(sandbox_app, name="sandbox")
+
+
 cards_app = OperatorApp(help="Managed cards: the card pool.")
+
+
 app.add_typer(cards_app, name="cards")
+
+
 pool_app = OperatorApp(help="The card pool: unassigned prepaid cards that identities claim.")
+
+
 cards_app.add_typer(pool_app, name="pool")
 
-DEFAULT_PROGRAMME = "default"
+
 PROGRAMME_JSON_HELP = (
     "Print the programme as JSON (id, API key, profiles, currencies, fee types, payment fees, "
     "card fees)."
 )
-
-
-# Exit codes: 0 done; 1 the operation was refused (a name not found, a rule broken) or, for
-# `ledger verify`, the ledger is broken; 2 the command cannot start (settings, database, port) or
-# was asked for something that does not exist where 1 already means something else.
-CANNOT_START = 2
-
-
-def _settings() -> Settings:
-    """The settings, or one line saying which are wrong (and never their values: secrets)."""
-    from pydantic import ValidationError
-
-    from multibank.settings import get_settings
-
-    try:
-        return get_settings()
-    except ValidationError as exc:
-        problems = []
-        for error in exc.errors(include_url=False, include_input=False):
-            cause = error.get("ctx", {}).get("error")
-            said = str(cause) if isinstance(cause, ValueError) else error["msg"]
-            names = "_".join(str(part).upper() for part in error["loc"])
-            problems.append(f"MULTIBANK_{names}: {said}" if names else said)
-        _fail(f"invalid settings: {'; '.join(problems)}", CANNOT_START)
-
-
-def database_said(settings: Settings) -> tuple[str, str | None]:
-    """How the database is named to the operator: the SQLite file's absolute path or the
-    PostgreSQL URL without its password, with its kind and where it was set; and the SQLite
-    file's path (None for PostgreSQL or an in-memory database)."""
-    from sqlalchemy.engine import make_url
-
-    url = make_url(settings.database_url)
-    origin = "default" if settings.database_is_default else "MULTIBANK_DATABASE_URL"
-    if url.get_backend_name() != "sqlite":
-        return f"{url.render_as_string(hide_password=True)} (PostgreSQL, {origin})", None
-    path = url.database or ""
-    if not path or path == ":memory:":
-        return f"{settings.database_url} (SQLite in memory, {origin})", None
-    return f"{os.path.abspath(path)} (SQLite, {origin})", path
-
-
-def _run(
-    work: Callable[[Database], Awaitable[T]],
-    settings: Settings | None = None,
-    creates: bool = False,
-    wait_seconds: float = 0,
-    again: bool = False,
-) -> T:
-    """Runs `work` on the configured database, first naming it on stderr (`database: …`).
-    Unless the command `creates` the schema (`db upgrade`, `serve`), a missing, unreachable or
-    unmigrated database is said in one line and exits 2, and nothing is created (a SQLite path
-    is not even touched). A SQLite file that `creates` makes is said as it is made; a
-    PostgreSQL server that cannot be reached yet is waited for up to `wait_seconds`. A command
-    that opens the database `again` (to record what it did) does not name it twice."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from multibank.kernel.db import Database
-    from multibank.kernel.migrate import current_revision, head_revision
-
-    settings = settings or _settings()
-    url = make_url(settings.database_url)
-    where = url.render_as_string(hide_password=True)
-    said, path = database_said(settings)
-    if path is not None:
-        if not creates and not Path(path).exists():
-            _fail(
-                f"no database at {path}: run `multibank db upgrade` (or `multibank serve`)",
-                CANNOT_START,
-            )
-        if creates and not Path(path).exists():
-            said += ": none there yet, creating it"
-            if settings.database_is_default:
-                # The user's data directory may not exist yet; a folder named in
-                # MULTIBANK_DATABASE_URL is the operator's to make (a typo must not be made).
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-        if creates:
-            # Opened here first, on this thread: a file that cannot be opened is said at once,
-            # before aiosqlite's connection thread would report it to an event loop that the
-            # failure is closing.
-            try:
-                sqlite3.connect(path).close()
-            except sqlite3.Error as exc:
-                _fail(f"cannot use the database at {where}: {exc}", CANNOT_START)
-
-    async def main() -> T:
-        db = Database(settings.database_url, settings.database_echo)
-        try:
-            if creates:
-                await _reachable(db, wait_seconds)
-            else:
-                revision = await current_revision(db)
-                if revision is None:
-                    _fail(
-                        f"the database at {where} is not migrated: run `multibank db upgrade`",
-                        CANNOT_START,
-                    )
-                elif revision != head_revision():
-                    _fail(
-                        f"the database at {where} is at {revision}: run `multibank db upgrade`",
-                        CANNOT_START,
-                    )
-            if not again:
-                typer.echo(f"database: {said}", err=True)
-            return await work(db)
-        finally:
-            await db.dispose()
-
-    try:
-        return asyncio.run(main())
-    except (OSError, SQLAlchemyError) as exc:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
-        _fail(f"cannot use the database at {where}: {reason}", CANNOT_START)
-
-
-def _fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(message, err=True)
-    raise typer.Exit(code)
-
-
-async def ensure_default_programme(db: Database) -> tuple[ProgrammeDescription, bool]:
-    """The `default` sandbox programme exists after the first start; returns it and whether it
-    was created now. Several processes may start at once: the unique name settles the race."""
-    from multibank.programmes import repository, service
-    from multibank.programmes.schemas import ProgrammeCreate
-
-    async with db.transaction() as session:
-        existing = await repository.get_programme_by_name(session, DEFAULT_PROGRAMME)
-        if existing is not None:
-            return await service.describe(session, existing), False
-    try:
-        async with db.transaction() as session:
-            programme, key = await service.create_programme(
-                session, Clock(), ProgrammeCreate(name=DEFAULT_PROGRAMME)
-            )
-            return await service.describe(session, programme, api_key=key), True
-    except Exception:
-        async with db.transaction() as session:
-            existing = await repository.get_programme_by_name(session, DEFAULT_PROGRAMME)
-            if existing is None:
-                raise
-            return await service.describe(session, existing), False
-
-
-# SQLSTATEs of a PostgreSQL server that cannot take a connection now but may soon: starting
-# up, shutting down or in recovery (57P03), every connection slot taken (53300), and class 08,
-# the connection failing on the way. Any other answer (3D000 no such database, 28P01 wrong
-# password, 28000 no such role...) will be the same in a minute.
-_NOT_YET = ("57P03", "53300", "08")
-
-
-def _worth_waiting(exc: BaseException) -> bool:
-    """Whether the database may answer later: its server is unreachable (refused, no route, a
-    name not resolved yet: an OSError) or says it cannot take a connection now."""
-    if isinstance(exc, OSError):
-        return True
-    sqlstate = getattr(getattr(exc, "orig", None), "sqlstate", None)
-    return isinstance(sqlstate, str) and sqlstate.startswith(_NOT_YET)
-
-
-async def _reachable(db: Database, within: float) -> None:
-    """Waits up to `within` seconds for a PostgreSQL server that cannot be reached yet (it may be
-    starting with us), saying so once; then, or at once for any other error, the error stands.
-    SQLite has no server to wait for."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    deadline = time.monotonic() + within
-    said = False
-    while True:
-        try:
-            await db.ping()
-            return
-        except (OSError, SQLAlchemyError) as exc:
-            if db.is_sqlite or not _worth_waiting(exc) or time.monotonic() >= deadline:
-                raise
-            if not said:
-                reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
-                typer.echo(f"waiting up to {within:g} s for the database: {reason}", err=True)
-                said = True
-            await asyncio.sleep(1)
 
 
 def _can_listen(host: str, port: int) -> None:
@@ -362,7 +129,7 @@ def _can_listen(host: str, port: int) -> None:
         reason = exc.strerror or str(exc)
         if exc.errno == errno.EADDRINUSE:
             reason += " (another process listens there: stop it, or choose another --port)"
-        _fail(f"cannot listen on {where}: {reason}", CANNOT_START)
+        fail(f"cannot listen on {where}: {reason}", CANNOT_START)
 
 
 async def _upgrade_for_serve(db: Database) -> None:
@@ -378,39 +145,12 @@ async def _upgrade_for_serve(db: Database) -> None:
         await upgrade(db)
     except DBAPIError as exc:
         if "permission denied" in str(exc) or "must be owner" in str(exc):
-            _fail(
+            fail(
                 "the database schema is behind this release and this role may not change it: "
                 "run `multibank db upgrade` as the schema's owner first",
                 CANNOT_START,
             )
         raise
-
-
-def base_url_lines(base: str) -> list[str]:
-    """Where a server at `base` answers: `serve` prints these, `info` too."""
-    return [
-        f"  start here:      {base}/ (API key, quick start)  portal: {base}/portal/",
-        f"  3.29.1 (latest): {base}/multi        docs: {base}/multi/docs",
-        f"  3.29.1:          {base}/3.29.1/multi docs: {base}/3.29.1/multi/docs",
-        f"  3.1.0:           {base}/3.1.0/multi  docs: {base}/3.1.0/multi/docs",
-        f"  simulator:       {base}/simulate/api  operator API: {base}/portal/api",
-    ]
-
-
-ADMIN_TOKEN_FROM_ENV = "from MULTIBANK_ADMIN_TOKEN"
-ADMIN_TOKEN_STORED = (
-    "generated on first start, kept in the database: `multibank admin-token` shows it"
-)
-
-
-def admin_token_source(settings: Settings, generated_now: str | None = None) -> str:
-    """Where the server's admin token comes from (decision 0067); a token generated just now is
-    shown, since the operator has no other way to learn it yet."""
-    if settings.admin_token:
-        return ADMIN_TOKEN_FROM_ENV
-    if generated_now:
-        return f"{generated_now} (generated now; `multibank admin-token` shows it again)"
-    return ADMIN_TOKEN_STORED
 
 
 @app.command()
@@ -431,7 +171,7 @@ def serve(
     programme's id, API key and profiles."""
     # Settings and the port are checked before the server's modules load (about 2 s of
     # imports): a refusal comes at once.
-    settings = _settings()
+    settings = load_settings()
     _can_listen(host, port)
     with loading_the_server():
         import uvicorn
@@ -454,7 +194,7 @@ def serve(
             await container.db.dispose()
         return description, created, container.admin_token if generated else None
 
-    description, created, admin_token = _run(
+    description, created, admin_token = run(
         prepare, settings, creates=True, wait_seconds=settings.database_startup_timeout_seconds
     )
     _can_listen(host, port)  # again: the database may have taken a minute to answer
@@ -514,9 +254,9 @@ def db_upgrade(
     what the server needs, and checked; exits 1 when it has more."""
     from multibank.kernel.migrate import RoleProblem, current_revision, grant_server_role, upgrade
 
-    settings = _settings()
+    settings = load_settings()
     if server_role and settings.is_sqlite:
-        _fail("--server-role is for PostgreSQL: a SQLite database has no roles", CANNOT_START)
+        fail("--server-role is for PostgreSQL: a SQLite database has no roles", CANNOT_START)
     _, path = database_said(settings)
 
     async def work(db: Database) -> None:
@@ -528,9 +268,9 @@ def db_upgrade(
             await grant_server_role(db, server_role)
 
     try:
-        _run(work, settings, creates=True)
+        run(work, settings, creates=True)
     except RoleProblem as exc:
-        _fail(f"db upgrade: {exc}")
+        fail(f"db upgrade: {exc}")
     typer.echo("database is up to date")
     if server_role:
         typer.echo(
@@ -559,11 +299,11 @@ def admin_token(
     from multibank.audit import service as audit
     from multibank.kernel import secrets as server_secrets
 
-    settings = _settings()
+    settings = load_settings()
     if settings.admin_token:
         if not rotate:
             if settings.mode == "live":
-                _fail(
+                fail(
                     "a live server's admin token is MULTIBANK_ADMIN_TOKEN's value, which this "
                     "command never shows; `multibank admin-token --rotate` makes a new one"
                 )
@@ -594,7 +334,7 @@ def admin_token(
             "portal sessions signed in with it no longer work"
         )
 
-    token, said = _run(work, settings)
+    token, said = run(work, settings)
     typer.echo(f"admin token: {said}", err=True)
     typer.echo(token)
 
@@ -616,7 +356,7 @@ def info(
     from multibank.kernel.db import Database
     from multibank.kernel.migrate import current_revision, head_revision
 
-    settings = _settings()
+    settings = load_settings()
     said, path = database_said(settings)
 
     async def state() -> tuple[str, bool]:
@@ -735,7 +475,7 @@ def programme_create(
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        _fail(f"cannot create programme {name!r}: {problems}")
+        fail(f"cannot create programme {name!r}: {problems}")
         return
 
     async def work(db: Database) -> ProgrammeDescription:
@@ -744,7 +484,7 @@ def programme_create(
         try:
             async with db.transaction() as session:
                 programme, key = await service.create_programme(
-                    session, Clock(), data, _settings().webhooks_allow_private
+                    session, Clock(), data, load_settings().webhooks_allow_private
                 )
                 made = audit.Target("programme", str(programme.id))
                 at = Clock().system_ms()
@@ -756,10 +496,10 @@ def programme_create(
             await nodes.stop()
 
     try:
-        description = _run(work)
+        description = run(work)
     except Conflict as exc:
         reason = f"{exc.error_code} ({exc.message})" if exc.message else exc.error_code
-        _fail(f"cannot create programme {name!r}: {reason}")
+        fail(f"cannot create programme {name!r}: {reason}")
         return
     _print_description(description, as_json)
 
@@ -778,9 +518,9 @@ def programme_show(
             return await service.describe(session, programme)
 
     try:
-        description = _run(work)
+        description = run(work)
     except NotFound as exc:
-        _fail(exc.message)
+        fail(exc.message)
         return
     _print_description(description, as_json)
 
@@ -794,7 +534,7 @@ def programme_list() -> None:
         async with db.transaction() as session:
             return [(p.id, p.name, p.mode) for p in await repository.list_programmes(session)]
 
-    for pid, pname, mode in _run(work):
+    for pid, pname, mode in run(work):
         typer.echo(f"{pid}\t{pname}\t{mode}")
 
 
@@ -833,7 +573,7 @@ def programme_movement_fee(
         fees = ProfileUpdate(fees={currency: amount}).fees or {}
     except ValidationError as exc:
         problems = "; ".join(e["msg"] for e in exc.errors())
-        _fail(f"cannot set the fee: {problems}")
+        fail(f"cannot set the fee: {problems}")
         return
 
     async def work(db: Database) -> ProgrammeDescription:
@@ -849,12 +589,12 @@ def programme_movement_fee(
             return await service.describe(session, programme)
 
     try:
-        description = _run(work)
+        description = run(work)
     except NotFound as exc:
-        _fail(exc.message)
+        fail(exc.message)
         return
     except Conflict as exc:
-        _fail(f"cannot set the fee: {exc.error_code} ({currency} is not a currency of {name!r})")
+        fail(f"cannot set the fee: {exc.error_code} ({currency} is not a currency of {name!r})")
         return
     typer.echo(json.dumps(description.movementFees.model_dump()))
 
@@ -918,12 +658,12 @@ def programme_card_fee(
             return fees.model_dump()
 
     try:
-        fees = _run(work)
+        fees = run(work)
     except NotFound as exc:
-        _fail(exc.message)
+        fail(exc.message)
         return
     except Conflict as exc:
-        _fail(
+        fail(
             f"cannot set the card fee: {exc.error_code} ({currency} is not a currency of {name!r})"
         )
         return
@@ -971,14 +711,14 @@ def ledger_verify(
             return [f"{v.what}: {v.detail}" for v in await verify(session, pid)]
 
     try:
-        problems = _run(work)
+        problems = run(work)
     except NotFound as exc:
-        _fail(exc.message, CANNOT_START)  # 1 says the ledger is broken
+        fail(exc.message, CANNOT_START)  # 1 says the ledger is broken
         return
     for line in problems:
         typer.echo(line, err=True)
     if problems:
-        _fail(f"ledger verify: {len(problems)} violation(s)")
+        fail(f"ledger verify: {len(problems)} violation(s)")
     typer.echo("ledger verify: ok")
 
 
@@ -996,7 +736,7 @@ def audit_verify() -> None:
         async with db.transaction() as session:
             return await verify(session)
 
-    verdict = _run(work)
+    verdict = run(work)
     row = verdict.broken_at
     if row is not None:
         typer.echo(
@@ -1004,7 +744,7 @@ def audit_verify() -> None:
             f"{row.action} by {row.actor} at {row.at}): {verdict.reason}",
             err=True,
         )
-        _fail(f"audit verify: broken after seq {verdict.head_seq}")
+        fail(f"audit verify: broken after seq {verdict.head_seq}")
     typer.echo(
         f"audit verify: ok, {verdict.records} record(s); head seq {verdict.head_seq} "
         f"hash {verdict.head_hash}"
@@ -1049,7 +789,7 @@ def webhooks_listen(
         if forward_to is not None:
             forward_target(forward_to)  # said before anything is opened
     except ListenError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
     async def work(db: Database) -> None:
         stop = asyncio.Event()
@@ -1059,11 +799,11 @@ def webhooks_listen(
         await listen(db, programme, host, port, typer.echo, stop, forward_to)
 
     try:
-        _run(work)
+        run(work)
     except NotFound as exc:
-        _fail(exc.message)
+        fail(exc.message)
     except ListenError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 @webhooks_app.command("deliver")
@@ -1074,7 +814,7 @@ def webhooks_deliver() -> None:
     events never takes their CPU. Any number may run at once; Ctrl-C stops it."""
     from multibank.webhooks.delivery import WebhookWorker
 
-    settings = _settings()
+    settings = load_settings()
 
     async def work(db: Database) -> None:
         stop = asyncio.Event()
@@ -1096,7 +836,7 @@ def webhooks_deliver() -> None:
             await worker.stop()
         typer.echo("stopped")
 
-    _run(work, settings)
+    run(work, settings)
 
 
 @sandbox_app.command("seed")
@@ -1124,7 +864,7 @@ def sandbox_seed(
     from multibank.programmes import service
     from multibank.sandbox_seed import CURRENCY, DEPOSIT, Seeded, SeedError, seed
 
-    settings = _settings()
+    settings = load_settings()
 
     async def work(db: Database) -> tuple[Seeded, str | None]:
         nodes = NodeKeeper(db, Clock())
@@ -1154,12 +894,12 @@ def sandbox_seed(
         return seeded
 
     try:
-        seeded, admin_token = _run(work, settings)
+        seeded, admin_token = run(work, settings)
     except NotFound as exc:
-        _fail(exc.message)
+        fail(exc.message)
         return
     except SeedError as exc:
-        _fail(f"cannot seed programme {programme!r}: {exc}")
+        fail(f"cannot seed programme {programme!r}: {exc}")
         return
     shown_once = f"admin token: {admin_token_source(settings, admin_token)}"
     if as_json:
@@ -1237,7 +977,7 @@ def cards_pool_create(
     from multibank.programmes import service
     from multibank.programmes.context import Ctx
 
-    settings = _settings()
+    settings = load_settings()
 
     async def work(db: Database) -> list[tuple[str, str]]:
         nodes = NodeKeeper(db, Clock())
@@ -1271,13 +1011,13 @@ def cards_pool_create(
             await nodes.stop()
 
     try:
-        made = _run(work, settings)
+        made = run(work, settings)
     except NotFound as exc:
-        _fail(exc.message)
+        fail(exc.message)
         return
     except Conflict as exc:
         reason = f"{exc.error_code} ({exc.message})" if exc.message else exc.error_code
-        _fail(f"cannot create pool cards: {reason}")
+        fail(f"cannot create pool cards: {reason}")
         return
     if as_json:
         cards = [{"externalReference": r, "activationCode": c} for r, c in made]
@@ -1315,12 +1055,12 @@ def programme_export(
     from multibank.devloop.transfer import TransferError, dumps, export_programme
 
     try:
-        document = _run(lambda db: export_programme(db, name, with_webhook_url))
+        document = run(lambda db: export_programme(db, name, with_webhook_url))
     except NotFound as exc:
-        _fail(exc.message)
+        fail(exc.message)
         return
     except TransferError as exc:
-        _fail(f"cannot export programme {name!r}: {exc}")
+        fail(f"cannot export programme {name!r}: {exc}")
         return
     text_ = dumps(document)
     if out is None:
@@ -1329,7 +1069,7 @@ def programme_export(
     try:
         out.write_text(text_ + "\n", encoding="utf-8")
     except OSError as exc:
-        _fail(f"cannot write {out}: {exc.strerror or exc}")
+        fail(f"cannot write {out}: {exc.strerror or exc}")
 
 
 @programme_app.command("import")
@@ -1350,7 +1090,7 @@ def programme_import(
     from multibank.devloop.transfer import TransferError, import_programme
     from multibank.programmes import service
 
-    settings = _settings()
+    settings = load_settings()
 
     async def work(db: Database) -> ProgrammeDescription:
         # Read once the database is known to be there, as every command checks it first.
@@ -1368,14 +1108,14 @@ def programme_import(
             return await service.describe(session, found, api_key=made.api_key)
 
     try:
-        description = _run(work, settings)
+        description = run(work, settings)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        _fail(f"cannot import as {name!r}: {problems}")
+        fail(f"cannot import as {name!r}: {problems}")
         return
     except (TransferError, Conflict) as exc:
         reason = exc.error_code if isinstance(exc, Conflict) else str(exc)
-        _fail(f"cannot import {file} as {name!r}: {reason}")
+        fail(f"cannot import {file} as {name!r}: {reason}")
         return
     _print_description(description, as_json)
 
@@ -1398,21 +1138,21 @@ def programme_reset(
     if not yes and not typer.confirm(
         f"Reset programme {name!r}: every customer, account, card and payment of it goes?"
     ):
-        _fail("not reset")
+        fail("not reset")
     try:
-        done = _run(lambda db: reset(db, name))
+        done = run(lambda db: reset(db, name))
         note = f"was programme {done.old_id}, archived as {done.archived_as}"
         target = audit.Target("programme", str(done.new_id))
         at = Clock().system_ms()
-        _run(
+        run(
             lambda db: audit.record_cli(db, at, "programme.reset", name, None, target, note),
             again=True,
         )
     except NotFound as exc:
-        _fail(exc.message)
+        fail(exc.message)
         return
     except ResetError as exc:
-        _fail(f"cannot reset programme {name!r}: {exc}")
+        fail(f"cannot reset programme {name!r}: {exc}")
         return
     typer.echo(f"programme {name} reset: id {done.new_id} (was {done.old_id}, archived)")
     typer.echo(
@@ -1451,14 +1191,14 @@ def webhooks_trigger(
     if listed or not event:
         typer.echo("\n".join(sorted(TRIGGERS)))
         if not listed:
-            _fail("name an EVENT (one of the above)")
+            fail("name an EVENT (one of the above)")
         return
-    settings = _settings()
+    settings = load_settings()
 
     try:
-        done = _run(lambda db: trigger(db, settings, programme, event), settings)
+        done = run(lambda db: trigger(db, settings, programme, event), settings)
         ids = ", ".join(map(str, done.event_ids + [i for i, _ in done.others]))
-        _run(
+        run(
             lambda db: audit.record_cli(
                 db, Clock().system_ms(), "webhook.trigger", programme, note=f"{event}: {ids}"
             ),
@@ -1466,10 +1206,10 @@ def webhooks_trigger(
             again=True,
         )
     except NotFound as exc:
-        _fail(exc.message)
+        fail(exc.message)
         return
     except TriggerError as exc:
-        _fail(f"cannot trigger {event} in programme {programme!r}: {exc}")
+        fail(f"cannot trigger {event} in programme {programme!r}: {exc}")
         return
     for event_id in done.event_ids:
         typer.echo(f"{event_id}\t{event}")
@@ -1506,20 +1246,20 @@ def webhooks_replay(
     from multibank.audit import service as audit
     from multibank.devloop.replay import ReplayError, replay
 
-    settings = _settings()
+    settings = load_settings()
     try:
-        done = _run(lambda db: replay(db, event_id, to, settings.webhooks_allow_private), settings)
+        done = run(lambda db: replay(db, event_id, to, settings.webhooks_allow_private), settings)
     except NotFound as exc:
-        _fail(exc.message)
+        fail(exc.message)
         return
     except ReplayError as exc:
-        _fail(f"cannot replay event {event_id}: {exc}")
+        fail(f"cannot replay event {event_id}: {exc}")
         return
     result = done.result
     said = f"HTTP {result.status}" if result.status is not None else (result.error or "?")
     line = f"event {done.event_id} {done.event_type} call-ref {done.call_ref} -> {done.url}: {said}"
     replayed = audit.Target("webhook_event", str(done.event_id))
-    _run(
+    run(
         lambda db: audit.record_cli(
             db, Clock().system_ms(), "webhook_event.replay", None, done.event_id, replayed, said
         ),
@@ -1527,14 +1267,18 @@ def webhooks_replay(
         again=True,
     )
     if not result.delivered:
-        _fail(f"replay not accepted: {line}")
+        fail(f"replay not accepted: {line}")
     typer.echo(line)
 
 
 clock_app = OperatorApp(
     help="A sandbox programme's clock, like Stripe's test clocks: show it, move it on."
 )
+
+
 app.add_typer(clock_app, name="clock")
+
+
 CLOCK_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
@@ -1572,9 +1316,9 @@ def clock_show(
             return Clock().now_ms(found.clock_offset_ms), found.clock_offset_ms
 
     try:
-        now, offset = _run(work)
+        now, offset = run(work)
     except NotFound as exc:
-        _fail(exc.message)
+        fail(exc.message)
         return
     typer.echo(_clock_line(programme, now, offset))
 
@@ -1634,18 +1378,18 @@ def clock_advance(
         return clock.now_ms(offset), offset
 
     try:
-        now, offset = _run(work)
+        now, offset = run(work)
     except NotFound as exc:
-        _fail(exc.message)
+        fail(exc.message)
         return
     except ClockRefused as exc:
-        _fail(f"cannot move the clock of programme {programme!r}: {exc}")
+        fail(f"cannot move the clock of programme {programme!r}: {exc}")
         return
     except ValidationError:
-        _fail(f"cannot move the clock of programme {programme!r}: at most 10 years a step")
+        fail(f"cannot move the clock of programme {programme!r}: at most 10 years a step")
         return
     except Conflict as exc:
-        _fail(f"cannot move the clock of programme {programme!r}: {exc.error_code} ({exc.message})")
+        fail(f"cannot move the clock of programme {programme!r}: {exc.error_code} ({exc.message})")
         return
     typer.echo(_clock_line(programme, now, offset))
 
