@@ -1,29 +1,26 @@
 """The `multibank` command: serve, db, programme, ledger, audit, webhooks, sandbox. Every operator
-action calls the same services as the operator API, so the two never disagree."""
+action calls the same services as the operator API, so the two never disagree.
+
+`serve`, `info` and `admin-token` are each in a module of their own, what the commands share in
+`multibank.cli.common`; this module builds the root app from them."""
 
 from __future__ import annotations
 
 import asyncio
-import errno
 import json
-import os
 import signal
-import socket
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from multibank.cli import admin_token, info, serve
 from multibank.cli.common import (
-    ADMIN_TOKEN_FROM_ENV,
-    ADMIN_TOKEN_STORED,
     CANNOT_START,
     DEFAULT_PROGRAMME,
     OperatorApp,
     admin_token_source,
-    base_url_lines,
     database_said,
     ensure_default_programme,
     fail,
@@ -49,6 +46,10 @@ app = OperatorApp(
     epilog="First steps: `multibank serve`, then `multibank sandbox seed` in another terminal "
     "for a ready-made corporate and consumer to try the API with.",
 )
+# Listed in `multibank --help` in this order: the commands, then the groups.
+app.command()(serve.serve)
+app.command("admin-token")(admin_token.admin_token)
+app.command()(info.info)
 
 
 db_app = OperatorApp(help="The database schema.")
@@ -107,132 +108,6 @@ PROGRAMME_JSON_HELP = (
 )
 
 
-def _can_listen(host: str, port: int) -> None:
-    """Says in one line, and exits 2, when `serve` cannot listen on `host`:`port` (taken, or no
-    such interface). Binds each address the way uvicorn will (SO_REUSEADDR), then lets go:
-    uvicorn binds again when it starts, so another process could still take the port in
-    between; `serve` checks before it touches the database and again before it prints where
-    it serves, which leaves that gap at the second or so uvicorn takes to start (decision
-    0040)."""
-    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    try:
-        found = socket.getaddrinfo(
-            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
-        for family, kind, proto, _, address in found:
-            with socket.socket(family, kind, proto) as probe:
-                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                if family == socket.AF_INET6:  # as asyncio's create_server binds it
-                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                probe.bind(address)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        if exc.errno == errno.EADDRINUSE:
-            reason += " (another process listens there: stop it, or choose another --port)"
-        fail(f"cannot listen on {where}: {reason}", CANNOT_START)
-
-
-async def _upgrade_for_serve(db: Database) -> None:
-    """Migrates a database behind this release. Running as a server role that may not (decision
-    0075), says in one line to run `db upgrade` as the schema's owner."""
-    from sqlalchemy.exc import DBAPIError
-
-    from multibank.kernel.migrate import current_revision, head_revision, upgrade
-
-    if await current_revision(db) == head_revision():
-        return  # nothing to do: no DDL attempted, which the server's role could not run
-    try:
-        await upgrade(db)
-    except DBAPIError as exc:
-        if "permission denied" in str(exc) or "must be owner" in str(exc):
-            fail(
-                "the database schema is behind this release and this role may not change it: "
-                "run `multibank db upgrade` as the schema's owner first",
-                CANNOT_START,
-            )
-        raise
-
-
-@app.command()
-def serve(
-    host: Annotated[
-        str, typer.Option(metavar="HOST", help="Interface (address) to listen on.")
-    ] = "127.0.0.1",
-    port: Annotated[
-        int, typer.Option(min=1, max=65535, metavar="PORT", help="TCP port to listen on.")
-    ] = 8000,
-    workers: Annotated[
-        int, typer.Option(min=1, metavar="N", help="Worker processes serving requests.")
-    ] = 1,
-) -> None:
-    """Serve the API, with the `default` sandbox programme created on the first start.
-
-    Updates the database schema first, then prints where the API listens and the `default`
-    programme's id, API key and profiles."""
-    # Settings and the port are checked before the server's modules load (about 2 s of
-    # imports): a refusal comes at once.
-    settings = load_settings()
-    _can_listen(host, port)
-    with loading_the_server():
-        import uvicorn
-
-        from multibank.app import build_container, startup
-        from multibank.kernel.node_lease import NodeKeeper
-
-    async def prepare(db: Database) -> tuple[ProgrammeDescription, bool, str | None]:
-        await _upgrade_for_serve(db)
-        nodes = NodeKeeper(db, Clock())
-        await nodes.start(renew_in_background=False)
-        try:
-            description, created = await ensure_default_programme(db)
-        finally:
-            await nodes.stop()
-        container = build_container(settings)
-        try:
-            generated = await startup(container)
-        finally:
-            await container.db.dispose()
-        return description, created, container.admin_token if generated else None
-
-    description, created, admin_token = run(
-        prepare, settings, creates=True, wait_seconds=settings.database_startup_timeout_seconds
-    )
-    _can_listen(host, port)  # again: the database may have taken a minute to answer
-    base = f"http://{host}:{port}"
-    lines = [
-        f"multibank serving on {base} ({'SQLite' if settings.is_sqlite else 'PostgreSQL'})",
-        *base_url_lines(base),
-        f"  admin token:     {admin_token_source(settings, admin_token)}",
-        f"programme '{DEFAULT_PROGRAMME}'{' (created now)' if created else ''}: "
-        f"id {description.programmeId}",
-        f"  api-key: {description.apiKey or '(revoked; create one with the operator API)'}",
-        f"  profiles: {description.profiles.model_dump_json()}",
-    ]
-    typer.echo("\n".join(lines))
-    sys.stdout.flush()
-    if workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
-        # /metrics must add up every worker's counters, whichever worker answers it.
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="multibank-metrics-")
-    from multibank.observability import configure_logging
-
-    # uvicorn's own lines (start-up, shutdown, errors) go through the same JSON formatter.
-    configure_logging(settings.log_level, settings.log_json)
-    uvicorn.run(
-        "multibank.app:app_factory",
-        log_config=None,
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_level=settings.log_level.lower(),
-        access_log=False,
-        proxy_headers=False,
-        server_header=False,  # no `server: uvicorn` banner
-        # A worker that is still importing and migrating on a busy machine is not dead.
-        timeout_worker_healthcheck=60,
-    )
-
-
 @db_app.command("upgrade")
 def db_upgrade(
     server_role: Annotated[
@@ -278,129 +153,6 @@ def db_upgrade(
             "truncate postings or audit records, change a transaction's details or an event's "
             "payload, alter a table or create one"
         )
-
-
-@app.command("admin-token")
-def admin_token(
-    rotate: Annotated[
-        bool,
-        typer.Option(
-            "--rotate",
-            help="Make a new admin token: the old one, and portal sessions signed in with it, "
-            "stop working (in a sandbox, within a second on every running server).",
-        ),
-    ] = False,
-) -> None:
-    """Show the admin token of the operator API and the portal (sandbox), or make a new one.
-
-    A sandbox generates its own on first start and keeps it in the database: this prints it
-    (stdout holds the token alone). When MULTIBANK_ADMIN_TOKEN sets it (always, in live mode),
-    `--rotate` prints a new value to put there; a live token is never shown (decision 0067)."""
-    from multibank.audit import service as audit
-    from multibank.kernel import secrets as server_secrets
-
-    settings = load_settings()
-    if settings.admin_token:
-        if not rotate:
-            if settings.mode == "live":
-                fail(
-                    "a live server's admin token is MULTIBANK_ADMIN_TOKEN's value, which this "
-                    "command never shows; `multibank admin-token --rotate` makes a new one"
-                )
-            typer.echo(f"admin token: {ADMIN_TOKEN_FROM_ENV}", err=True)
-            typer.echo(settings.admin_token)
-            return
-        typer.echo(
-            "admin token: set MULTIBANK_ADMIN_TOKEN to this new value in the environment of "
-            "every server process and restart them; the old one works until then",
-            err=True,
-        )
-        typer.echo(server_secrets.new_admin_token())
-        return
-
-    async def work(db: Database) -> tuple[str, str]:
-        now = Clock().system_ms()
-        if not rotate:
-            token, created = await server_secrets.admin_token(db, None, now)
-            if created:
-                return token, "generated now, kept in the database; `multibank serve` uses it"
-            return token, "kept in the database (generated on the first start)"
-        token = server_secrets.new_admin_token()
-        async with db.transaction() as session:
-            await server_secrets.replace_admin_token(session, token, now)
-            await audit.record(session, now, audit.CLI, "admin_token.rotate")
-        return token, (
-            "rotated: running servers take the new one within a second; the old one and the "
-            "portal sessions signed in with it no longer work"
-        )
-
-    token, said = run(work, settings)
-    typer.echo(f"admin token: {said}", err=True)
-    typer.echo(token)
-
-
-@app.command()
-def info(
-    host: Annotated[
-        str, typer.Option(metavar="HOST", help="The host `serve` listens on.")
-    ] = "127.0.0.1",
-    port: Annotated[
-        int, typer.Option(min=1, max=65535, metavar="PORT", help="The port `serve` listens on.")
-    ] = 8000,
-) -> None:
-    """Where things are: the database (and its state), the base URLs, the admin token's source.
-
-    Reads the same settings as `serve` and every other command, so it tells which database
-    they use from this folder; it never creates one."""
-    from multibank.kernel import secrets as server_secrets
-    from multibank.kernel.db import Database
-    from multibank.kernel.migrate import current_revision, head_revision
-
-    settings = load_settings()
-    said, path = database_said(settings)
-
-    async def state() -> tuple[str, bool]:
-        """The database's state, and whether it holds a generated admin token."""
-        db = Database(settings.database_url, settings.database_echo)
-        try:
-            revision = await current_revision(db)
-            if revision is None:
-                return "not migrated: run `multibank db upgrade`", False
-            if revision != head_revision():
-                return f"at {revision}: run `multibank db upgrade`", False
-            async with db.sessionmaker() as session:
-                stored = await server_secrets.read_secret(session, server_secrets.ADMIN_TOKEN)
-            return f"ready (schema {revision})", stored is not None
-        finally:
-            await db.dispose()
-
-    token_stored = False
-    if path is not None and not Path(path).exists():
-        now = "none there yet: `multibank serve` or `multibank db upgrade` creates it"
-    else:
-        from sqlalchemy.exc import SQLAlchemyError
-
-        try:
-            now, token_stored = asyncio.run(state())
-        except (OSError, SQLAlchemyError) as exc:
-            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
-            now = f"cannot be used: {reason}"
-    if settings.admin_token:
-        token = ADMIN_TOKEN_FROM_ENV
-    elif token_stored:
-        token = ADMIN_TOKEN_STORED
-    else:
-        token = "none yet: `multibank serve` generates one on its first start"
-    lines = [
-        f"database: {said}",
-        f"  {now}",
-        "  (MULTIBANK_DATABASE_URL sets another: every command and `serve` read the same)",
-        f"mode: {settings.mode}",
-        f"base URLs (`multibank serve --host {host} --port {port}`):",
-        *base_url_lines(f"http://{host}:{port}"),
-        f"admin token: {token}",
-    ]
-    typer.echo("\n".join(lines))
 
 
 @programme_app.command("create")
