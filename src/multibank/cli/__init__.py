@@ -2,8 +2,8 @@
 action calls the same services as the operator API, so the two never disagree.
 
 `serve`, `info` and `admin-token` are each in a module of their own, and so is each group moved
-out yet (`multibank.cli.programme`); what the commands share is in `multibank.cli.common`; this
-module builds the root app from them."""
+out yet (`multibank.cli.db`, `.programme`, `.ledger`, `.audit`); what the commands share is in
+`multibank.cli.common`; this module builds the root app from them."""
 
 from __future__ import annotations
 
@@ -15,13 +15,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from multibank.cli import admin_token, info, programme, serve
+from multibank.cli import admin_token, audit, db, info, ledger, programme, serve
 from multibank.cli.common import (
-    CANNOT_START,
     DEFAULT_PROGRAMME,
     OperatorApp,
     admin_token_source,
-    database_said,
     ensure_default_programme,
     fail,
     load_settings,
@@ -49,160 +47,18 @@ app = OperatorApp(
 app.command()(serve.serve)
 app.command("admin-token")(admin_token.admin_token)
 app.command()(info.info)
-
-
-db_app = OperatorApp(help="The database schema.")
-
-
-app.add_typer(db_app, name="db")
-
-
+app.add_typer(db.db_app, name="db")
 app.add_typer(programme.programme_app, name="programme")
-
-
-ledger_app = OperatorApp(help="The double-entry ledger.")
-
-
-app.add_typer(ledger_app, name="ledger")
-
-
-audit_app = OperatorApp(help="The operator audit log.")
-
-
-app.add_typer(audit_app, name="audit")
-
-
+app.add_typer(ledger.ledger_app, name="ledger")
+app.add_typer(audit.audit_app, name="audit")
 webhooks_app = OperatorApp(help="Webhook events: receive them locally, or deliver them.")
-
-
 app.add_typer(webhooks_app, name="webhooks")
-
-
 sandbox_app = OperatorApp(help="Sandbox helpers: ready-made test data.")
-
-
 app.add_typer(sandbox_app, name="sandbox")
-
-
 cards_app = OperatorApp(help="Managed cards: the card pool.")
-
-
 app.add_typer(cards_app, name="cards")
-
-
 pool_app = OperatorApp(help="The card pool: unassigned prepaid cards that identities claim.")
-
-
 cards_app.add_typer(pool_app, name="pool")
-
-
-@db_app.command("upgrade")
-def db_upgrade(
-    server_role: Annotated[
-        str | None,
-        typer.Option(
-            metavar="ROLE",
-            envvar="MULTIBANK_DATABASE_SERVER_ROLE",
-            help="PostgreSQL: the role the server runs as (not the schema's owner, not a "
-            "superuser). Grants it what the server needs and checks it cannot change postings, "
-            "audit records, a transaction's details or an event's payload.",
-        ),
-    ] = None,
-) -> None:
-    """Create or update the database schema (apply every migration not applied yet).
-
-    The only command besides `serve` that makes a database where there is none, and it says
-    so: `database: PATH (...): none there yet, creating it` on stderr. Run it as the role that
-    owns the schema. With --server-role (PostgreSQL), the server's own role is then granted
-    what the server needs, and checked; exits 1 when it has more."""
-    from multibank.kernel.migrate import RoleProblem, current_revision, grant_server_role, upgrade
-
-    settings = load_settings()
-    if server_role and settings.is_sqlite:
-        fail("--server-role is for PostgreSQL: a SQLite database has no roles", CANNOT_START)
-    _, path = database_said(settings)
-
-    async def work(db: Database) -> None:
-        # A new SQLite file is said as it is made; a PostgreSQL database may exist and be empty.
-        if path is None and await current_revision(db) is None:
-            typer.echo("the database holds no schema yet: creating it", err=True)
-        await upgrade(db)
-        if server_role:
-            await grant_server_role(db, server_role)
-
-    try:
-        run(work, settings, creates=True)
-    except RoleProblem as exc:
-        fail(f"db upgrade: {exc}")
-    typer.echo("database is up to date")
-    if server_role:
-        typer.echo(
-            f"role {server_role}: granted what the server needs; it cannot update, delete or "
-            "truncate postings or audit records, change a transaction's details or an event's "
-            "payload, alter a table or create one"
-        )
-
-
-@ledger_app.command("verify")
-def ledger_verify(
-    programme: Annotated[
-        str | None, typer.Option(metavar="NAME", help="Only this programme (its name).")
-    ] = None,
-) -> None:
-    """Check that the ledger adds up; exits 1 on any violation.
-
-    Every currency of every programme sums to zero, and every account's balance equals the sum
-    of its postings. Exits 2 when it cannot check (no such programme, no database)."""
-    from multibank.ledger.verify import one_snapshot, verify
-    from multibank.programmes import service
-
-    async def work(db: Database) -> list[str]:
-        async with db.transaction() as session:
-            await one_snapshot(session)  # the programme's lookup is its first statement
-            pid = None
-            if programme is not None:
-                pid = (await service.require_programme_by_name(session, programme)).id
-            return [f"{v.what}: {v.detail}" for v in await verify(session, pid)]
-
-    try:
-        problems = run(work)
-    except NotFound as exc:
-        fail(exc.message, CANNOT_START)  # 1 says the ledger is broken
-        return
-    for line in problems:
-        typer.echo(line, err=True)
-    if problems:
-        fail(f"ledger verify: {len(problems)} violation(s)")
-    typer.echo("ledger verify: ok")
-
-
-@audit_app.command("verify")
-def audit_verify() -> None:
-    """Check that the audit log's hash chain is whole; exits 1 at the first break.
-
-    Each record carries the hash of the one before it: a record changed, removed or inserted
-    outside the server breaks the chain there, and the first break is named. Prints the chain's
-    head (its last record's seq and hash): keep it elsewhere to tell later that no record was
-    removed from the end, nor the whole chain rewritten. Exits 2 when it cannot check."""
-    from multibank.audit.chain import Verdict, verify
-
-    async def work(db: Database) -> Verdict:
-        async with db.transaction() as session:
-            return await verify(session)
-
-    verdict = run(work)
-    row = verdict.broken_at
-    if row is not None:
-        typer.echo(
-            f"audit verify: the chain breaks at record {row.id} (seq {row.seq}, "
-            f"{row.action} by {row.actor} at {row.at}): {verdict.reason}",
-            err=True,
-        )
-        fail(f"audit verify: broken after seq {verdict.head_seq}")
-    typer.echo(
-        f"audit verify: ok, {verdict.records} record(s); head seq {verdict.head_seq} "
-        f"hash {verdict.head_hash}"
-    )
 
 
 @webhooks_app.command("listen")
@@ -594,8 +450,6 @@ def webhooks_replay(
 clock_app = OperatorApp(
     help="A sandbox programme's clock, like Stripe's test clocks: show it, move it on."
 )
-
-
 app.add_typer(clock_app, name="clock")
 
 
