@@ -34,7 +34,7 @@ log = logging.getLogger("multibank.landing")
 
 router = UnitOfWorkRouter(include_in_schema=False)
 
-DEFAULT_PROGRAMME = "default"  # the programme `multibank serve` creates (cli.py)
+DEFAULT_PROGRAMME = "default"  # the programme `multibank serve` creates (cli/common.py)
 CODE = "123456"  # every one-time code of a sandbox programme
 PASSWORD = "Sandbox-Pa55"  # meets the password rules; no `!`, which shells expand
 DEPOSIT = {"currency": "EUR", "amount": 10000}
