@@ -37,7 +37,9 @@ from multibank.programmes import service as programmes
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import Profile
 from multibank.programmes.schemas import ProgrammeCreate
+from multibank.users import service as users
 from multibank.users.models import User
+from multibank.users.schemas import UserCreate
 
 
 @contextlib.asynccontextmanager
@@ -189,3 +191,23 @@ async def revenue(ctx: Ctx, currency: str = "EUR") -> tuple[int, int]:
 async def balances(ctx: Ctx, account_id: int) -> tuple[int, int]:
     """(available, actual) of a ledger account, as the database has it now."""
     return await ledger.balances(ctx.db, account_id)
+
+
+async def authorised_user(
+    ctx: Ctx,
+    of: Customer,
+    *,
+    email: str | None = None,
+    mobile: tuple[str, str] | None = None,
+    name: str = "Mary",
+) -> User:
+    """An authorised user of `of`'s identity, made by its root user as `POST /users` makes one
+    (no password yet: its invite sets it); `mobile` is (country code, number)."""
+    body: dict[str, Any] = {
+        "name": name,
+        "surname": "Jackson",
+        "email": email or f"svc{secrets.token_hex(6)}@example.com",
+    }
+    if mobile is not None:
+        body["mobile"] = {"countryCode": mobile[0], "number": mobile[1]}
+    return await users.create(ctx, of.auth, UserCreate.model_validate(body))
