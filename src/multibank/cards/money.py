@@ -25,7 +25,6 @@ from typing import Any, cast
 
 import pycountry
 from sqlalchemy import Table, bindparam, case, func, or_, select, true, update
-from sqlalchemy.exc import IntegrityError
 
 from multibank.cards import events
 from multibank.cards.authorisations import (
@@ -378,38 +377,18 @@ def spend_rule_decline(
 # Ledger accounts of card money
 
 
-async def _system_book(ctx: Ctx, kind: str, key: str, currency: str) -> int:
-    """A card system account by its key, created on first use (a concurrent creator's wins)."""
-    stmt = select(LedgerAccount.id).where(LedgerAccount.system_key == key)
-    found = (await ctx.db.execute(stmt)).scalar_one_or_none()
-    if found is not None:
-        return int(found)
-    account = LedgerAccount(
-        id=new_id(),
-        programme_id=ctx.programme.id,
-        kind=kind,
-        currency=currency,
-        system_key=key,
-        available=0,
-        actual=0,
-        created_at=ctx.now,
-    )
-    try:
-        async with ctx.db.begin_nested():
-            ctx.db.add(account)
-            await ctx.db.flush()
-    except IntegrityError:
-        return int((await ctx.db.execute(stmt)).scalar_one())
-    return account.id
-
-
 def _reserved_key(ctx: Ctx, account_id: int) -> str:
     return f"{ctx.programme.id}:{CARD_RESERVED}:{account_id}"
 
 
 async def reserved_book(ctx: Ctx, account_id: int, currency: str) -> int:
-    """The spending account's reserved book: the counterpart of its card holds."""
-    return await _system_book(ctx, CARD_RESERVED, _reserved_key(ctx, account_id), currency)
+    """The spending account's reserved book: the counterpart of its card holds. One per
+    spending account, so under a key of its own, not one of `ledger.system_account`'s (one per
+    programme, kind and currency)."""
+    key = _reserved_key(ctx, account_id)
+    return await ledger.keyed_account(
+        ctx.db, ctx.programme.id, CARD_RESERVED, currency, key, ctx.now
+    )
 
 
 async def scheme_account(ctx: Ctx, account_id: int, currency: str) -> int:
