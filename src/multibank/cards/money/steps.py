@@ -6,6 +6,8 @@ card worker, `cards.money_steps`). Flushes, never commits."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select
 
 from multibank.cards import events
@@ -175,11 +177,10 @@ async def locked_authorisation(
     return (await ctx.db.execute(stmt)).scalar_one_or_none()
 
 
-def _fee_kind(auth: CardAuthorisation) -> str:
+def fee_kind(merchant: dict[str, Any]) -> str:
+    """The card fee a settlement charges (D19): an ATM withdrawal's or a purchase's."""
     return (
-        ATM_WITHDRAWAL
-        if auth.merchant.get("merchantTransactionType") == CASH_WITHDRAWAL
-        else PURCHASE
+        ATM_WITHDRAWAL if merchant.get("merchantTransactionType") == CASH_WITHDRAWAL else PURCHASE
     )
 
 
@@ -203,7 +204,7 @@ async def settle(
     left = await available_of(ctx, auth.account_id) + held - settled
     if left < 0:
         return Outcome(DENIED_NOT_ENOUGH_FUNDS, authorisation_id=auth.id)
-    fee = max(0, min(card_fee(ctx.programme, _fee_kind(auth), auth.currency), left))
+    fee = max(0, min(card_fee(ctx.programme, fee_kind(auth.merchant), auth.currency), left))
     settlement_id = new_id()
     details = ledger_details(card, auth.merchant, auth.auth_code, -settled, fee)
     details["authorisationId"] = str(auth.id)
