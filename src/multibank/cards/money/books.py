@@ -32,7 +32,7 @@ def spending_account(card: ManagedCard) -> int:
     return card.id
 
 
-# Ledger accounts of card money
+# The ledger accounts of card money beside the spending account
 
 
 def reserved_key(ctx: Ctx, account_id: int) -> str:
@@ -101,8 +101,8 @@ _LOCK_PURCHASE = (
 
 
 # The same, with a debit card's spend in each window read in the statement (decision 0060): the
-# card's row is locked already (`_CARD` of the simulator), so every earlier step of the card has
-# committed and this statement's snapshot holds it. Only the accounts' rows are locked.
+# card's row is locked already (the simulator's `card_and_rules`), so every earlier step of the
+# card has committed and this statement's snapshot holds it. Only the accounts' rows are locked.
 _SPENT_NOW = SPENT.subquery("spent")
 _LOCK_PURCHASE_SPENT = (
     select(

@@ -61,8 +61,6 @@ from multibank.kernel.ids import new_id
 from multibank.ledger import service as ledger
 from multibank.programmes.context import Ctx
 
-# The steps
-
 
 async def decline(ctx: Ctx, card: ManagedCard, attempt: Attempt, refused: Decline) -> Outcome:
     """A refused authorisation moves nothing; only its webhook event is written (D23, D27)."""
