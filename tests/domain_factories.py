@@ -1,7 +1,7 @@
 """Builders for the service-level tests: a programme, its customers and their funded accounts,
-made directly in one database session through the domain's own services (the same rules an
-HTTP request applies), so a test can call `ledger`, `payments` or `fees` as a route would and
-roll everything back at the end.
+and their cards, made directly in one database session through the domain's own services (the
+same rules an HTTP request applies), so a test can call `ledger`, `payments`, `fees` or
+`cards.money` as a route would and roll everything back at the end.
 
 Everything is flushed, never committed: `rolled_back` gives the session and rolls it back
 whatever the test did, so nothing a test builds outlives it.
@@ -21,6 +21,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from multibank.accounts import service as accounts
 from multibank.accounts.models import ManagedAccount
 from multibank.accounts.schemas import ManagedAccountCreate
+from multibank.cards import service as cards
+from multibank.cards import spend_rules
+from multibank.cards.models import ManagedCard
+from multibank.cards.schemas import CardLevelSpendRules, ManagedCardCreate
 from multibank.factors import service as factors
 from multibank.identities import service as identities
 from multibank.identities.models import CORPORATE, Identity
@@ -211,3 +215,52 @@ async def authorised_user(
     if mobile is not None:
         body["mobile"] = {"countryCode": mobile[0], "number": mobile[1]}
     return await users.create(ctx, of.auth, UserCreate.model_validate(body))
+
+
+async def card(
+    ctx: Ctx,
+    container: Container,
+    owner: Customer,
+    *,
+    parent: ManagedAccount | None = None,
+    currency: str = "EUR",
+    funds: int = 0,
+    **rules: Any,
+) -> ManagedCard:
+    """A virtual card of `owner`, made as `POST /managed_cards` makes it: a debit card spending
+    from `parent`, else a prepaid card in `currency` holding `funds` (deposited from the
+    programme's settlement account). `rules`: the card's own spend rules in the interface's
+    names (`spendLimit=[...]`, `allowAtm=False`, ...), set as the spend-rules route sets them."""
+    mode = cards.PREPAID if parent is None else cards.DEBIT
+    kind = cards.CARD_PROFILES[(owner.identity.type, mode)]
+    data = ManagedCardCreate.model_validate(
+        {
+            "profileId": str((await profile(ctx, kind)).id),
+            "friendlyName": "Travel",
+            "nameOnCard": "Ada Lovelace",
+            "cardholderMobileNumber": "+35699123456",
+            "billingAddress": {
+                "addressLine1": "1 Analytical Street",
+                "city": "Valletta",
+                "postCode": "VLT 1000",
+                "country": "MT",
+            },
+            "mode": mode,
+            "currency": currency if parent is None else None,
+            "parentManagedAccountId": None if parent is None else str(parent.id),
+        }
+    )
+    made = await cards.create(ctx, container.card_keys(), owner.account_owner, data)
+    if funds:
+        assert parent is None, "a debit card spends its parent account's money"
+        await deposit(ctx, made.id, currency, funds)
+    if rules:
+        await spend_rules.create(
+            ctx, owner.account_owner, str(made.id), CardLevelSpendRules.model_validate(rules)
+        )
+    return made
+
+
+def limit(amount: int, interval: str = "ALWAYS", currency: str = "EUR") -> dict[str, Any]:
+    """One spend limit of a debit card, as `spendLimit` lists them."""
+    return {"value": {"currency": currency, "amount": amount}, "interval": interval}

@@ -244,6 +244,32 @@ async def test_system_accounts_are_one_per_programme_kind_and_currency(
         assert await ledger.revenue_balance(db, other.programme.id, "EUR") == (0, 0)
 
 
+async def test_a_keyed_account_is_one_per_key_of_its_callers(container: Container) -> None:
+    """`keyed_account`: a system account under a key its caller makes (the cards' reserved books
+    are one per spending account), made once and found again, of the kind and currency asked."""
+    async with rolled_back(container) as db:
+        ctx = await make.new_programme(db, container)
+        pid, now = ctx.programme.id, ctx.now
+        first = await ledger.keyed_account(db, pid, "CARD_RESERVED", "EUR", f"{pid}:test:1", now)
+        assert await ledger.keyed_account(
+            db, pid, "CARD_RESERVED", "EUR", f"{pid}:test:1", now
+        ) == (first)
+        second = await ledger.keyed_account(db, pid, "CARD_RESERVED", "GBP", f"{pid}:test:2", now)
+        assert second != first
+        made = (
+            await db.execute(
+                select(LedgerAccount.kind, LedgerAccount.currency, LedgerAccount.system_key)
+                .where(LedgerAccount.id.in_((first, second)))
+                .order_by(LedgerAccount.system_key)
+            )
+        ).all()
+        assert [tuple(row) for row in made] == [
+            ("CARD_RESERVED", "EUR", f"{pid}:test:1"),
+            ("CARD_RESERVED", "GBP", f"{pid}:test:2"),
+        ]
+        assert await make.balances(ctx, first) == (0, 0)
+
+
 async def test_a_hold_lowers_the_available_balance_then_settles_to_its_credits(
     container: Container,
 ) -> None:

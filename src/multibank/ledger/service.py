@@ -407,6 +407,30 @@ async def system_account(
             # Not this session's own: another transaction's, which has committed it.
             _KNOWN_SYSTEM_ACCOUNTS.setdefault(database, {})[key] = int(found)
         return int(found)
+    account_id, created = await _new_system_account(db, programme_id, kind, currency, key, now_ms)
+    if created:
+        db.info.setdefault(_CREATED_HERE, set()).add(key)
+    return account_id
+
+
+async def keyed_account(
+    db: AsyncSession, programme_id: int, kind: str, currency: str, key: str, now_ms: int
+) -> int:
+    """A system account of the programme under its caller's own `key` (a card spending
+    account's reserved book, `cards.money`), created on first use as `system_account` creates
+    its accounts. Read each time: its ids are not remembered."""
+    found = (await db.execute(_SYSTEM_ACCOUNT, {"key": key})).scalar_one_or_none()
+    if found is not None:
+        return int(found)
+    account_id, _ = await _new_system_account(db, programme_id, kind, currency, key, now_ms)
+    return account_id
+
+
+async def _new_system_account(
+    db: AsyncSession, programme_id: int, kind: str, currency: str, key: str, now_ms: int
+) -> tuple[int, bool]:
+    """The account of `key`, created in a savepoint; (its id, whether this session created
+    it): a concurrent creator's wins."""
     account = LedgerAccount(
         id=new_id(),
         programme_id=programme_id,
@@ -422,9 +446,8 @@ async def system_account(
             db.add(account)
             await db.flush()
     except IntegrityError:  # another request created it first; theirs is the one
-        return int((await db.execute(_SYSTEM_ACCOUNT, {"key": key})).scalar_one())
-    db.info.setdefault(_CREATED_HERE, set()).add(key)
-    return account.id
+        return int((await db.execute(_SYSTEM_ACCOUNT, {"key": key})).scalar_one()), False
+    return account.id, True
 
 
 async def open_account(
