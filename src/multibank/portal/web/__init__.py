@@ -22,29 +22,21 @@ of their own. Every list is paged.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
 import io
 import json
 import re
 import secrets
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from functools import partial
-from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode
 
-import idna
 from fastapi import Query, Request, Response
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
-from jinja2 import Environment, FileSystemLoader, select_autoescape
-from markupsafe import Markup
-from pydantic import ValidationError
 from sqlalchemy import ColumnElement, Select, Subquery, and_, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -53,8 +45,7 @@ from multibank.accounts import repository as accounts_repo
 from multibank.accounts import service as accounts
 from multibank.accounts import statement_pdf
 from multibank.accounts.models import ManagedAccount
-from multibank.api.routing import UnitOfWorkRoute, UnitOfWorkRouter, after_commit, container_of
-from multibank.api.scope import scope_of
+from multibank.api.routing import after_commit, container_of
 from multibank.api.v3_29.statements import CSV_COLUMNS, entry_body, to_csv
 from multibank.cards import money as card_money
 from multibank.cards import operator as card_ops
@@ -63,7 +54,7 @@ from multibank.identities import service as identities
 from multibank.identities.models import Identity
 from multibank.kernel import durations
 from multibank.kernel.errors import DomainError
-from multibank.kernel.money import ISO_4217, Money, minor_unit_exponent
+from multibank.kernel.money import ISO_4217, minor_unit_exponent
 from multibank.kernel.notify import OutboxMessage
 from multibank.kernel.validation import parse_id
 from multibank.kernel.vocabulary import KyiStatus
@@ -84,8 +75,51 @@ from multibank.portal import (
     sessions,
 )
 from multibank.portal.guard import AdminThrottled, admin_authenticated
+from multibank.portal.web.actions import (
+    Flash,
+    act,
+    confirm_page,
+    confirmed,
+    programme_form,
+    show,
+)
+from multibank.portal.web.common import (
+    PAGE,
+    PORTAL_DIR,
+    SEARCH_LONGEST,
+    Offset,
+    PortalRoute,
+    contains,
+    count_rows,
+    customer_name,
+    db_of,
+    find_programme,
+    money,
+    not_found,
+    open_programme,
+    owner_name,
+    pager,
+    portal_router,
+    posted_form,
+    posted_programme,
+    programme_ctx,
+    render,
+    secure,
+    signed_in,
+    system_ms,
+    to_login,
+    when,
+)
+from multibank.portal.web.forms import (
+    MOST_MINOR,
+    WHOLE,
+    Refused,
+    field_amount,
+    major_amount,
+    webhook_url_ascii,
+    whole,
+)
 from multibank.programmes import repository, service
-from multibank.programmes.context import Ctx
 from multibank.programmes.models import Programme
 from multibank.programmes.schemas import (
     CardFeeWrite,
@@ -99,303 +133,28 @@ from multibank.users import repository as users_repo
 from multibank.users.models import ROOT, User
 from multibank.webhooks import service as webhooks
 
-# Every answer of the portal's pages: no script or style but its own files, never in a frame,
-# no URL of it (ids, searched e-mails) sent on to another site.
-SECURITY_HEADERS = {
-    "content-security-policy": (
-        "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
-    ),
-    "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
-    "x-content-type-options": "nosniff",
-}
+# What other modules and the tests take from `multibank.portal.web`, wherever it is defined.
+__all__ = [
+    "MOST_MINOR",
+    "PAGE",
+    "WRONG_TOKEN_FROM_ENV",
+    "WRONG_TOKEN_STORED",
+    "Offset",
+    "PortalRoute",
+    "Refused",
+    "fallback",
+    "field_amount",
+    "major_amount",
+    "pager",
+    "render",
+    "router",
+    "show",
+    "signed_in",
+    "to_login",
+    "webhook_url_ascii",
+]
 
-
-class PortalRoute(UnitOfWorkRoute):
-    """A page's route: the request's unit of work, and the security headers on its answer."""
-
-    def wrap(
-        self, handler: Callable[[Request], Coroutine[Any, Any, Response]]
-    ) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        inner = super().wrap(handler)
-
-        async def run(request: Request) -> Response:
-            try:
-                response = await inner(request)
-            except RequestValidationError as exc:
-                # A query string a page cannot use (a letter in `offset`): said on a page.
-                response = _bad_address(exc)
-            response.headers.update(SECURITY_HEADERS)
-            return response
-
-        return run
-
-
-router = UnitOfWorkRouter(prefix="/portal", include_in_schema=False, route_class=PortalRoute)
-HERE = Path(__file__).parent
-templates = Environment(
-    loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"])
-)
-PAGE = 50
-Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]
-
-
-def _when(ms: int | None) -> str:
-    """A timestamp as a UTC date; one no calendar date can show (a clock moved absurdly far
-    before decision 0038 bounded it) as its milliseconds, never an error."""
-    if ms is None:
-        return ""
-    try:
-        return statement_pdf.utc(ms)
-    except (ValueError, OverflowError, OSError):
-        return f"{ms} ms"
-
-
-def _money(amount: int, currency: str) -> str:
-    """The one way the portal writes an amount: `overview.amount` (thousands separated, the
-    currency's own decimals); statements' CSV and PDF keep their own machine formats."""
-    return overview.amount(amount, currency)
-
-
-def _describe(entry: statements.Entry) -> str:
-    """The PDF's description of a statement entry, with its fee written as the portal writes
-    amounts (the PDF keeps its own) and a card step's merchant."""
-    text = statement_pdf.describe(entry)
-    merchant = entry.details.get("merchantName")
-    if merchant:  # a card step: where the card was used
-        text = f"{text} at {merchant}"
-    pdf_fee = f", fee {Money(entry.fee, entry.currency).format()}"
-    if entry.fee and text.endswith(pdf_fee):
-        return f"{text.removesuffix(pdf_fee)}, fee {_money(entry.fee, entry.currency)}"
-    return text
-
-
-def _yesno(value: bool) -> Markup:
-    yes = " selected" if value else ""
-    no = "" if value else " selected"
-    return Markup(f'<option value="true"{yes}>yes</option><option value="false"{no}>no</option>')
-
-
-def field_amount(minor: int, currency: str) -> str:
-    """An amount as a money field shows it: major units, the currency's decimals, no
-    thousands separators or currency (what the operator edits)."""
-    exponent = minor_unit_exponent(currency)
-    sign = "-" if minor < 0 else ""
-    whole_part, fraction = divmod(abs(minor), 10**exponent)
-    return sign + str(whole_part) + (f".{fraction:0{exponent}d}" if exponent else "")
-
-
-# The currencies whose minor unit is not a hundredth, for the script's "= N minor units" line.
-ODD_EXPONENTS = json.dumps(
-    {c: minor_unit_exponent(c) for c in sorted(ISO_4217) if minor_unit_exponent(c) != 2}
-)
-templates.globals.update(
-    when=_when,
-    money=_money,
-    describe=_describe,
-    yesno=_yesno,
-    major=field_amount,
-    odd_exponents=ODD_EXPONENTS,
-)
-templates.filters["amount"] = overview.amount
-
-
-def _db(request: Request) -> AsyncSession:
-    return scope_of(request).session
-
-
-def _now(request: Request) -> int:
-    return container_of(request).clock.system_ms()
-
-
-def render(template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    context.setdefault("programme", None)
-    context.setdefault("msg", None)
-    context.setdefault("error", False)
-    context.setdefault("code", None)
-    context.setdefault("secret", None)
-    context.setdefault("csrf", None)
-    context.setdefault("title", "Portal")
-    html = templates.get_template(template).render(**context)
-    return HTMLResponse(html, status_code=status, headers={"cache-control": "no-store"})
-
-
-def to_login() -> RedirectResponse:
-    return RedirectResponse("/portal/login", status_code=303)
-
-
-def _secure(request: Request) -> bool:
-    return request.url.scheme == "https"
-
-
-# Flash: what a form's action did, carried to the page the post redirects to.
-
-FLASH_COOKIE = "mb_portal_flash"
-# Secrets a page may show once, by the element id the page gives them.
-SECRET_LABELS = {"new-key": "New API key", "new-secret": "New webhook secret"}
-
-
-@dataclass(frozen=True)
-class Flash:
-    text: str
-    error: bool = False
-    secret: str | None = None
-    secret_id: str | None = None
-    code: str | None = None  # the API's errorCode, shown in small print after the text
-
-
-def _flash_mac(request: Request, signed: sessions.Signed, payload: str) -> str:
-    # Keyed with the admin token and bound to the session: no one else can make the portal say
-    # anything, and one session's message is not another's.
-    key = (container_of(request).admin_token or "").encode()
-    return hmac.new(key, f"{signed.token_hash}|{payload}".encode(), hashlib.sha256).hexdigest()
-
-
-def done(request: Request, signed: sessions.Signed, url: str, flash: Flash) -> RedirectResponse:
-    """The answer to a form's post: 303 to `url`, which shows `flash` once."""
-    payload = base64.urlsafe_b64encode(json.dumps(asdict(flash)).encode()).decode()
-    response = RedirectResponse(url, status_code=303)
-    response.set_cookie(
-        FLASH_COOKIE,
-        f"{payload}.{_flash_mac(request, signed, payload)}",
-        max_age=300,
-        path="/portal",
-        httponly=True,
-        samesite="strict",
-        secure=_secure(request),
-    )
-    return response
-
-
-def _taken_flash(request: Request, signed: sessions.Signed) -> Flash | None:
-    payload, _, mac = request.cookies.get(FLASH_COOKIE, "").partition(".")
-    expected = _flash_mac(request, signed, payload)
-    if not payload or not hmac.compare_digest(mac.encode(), expected.encode()):
-        return None
-    try:
-        data = json.loads(base64.urlsafe_b64decode(payload))
-        flash = Flash(**data)
-    except (ValueError, TypeError):
-        return None
-    return flash if flash.secret_id in (None, *SECRET_LABELS) else None
-
-
-async def show(
-    request: Request, signed: sessions.Signed, template: str, status: int = 200, **context: Any
-) -> HTMLResponse:
-    """A signed-in page, with the message the last post left for it (once)."""
-    flash = _taken_flash(request, signed)
-    if flash is not None:
-        context.update(msg=flash.text, error=flash.error, code=flash.code)
-        if flash.secret and flash.secret_id:
-            context["secret"] = {
-                "id": flash.secret_id,
-                "label": SECRET_LABELS[flash.secret_id],
-                "value": flash.secret,
-            }
-    response = render(template, status, csrf=signed.csrf, **context)
-    if FLASH_COOKIE in request.cookies:
-        response.delete_cookie(FLASH_COOKIE, path="/portal")
-    return response
-
-
-async def signed_in(request: Request) -> sessions.Signed | None:
-    container = container_of(request)
-    return await sessions.current(
-        _db(request), request.cookies.get(sessions.COOKIE), _now(request), container.admin_token
-    )
-
-
-# What a form sent, in plain words when it cannot be used.
-
-
-class Refused(Exception):
-    """A form's value the action cannot take, said in plain words; nothing changed. `code`: the
-    API's errorCode of the same refusal, if it has one."""
-
-    def __init__(self, text: str, code: str | None = None) -> None:
-        super().__init__(text)
-        self.code = code
-
-
-WHOLE = re.compile(r"-?[0-9]{1,30}")  # ASCII digits only: int() alone takes "1_0" and "١٢"
-
-
-def whole(raw: str | None, what: str) -> int:
-    """A whole number typed in a form, as the API's JSON integers are: ASCII digits, an optional
-    minus; anything else is refused in plain words."""
-    text = (raw or "").strip()
-    if not WHOLE.fullmatch(text):
-        raise Refused(f"{what} must be a whole number written with the digits 0-9.")
-    return int(text)
-
-
-# An amount as the portal shows it: ASCII digits, optional thousands commas, a point and decimals.
-MAJOR = re.compile(r"(-?)([0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,20})(?:\.([0-9]{1,20}))?")
-
-
-def major_amount(raw: str | None, currency: str, what: str) -> int:
-    """An amount typed as the portal writes amounts (decision 0071): major units of `currency`
-    with at most its own number of decimals (12.50 EUR, 1,250 JPY), returned in minor units;
-    anything else is refused in plain words. An unknown currency counts two decimals (the
-    service then refuses the currency itself)."""
-    exponent = minor_unit_exponent(currency)
-    example = _money(1250 * 10**exponent // 100 if exponent else 1250, currency)
-    text = (raw or "").strip().replace(" ", "")
-    match = MAJOR.fullmatch(text)
-    if match is None:
-        raise Refused(
-            f"{what} must be written in {currency} with the digits 0-9, such as "
-            f"{example.removesuffix(' ' + currency)}."
-        )
-    sign, whole_part, decimals = match.groups()
-    decimals = decimals or ""
-    if len(decimals) > exponent:
-        places = f"{exponent} decimals" if exponent else "no decimals"
-        raise Refused(f"{what} has more decimals than {currency} has ({places}).")
-    minor: int = int(whole_part.replace(",", "")) * 10**exponent
-    minor += int(decimals.ljust(exponent, "0") or "0")
-    if minor > MOST_MINOR:
-        raise Refused(f"{what} is more than any account can hold.")
-    return -minor if sign else minor
-
-
-def _bad_address(exc: RequestValidationError) -> HTMLResponse:
-    """A page's answer to a query string it cannot use: a page in plain words, never JSON."""
-    fields = [str(e["loc"][-1]) for e in exc.errors() if e.get("loc")]
-    named = ", ".join(dict.fromkeys(fields)) or "a value"
-    text = (
-        f"The address of this page has a value it cannot use ({named}): follow the page's own "
-        "links and forms instead of editing the address, or go back to the portal's start."
-    )
-    return render(
-        "message.html", status=400, title="Not a page", text=text, code=f"invalid: {named}"
-    )
-
-
-async def act(
-    request: Request,
-    signed: sessions.Signed,
-    url: str,
-    work: Callable[[], Awaitable[Flash]],
-    to: Callable[[], str] | None = None,
-) -> Response:
-    """Runs a form's action and redirects to `url` (or, once it is done, to `to()`) with what it
-    did; a refusal (a value the models or the service refuse) rolls back whatever the action had
-    begun and says why on `url`'s page."""
-    try:
-        flash = await auditing.portal_action(request, signed, work)  # recorded once done
-    except (ValidationError, DomainError, Refused) as exc:
-        await _db(request).rollback()
-        code: str | None
-        if isinstance(exc, ValidationError):
-            text, code = readable.validation_sentence(exc)
-        elif isinstance(exc, DomainError):
-            text, code = readable.refusal(exc)
-        else:
-            text, code = str(exc), exc.code
-        return done(request, signed, url, Flash(text, error=True, code=code))
-    return done(request, signed, to() if to else url, flash)
+router = portal_router()
 
 
 # Sign-in and out
@@ -433,7 +192,7 @@ def _login_page(
         path="/portal/login",
         httponly=True,
         samesite="strict",
-        secure=_secure(request),
+        secure=secure(request),
     )
     return response
 
@@ -478,7 +237,7 @@ async def login(request: Request) -> Response:
         await auditing.sign_in_refused(request, token)
         text = WRONG_TOKEN_FROM_ENV if container.settings.admin_token else WRONG_TOKEN_STORED
         return _login_page(request, 401, text)
-    value = await sessions.sign_in(_db(request), _now(request), container.admin_token or "")
+    value = await sessions.sign_in(db_of(request), system_ms(request), container.admin_token or "")
     await auditing.signed_in(request, value)
     response = RedirectResponse("/portal/", status_code=303)
     response.set_cookie(
@@ -488,38 +247,18 @@ async def login(request: Request) -> Response:
         path="/portal",
         httponly=True,
         samesite="strict",
-        secure=_secure(request),
+        secure=secure(request),
     )
     response.delete_cookie(LOGIN_COOKIE, path="/portal/login")
     return response
 
 
-async def _posted(
-    request: Request,
-) -> tuple[sessions.Signed | None, dict[str, str], Response | None]:
-    """A form post's session and fields, or the answer that refuses it: no session (to the
-    sign-in page) or no valid CSRF token (403)."""
-    signed = await signed_in(request)
-    if signed is None:
-        return None, {}, to_login()
-    form = {k: str(v) for k, v in (await request.form()).items()}
-    if not sessions.csrf_ok(signed, form.get("csrf")):
-        page = render(
-            "message.html",
-            status=403,
-            title="Refused",
-            text="The form's CSRF token is missing or wrong: reload the page and try again.",
-        )
-        return None, {}, page
-    return signed, form, None
-
-
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    signed, _, refused = await _posted(request)
+    signed, _, refused = await posted_form(request)
     if refused is not None or signed is None:
         return refused or to_login()
-    await sessions.sign_out(_db(request), signed, _now(request))
+    await sessions.sign_out(db_of(request), signed, system_ms(request))
     await auditing.signed_out(request, signed)
     response = RedirectResponse("/portal/login?flash=signed-out", status_code=303)
     response.delete_cookie(sessions.COOKIE, path="/portal")
@@ -528,7 +267,7 @@ async def logout(request: Request) -> Response:
 
 @router.get("/static/portal.css")
 async def stylesheet() -> Response:
-    css = (HERE / "static" / "portal.css").read_text()
+    css = (PORTAL_DIR / "static" / "portal.css").read_text()
     return Response(css, media_type="text/css", headers={"cache-control": "max-age=3600"})
 
 
@@ -536,36 +275,8 @@ async def stylesheet() -> Response:
 async def script() -> Response:
     """The portal's one script (copy buttons, decision 0058): first-party, so `default-src
     'self'` lets it run; the pages load it with `<script src defer>` and no inline script."""
-    js = (HERE / "static" / "portal.js").read_text()
+    js = (PORTAL_DIR / "static" / "portal.js").read_text()
     return Response(js, media_type="text/javascript", headers={"cache-control": "max-age=3600"})
-
-
-# Paging
-
-
-def pager(
-    request: Request, offset: int, limit: int, count: int, key: str = "offset"
-) -> dict[str, Any]:
-    """What a list page says under its rows: which rows of how many, and links to the pages
-    before and after, keeping the page's other query parameters (a search, a filter, another
-    list's page); `key`: the parameter of this list's offset."""
-
-    def link(to: int) -> str:
-        query = {k: v for k, v in request.query_params.items() if k != key}
-        return "?" + urlencode({**query, key: str(to)})
-
-    shown = max(0, min(limit, count - offset))
-    return {
-        "first": offset + 1 if shown else 0,
-        "last": offset + shown,
-        "count": count,
-        "newer": link(max(offset - limit, 0)) if offset > 0 else None,
-        "older": link(offset + limit) if offset + limit < count else None,
-    }
-
-
-async def _count(db: AsyncSession, stmt: Select[*tuple[Any, ...]]) -> int:
-    return int((await db.execute(select(func.count()).select_from(stmt.subquery()))).scalar_one())
 
 
 # Programmes
@@ -578,7 +289,7 @@ async def home(request: Request, offset: Offset = 0) -> Response:
         return to_login()
     # Paged like every other list: a server holding thousands of programmes (a test suite's
     # sandbox) answers this page as fast as one holding three.
-    count, page = await repository.page_of_programmes(_db(request), offset, PAGE)
+    count, page = await repository.page_of_programmes(db_of(request), offset, PAGE)
     listed = [
         {"programmeId": str(p.id), "name": p.name, "mode": p.mode, "currencies": currencies}
         for p, currencies in page
@@ -595,7 +306,7 @@ async def home(request: Request, offset: Offset = 0) -> Response:
 
 @router.post("/programmes")
 async def programme_create(request: Request) -> Response:
-    signed, form, refused = await _posted(request)
+    signed, form, refused = await posted_form(request)
     if refused is not None or signed is None:
         return refused or to_login()
     container = container_of(request)
@@ -610,7 +321,7 @@ async def programme_create(request: Request) -> Response:
         # The API's model: a mode other than sandbox or live is refused, not made a sandbox.
         data = ProgrammeCreate.model_validate(fields)
         programme, key = await service.create_programme(
-            _db(request), container.clock, data, container.settings.webhooks_allow_private
+            db_of(request), container.clock, data, container.settings.webhooks_allow_private
         )
         made.append(programme.id)
         return Flash(f"Programme {programme.name} created.", secret=key, secret_id="new-key")
@@ -618,57 +329,13 @@ async def programme_create(request: Request) -> Response:
     return await act(request, signed, "/portal/", work, to=lambda: f"/portal/programmes/{made[0]}")
 
 
-async def _programme(request: Request, programme_id: str) -> Programme | None:
-    number = parse_id(programme_id)
-    return None if number is None else await repository.get_programme(_db(request), number)
-
-
-async def _open_programme(
-    request: Request, programme_id: str
-) -> tuple[sessions.Signed, Programme] | Response:
-    """A programme's page for the signed-in operator, or the answer instead: the sign-in page
-    without a session, 404 for an unknown programme."""
-    signed = await signed_in(request)
-    if signed is None:
-        return to_login()
-    programme = await _programme(request, programme_id)
-    if programme is None:
-        return _not_found("programme")
-    return signed, programme
-
-
-async def _posted_programme(
-    request: Request, programme_id: str
-) -> tuple[sessions.Signed, dict[str, str], Programme] | Response:
-    signed, form, refused = await _posted(request)
-    if refused is not None or signed is None:
-        return refused or to_login()
-    programme = await _programme(request, programme_id)
-    if programme is None:
-        return _not_found("programme")
-    return signed, form, programme
-
-
-def _ctx(request: Request, programme: Programme) -> Ctx:
-    clock = container_of(request).clock
-    return Ctx(_db(request), programme, clock.now_ms(programme.clock_offset_ms))
-
-
-def _not_found(what: str) -> HTMLResponse:
-    text = (
-        f"No such {what}: it may have been removed, or the link is wrong or old. "
-        "Go back and follow the portal's own links."
-    )
-    return render("message.html", status=404, title="Not found", text=text)
-
-
 @router.get("/programmes/{programme_id}")
 async def programme_page(request: Request, programme_id: str) -> Response:
-    opened = await _open_programme(request, programme_id)
+    opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, programme = opened
-    db = _db(request)
+    db = db_of(request)
     keys = await service.list_api_keys(db, programme)
     return await show(
         request,
@@ -683,7 +350,7 @@ async def programme_page(request: Request, programme_id: str) -> Response:
         fee_types=await service.list_fee_types(db, programme),
         card_profiles=await card_ops.card_profiles(db, programme),
         card_fees=(await service.card_fees_of(db, programme)).model_dump(),
-        now=_ctx(request, programme).now,
+        now=programme_ctx(request, programme).now,
         exemption_currency=await _exemption_currency(request, programme),
     )
 
@@ -691,12 +358,12 @@ async def programme_page(request: Request, programme_id: str) -> Response:
 @router.get("/programmes/{programme_id}/overview")
 async def overview_page(request: Request, programme_id: str) -> Response:
     """The programme's landing page: counts, balances, money moved, payments waiting."""
-    opened = await _open_programme(request, programme_id)
+    opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, programme = opened
-    now = _ctx(request, programme).now
-    db = _db(request)
+    now = programme_ctx(request, programme).now
+    db = db_of(request)
     view = await overview.read(db, programme.id, now)
     base = f"/portal/programmes/{programme.id}"
     # The waiting wire transfers' source accounts by name (one query for the rows shown).
@@ -728,60 +395,10 @@ MONEY_SETTINGS = {
 }
 
 
-WEBHOOK_URL_LONGEST = 2000  # the API's limit (programmes/schemas.py WebhookUrl)
-
-
-def webhook_url_ascii(raw: str) -> str | None:
-    """The webhook URL as typed in the form, in the ASCII form the API stores (decision 0071):
-    an international host name in its IDNA (punycode) form, other characters of the path and
-    query percent-encoded; empty: no URL. A URL that cannot be one is refused with the reason."""
-    text = raw.strip()
-    if not text:
-        return None
-    if any(c.isspace() or not c.isprintable() for c in text):
-        raise Refused("The webhook URL contains a space or an invisible character: remove it.")
-    parts = urlsplit(text)
-    if parts.scheme.lower() not in ("http", "https") or not text.lower().startswith(
-        f"{parts.scheme.lower()}://"
-    ):
-        raise Refused(
-            f"The webhook URL must start with http:// or https:// (it starts with “{text[:12]}”)."
-        )
-    try:
-        port = parts.port
-    except ValueError as exc:
-        raise Refused(f"The webhook URL's port is not a number from 0 to 65535 ({exc}).") from exc
-    userinfo, _, host = parts.netloc.rpartition("@")
-    host = host if port is None else host.rpartition(":")[0]
-    if not host:
-        raise Refused("The webhook URL has no host name after its “//”.")
-    if not host.isascii():  # an ASCII host (an IP address, `localhost`) is kept as typed
-        try:
-            host = idna.encode(host, uts46=True).decode("ascii")
-        except idna.IDNAError as exc:
-            raise Refused(
-                f"The webhook URL's host name “{host}” is not a valid name: {exc}."
-            ) from exc
-    netloc = (f"{quote(userinfo, safe=':%')}@" if userinfo else "") + host
-    if port is not None:
-        netloc += f":{port}"
-    safe = "/%:@!$&'()*+,;=-._~?#[]"
-    path = quote(parts.path, safe=safe)
-    query = quote(parts.query, safe=safe)
-    fragment = quote(parts.fragment, safe=safe)
-    url = urlunsplit((parts.scheme.lower(), netloc, path, query, fragment))
-    if len(url) > WEBHOOK_URL_LONGEST:
-        raise Refused(
-            f"The webhook URL is {len(url):,} characters long in its ASCII form; "
-            f"at most {WEBHOOK_URL_LONGEST:,} are allowed."
-        )
-    return url
-
-
 async def _exemption_currency(request: Request, programme: Programme) -> str:
     """The currency the exemption amounts are typed and shown in: the programme's first. The
     setting itself is a count of minor units, the same for every currency (the API's)."""
-    currencies = (await service.read(_db(request), programme)).currencies
+    currencies = (await service.read(db_of(request), programme)).currencies
     return currencies[0] if currencies else "EUR"
 
 
@@ -797,35 +414,7 @@ def _setting_value(name: str, raw: str) -> Any:
     return raw
 
 
-ProgrammeForm = Callable[[Request, dict[str, str], Programme], Awaitable[Flash]]
-
-
-def programme_form(
-    action: str, sandbox_only: bool = False
-) -> Callable[[ProgrammeForm], ProgrammeForm]:
-    """Registers `POST /programmes/{id}/{action}`, a form of the programme's page: the operator
-    signed in and the CSRF token checked, the programme found, and then the form's work, whose
-    refusal is shown on the programme's page (`act`)."""
-
-    def register(work: ProgrammeForm) -> ProgrammeForm:
-        async def endpoint(request: Request, programme_id: str) -> Response:
-            opened = await _posted_programme(request, programme_id)
-            if isinstance(opened, Response):
-                return opened
-            signed, form, programme = opened
-            if sandbox_only and programme.mode != "sandbox":
-                return _not_found("sandbox programme")
-            home = f"/portal/programmes/{programme.id}"
-            return await act(request, signed, home, partial(work, request, form, programme))
-
-        endpoint.__name__ = work.__name__
-        router.post(f"/programmes/{{programme_id}}/{action}")(endpoint)
-        return work
-
-    return register
-
-
-@programme_form("settings")
+@programme_form(router, "settings")
 async def settings_save(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     fields = ProgrammeSettingsUpdate.model_fields
     values = {k: _setting_value(k, v) for k, v in form.items() if k in fields}
@@ -840,32 +429,34 @@ async def settings_save(request: Request, form: dict[str, str], programme: Progr
         values["webhookUrl"] = webhook_url_ascii(form["webhookUrl"])
     data = ProgrammeSettingsUpdate(**values)
     allow_private = container_of(request).settings.webhooks_allow_private
-    await service.update_settings(_db(request), programme, data, allow_private)
+    await service.update_settings(db_of(request), programme, data, allow_private)
     return Flash("Settings saved.")
 
 
-@programme_form("api_keys")
+@programme_form(router, "api_keys")
 async def key_create(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     clock = container_of(request).clock
     created = await service.create_api_key(
-        _db(request), clock, programme, form.get("label") or None
+        db_of(request), clock, programme, form.get("label") or None
     )
     return Flash("API key created.", secret=created.apiKey, secret_id="new-key")
 
 
-@programme_form("movement_fee")
+@programme_form(router, "movement_fee")
 async def movement_fee(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     currency = form.get("currency", "")
     amount = major_amount(form.get("amount"), currency, "The fee")
-    await service.set_movement_fee(_db(request), programme, form.get("kind", ""), currency, amount)
+    await service.set_movement_fee(
+        db_of(request), programme, form.get("kind", ""), currency, amount
+    )
     return Flash("Fee set.")
 
 
-@programme_form("fee_type")
+@programme_form(router, "fee_type")
 async def fee_type(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     name = form.get("name", "")
     await service.set_fee_type_amount(
-        _db(request),
+        db_of(request),
         container_of(request).clock,
         programme,
         name,
@@ -876,7 +467,7 @@ async def fee_type(request: Request, form: dict[str, str], programme: Programme)
     return Flash(f"Fee type {name} saved.")
 
 
-@programme_form("clock", sandbox_only=True)
+@programme_form(router, "clock", sandbox_only=True)
 async def clock_advance(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     container = container_of(request)
     # The simulator's own body and service: the same bounds, the same refusals. `by` takes what
@@ -892,40 +483,17 @@ async def clock_advance(request: Request, form: dict[str, str], programme: Progr
     else:
         seconds = whole(form.get("seconds"), "The number of seconds")
     body = ClockAdvance(seconds=seconds)
-    db = _db(request)
+    db = db_of(request)
     offset = await service.advance_clock(db, programme, body.seconds)
     now = container.clock.now_ms(offset)
     # As the simulator's clock/advance: the new time commits alone, then each due step.
     after_commit(db, partial(due_work.catch_up, container.db, container.clock, programme.id))
-    return Flash(f"The clock moved on to {_when(now)} UTC.")
-
-
-# Confirmation pages: an action that cannot be undone is a link to a page that says what it
-# will do, whose form (with confirm=yes) does it. A post without confirm=yes is sent there.
-
-
-def _confirmed(form: dict[str, str]) -> bool:
-    return form.get("confirm") == "yes"
-
-
-def _confirm_page(
-    signed: sessions.Signed, programme: Programme, text: str, action: str, button: str, back: str
-) -> HTMLResponse:
-    return render(
-        "confirm.html",
-        title="Confirm",
-        programme=programme,
-        csrf=signed.csrf,
-        text=text,
-        action=action,
-        button=button,
-        back=back,
-    )
+    return Flash(f"The clock moved on to {when(now)} UTC.")
 
 
 @router.get("/programmes/{programme_id}/webhook_secret")
 async def webhook_secret_confirm(request: Request, programme_id: str) -> Response:
-    opened = await _open_programme(request, programme_id)
+    opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, programme = opened
@@ -934,23 +502,23 @@ async def webhook_secret_confirm(request: Request, programme_id: str) -> Respons
         "A new webhook signing secret replaces the current one at once: events are signed "
         "with the new one only, and a receiver still checking with the old one refuses them."
     )
-    return _confirm_page(
+    return confirm_page(
         signed, programme, text, f"{home}/webhook_secret", "Make a new webhook secret", home
     )
 
 
 @router.post("/programmes/{programme_id}/webhook_secret")
 async def webhook_secret(request: Request, programme_id: str) -> Response:
-    opened = await _posted_programme(request, programme_id)
+    opened = await posted_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, form, programme = opened
     home = f"/portal/programmes/{programme.id}"
-    if not _confirmed(form):
+    if not confirmed(form):
         return RedirectResponse(f"{home}/webhook_secret", status_code=303)
 
     async def work() -> Flash:
-        secret = await service.rotate_webhook_secret(_db(request), programme)
+        secret = await service.rotate_webhook_secret(db_of(request), programme)
         return Flash("Webhook secret replaced.", secret=secret, secret_id="new-secret")
 
     return await act(request, signed, home, work)
@@ -958,14 +526,14 @@ async def webhook_secret(request: Request, programme_id: str) -> Response:
 
 @router.get("/programmes/{programme_id}/api_keys/{key_id}/revoke")
 async def key_revoke_confirm(request: Request, programme_id: str, key_id: str) -> Response:
-    opened = await _open_programme(request, programme_id)
+    opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, programme = opened
-    keys = await service.list_api_keys(_db(request), programme)
+    keys = await service.list_api_keys(db_of(request), programme)
     key = next((k for k in keys if k.id == key_id and not k.revokedTimestamp), None)
     if key is None:
-        return _not_found("active API key")
+        return not_found("active API key")
     home = f"/portal/programmes/{programme.id}"
     text = f"Revoke the API key {key.prefix}… ({key.label or 'no label'})? It cannot be undone."
     if sum(1 for k in keys if not k.revokedTimestamp) == 1:
@@ -973,27 +541,27 @@ async def key_revoke_confirm(request: Request, programme_id: str, key_id: str) -
             " It is the programme's last active key: every client of the programme stops "
             "working until a new key is created."
         )
-    return _confirm_page(
+    return confirm_page(
         signed, programme, text, f"{home}/api_keys/{key.id}/revoke", "Revoke the key", home
     )
 
 
 @router.post("/programmes/{programme_id}/api_keys/{key_id}/revoke")
 async def key_revoke(request: Request, programme_id: str, key_id: str) -> Response:
-    opened = await _posted_programme(request, programme_id)
+    opened = await posted_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, form, programme = opened
     number = parse_id(key_id)
     if number is None:
-        return _not_found("API key")
+        return not_found("API key")
     home = f"/portal/programmes/{programme.id}"
-    if not _confirmed(form):
+    if not confirmed(form):
         return RedirectResponse(f"{home}/api_keys/{number}/revoke", status_code=303)
     clock = container_of(request).clock
 
     async def work() -> Flash:
-        await service.revoke_api_key(_db(request), clock, programme, number)
+        await service.revoke_api_key(db_of(request), clock, programme, number)
         return Flash("API key revoked.")
 
     return await act(request, signed, home, work)
@@ -1001,14 +569,14 @@ async def key_revoke(request: Request, programme_id: str, key_id: str) -> Respon
 
 @router.post("/programmes/{programme_id}/profiles/{profile_id}")
 async def profile_update(request: Request, programme_id: str, profile_id: str) -> Response:
-    opened = await _posted_programme(request, programme_id)
+    opened = await posted_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, form, programme = opened
     number = parse_id(profile_id)
     if number is None:
-        return _not_found("profile")
-    db = _db(request)
+        return not_found("profile")
+    db = db_of(request)
 
     async def work() -> Flash:
         active = form.get("active")
@@ -1042,14 +610,6 @@ async def profile_update(request: Request, programme_id: str, profile_id: str) -
 
 CUSTOMER_TYPES = ("CORPORATE", "CONSUMER")
 DD_STATES = tuple(status.value for status in KyiStatus)
-SEARCH_LONGEST = 100  # longer than any name or e-mail the list shows
-
-
-def _contains(text: str) -> str:
-    """A LIKE pattern finding `text` anywhere, lower-cased, with the operator's `%`, `_` and the
-    escape character itself matching only themselves (used with ESCAPE '\\')."""
-    escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 def _customers_query(
@@ -1061,7 +621,7 @@ def _customers_query(
         .where(Identity.programme_id == programme.id)
     )
     if q and q.strip():
-        like = _contains(q.strip())
+        like = contains(q.strip())
         # Both sides lower-cased, so the match ignores case on SQLite and PostgreSQL alike; the
         # names are those the list shows: the company's name, or "name surname" for a person.
         conditions: list[ColumnElement[bool]] = [
@@ -1091,12 +651,6 @@ def _choice(raw: str | None, allowed: tuple[str, ...], what: str) -> tuple[str |
     return None, f"{what} must be one of: {', '.join(a.lower() for a in allowed)}."
 
 
-def _name(identity: Identity, root: User) -> str:
-    if identity.company and identity.company.get("name"):
-        return str(identity.company["name"])
-    return f"{root.name} {root.surname}"
-
-
 @router.get("/programmes/{programme_id}/customers")
 async def customers_page(
     request: Request,
@@ -1106,11 +660,11 @@ async def customers_page(
     dd: str | None = None,
     offset: Offset = 0,
 ) -> Response:
-    opened = await _open_programme(request, programme_id)
+    opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, programme = opened
-    db = _db(request)
+    db = db_of(request)
     kind, kind_error = _choice(kind_raw, CUSTOMER_TYPES, "Type")
     dd_state, dd_error = _choice(dd, DD_STATES, "Due-diligence state")
     problems = [e for e in (kind_error, dd_error) if e]
@@ -1118,13 +672,13 @@ async def customers_page(
         problems.append(f"Search text must be at most {SEARCH_LONGEST} characters; it was ignored.")
         q = None
     stmt = _customers_query(programme, q, kind, dd_state)
-    count = await _count(db, stmt)
+    count = await count_rows(db, stmt)
     rows = (await db.execute(stmt.order_by(Identity.id.desc()).offset(offset).limit(PAGE))).all()
     customers = [
         {
             "id": identity.id,
             "type": identity.type.lower(),
-            "name": _name(identity, root),
+            "name": customer_name(identity, root),
             "email": root.email,
             "dd": identity.dd_status,
             "created": identity.created_at,
@@ -1153,7 +707,7 @@ async def _identity(request: Request, programme: Programme, value: str) -> Ident
     if number is None:
         return None
     stmt = select(Identity).where(Identity.programme_id == programme.id, Identity.id == number)
-    return (await _db(request).execute(stmt)).scalar_one_or_none()
+    return (await db_of(request).execute(stmt)).scalar_one_or_none()
 
 
 @router.get("/programmes/{programme_id}/customers/{identity_id}")
@@ -1163,11 +717,11 @@ async def customer_page(
     signed = await signed_in(request)
     if signed is None:
         return to_login()
-    programme = await _programme(request, programme_id)
+    programme = await find_programme(request, programme_id)
     identity = None if programme is None else await _identity(request, programme, identity_id)
     if programme is None or identity is None:
-        return _not_found("customer")
-    db = _db(request)
+        return not_found("customer")
+    db = db_of(request)
     root = await users_repo.root_of(db, programme.id, identity.id)
     count, users = await users_repo.list_authorised(
         db, programme.id, identity.id, offset=offset, limit=PAGE, active=None, email=None
@@ -1179,10 +733,10 @@ async def customer_page(
         request,
         signed,
         "customer.html",
-        title=_name(identity, root),
+        title=customer_name(identity, root),
         programme=programme,
         identity=identity,
-        name=_name(identity, root),
+        name=customer_name(identity, root),
         root=root,
         mobile=mobile,
         users=users,
@@ -1205,17 +759,17 @@ async def _sandbox_identity(
     request: Request, programme_id: str, identity_id: str, posted: bool
 ) -> tuple[sessions.Signed, dict[str, str], Programme, Identity] | Response:
     if posted:
-        signed, form, refused = await _posted(request)
+        signed, form, refused = await posted_form(request)
         if refused is not None or signed is None:
             return refused or to_login()
     else:
         signed, form = await signed_in(request), {}
         if signed is None:
             return to_login()
-    programme = await _programme(request, programme_id)
+    programme = await find_programme(request, programme_id)
     identity = None if programme is None else await _identity(request, programme, identity_id)
     if programme is None or identity is None or programme.mode != "sandbox":
-        return _not_found("customer")
+        return not_found("customer")
     return signed, form, programme, identity
 
 
@@ -1229,7 +783,7 @@ async def customer_reject_confirm(
     signed, _, programme, identity = opened
     url = f"/portal/programmes/{programme.id}/customers/{identity.id}"
     check = "KYB" if identity.type == "CORPORATE" else "KYC"
-    return _confirm_page(
+    return confirm_page(
         signed,
         programme,
         f"Reject the {check} of customer {identity.id}? The customer is told it was rejected.",
@@ -1249,12 +803,12 @@ async def customer_decide(
     signed, form, programme, identity = opened
     url = f"/portal/programmes/{programme.id}/customers/{identity.id}"
     if decision not in ("verify", "reject"):
-        return _not_found("action")
-    if decision == "reject" and not _confirmed(form):
+        return not_found("action")
+    if decision == "reject" and not confirmed(form):
         return RedirectResponse(f"{url}/reject", status_code=303)
-    ctx = _ctx(request, programme)
+    ctx = programme_ctx(request, programme)
 
-    root = await users_repo.root_of(_db(request), programme.id, identity.id)
+    root = await users_repo.root_of(db_of(request), programme.id, identity.id)
     check = "KYB" if identity.type == "CORPORATE" else "KYC"
 
     async def work() -> Flash:
@@ -1281,22 +835,22 @@ async def _account(
     number = parse_id(value)
     if number is None:
         return None
-    return await accounts_repo.get_in_programme(_db(request), programme.id, number, for_update)
+    return await accounts_repo.get_in_programme(db_of(request), programme.id, number, for_update)
 
 
 @router.post("/programmes/{programme_id}/accounts/{account_id}/{action}")
 async def account_action(
     request: Request, programme_id: str, account_id: str, action: str
 ) -> Response:
-    opened = await _posted_programme(request, programme_id)
+    opened = await posted_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, form, programme = opened
     account = await _account(request, programme, account_id, for_update=True)
     if account is None or programme.mode != "sandbox" or action not in ("iban", "deposit"):
-        return _not_found("account")
+        return not_found("account")
     url = f"/portal/programmes/{programme.id}/customers/{account.identity_id}"
-    ctx = _ctx(request, programme)
+    ctx = programme_ctx(request, programme)
 
     async def work() -> Flash:
         if action == "iban":
@@ -1309,7 +863,7 @@ async def account_action(
         )
         if code != "COMPLETED":
             raise Refused(readable.sentence(code), code)
-        return Flash(f"Deposited {_money(amount, account.currency)}.", code=code)
+        return Flash(f"Deposited {money(amount, account.currency)}.", code=code)
 
     return await act(request, signed, url, work)
 
@@ -1370,7 +924,7 @@ def _statement_range(raw_from: str, raw_to: str) -> StatementRange:
 async def _statement(
     request: Request, programme_id: str, account_id: str, offset: int, raw_from: str, raw_to: str
 ) -> tuple[Programme, ManagedAccount, StatementRange, statements.StatementPage] | None:
-    programme = await _programme(request, programme_id)
+    programme = await find_programme(request, programme_id)
     account = None if programme is None else await _account(request, programme, account_id)
     if programme is None or account is None:
         return None
@@ -1378,7 +932,7 @@ async def _statement(
     query = statements.StatementQuery(
         account.id, from_ms=span.from_ms, to_ms=span.to_ms, offset=offset, limit=PAGE
     )
-    return programme, account, span, await statements.statement(_db(request), query)
+    return programme, account, span, await statements.statement(db_of(request), query)
 
 
 @router.get("/programmes/{programme_id}/accounts/{account_id}")
@@ -1397,7 +951,7 @@ async def account_page(
         return to_login()
     found = await _statement(request, programme_id, account_id, offset, date_from, date_to)
     if found is None:
-        return _not_found("account")
+        return not_found("account")
     programme, account, span, page = found
     base = f"/portal/programmes/{programme.id}/accounts/{account.id}/statement"
     query = urlencode({**span.query, "offset": str(offset)})
@@ -1408,11 +962,11 @@ async def account_page(
         title=account.friendly_name,
         programme=programme,
         account=account,
-        ledger_account=await _db(request).get(LedgerAccount, account.id),
-        owner=await _owner_name(_db(request), programme.id, account.identity_id),
+        ledger_account=await db_of(request).get(LedgerAccount, account.id),
+        owner=await owner_name(db_of(request), programme.id, account.identity_id),
         entries=page.entries,
         entry_links=await payment_detail.statement_links(
-            _db(request), f"/portal/programmes/{programme.id}", programme.id, page.entries
+            db_of(request), f"/portal/programmes/{programme.id}", programme.id, page.entries
         ),
         offset=offset,
         span=span,
@@ -1439,7 +993,7 @@ async def account_download(
         return to_login()
     found = await _statement(request, programme_id, account_id, offset, date_from, date_to)
     if found is None or kind not in STATEMENT_KINDS:
-        return _not_found("statement")
+        return not_found("statement")
     programme, account, span, page = found
     if span.problems:
         text = " ".join(span.problems)
@@ -1453,14 +1007,14 @@ async def account_download(
         return Response(json.dumps(body), media_type="application/json", headers=disposition)
     if kind == "csv":
         return Response(to_csv(bodies, CSV_COLUMNS), media_type="text/csv", headers=disposition)
-    la = await _db(request).get(LedgerAccount, account.id)
+    la = await db_of(request).get(LedgerAccount, account.id)
     heading = statement_pdf.StatementHeading(
         account_id=account.id,
         friendly_name=account.friendly_name,
         currency=account.currency,
         from_ms=span.from_ms,
         to_ms=span.to_ms,
-        generated_ms=_ctx(request, programme).now,
+        generated_ms=programme_ctx(request, programme).now,
         available=la.available if la else 0,
         actual=la.actual if la else 0,
         count=page.count,
@@ -1476,11 +1030,11 @@ async def account_download(
 
 @router.get("/programmes/{programme_id}/ledger")
 async def ledger_page(request: Request, programme_id: str, offset: Offset = 0) -> Response:
-    opened = await _open_programme(request, programme_id)
+    opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, programme = opened
-    db = _db(request)
+    db = db_of(request)
     txs = list(
         (
             await db.execute(
@@ -1538,8 +1092,6 @@ PAYMENT_STATES = tuple(
 # What the operator has to settle or reject (sandbox wires waiting at the bank) comes first.
 NEEDS_ACTION = ("SUBMITTED", "APPROVED")
 DAY_MS = 86_400_000
-# A bigger amount than any column holds: the bounds are clamped to it, so no input overflows SQL.
-MOST_MINOR = 2**63 - 1
 # Bigger major amounts are refused before any arithmetic (1e999999999 would not fit memory).
 LARGEST_MAJOR = 10**15
 
@@ -1659,18 +1211,18 @@ async def payments_page(
     amount_min: Annotated[str, Query(alias="min")] = "",
     amount_max: Annotated[str, Query(alias="max")] = "",
 ) -> Response:
-    opened = await _open_programme(request, programme_id)
+    opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, programme = opened
-    db = _db(request)
+    db = db_of(request)
     filters = PaymentFilters(
         *(value[:40] for value in (state, kind, date_from, date_to, amount_min, amount_max))
     )
     listed = card_payments.listing(programme.id)
     conditions, problems = _payment_conditions(filters, listed)
     stmt = select(listed.c.source, listed.c.id).where(*conditions)
-    count = await _count(db, stmt)
+    count = await count_rows(db, stmt)
     waits = and_(listed.c.kind == OWT, listed.c.state.in_(NEEDS_ACTION))
     ordering = (case((waits, 0), else_=1), listed.c.created_at.desc(), listed.c.id.desc())
     page_rows = (await db.execute(stmt.order_by(*ordering).offset(offset).limit(PAGE))).all()
@@ -1704,14 +1256,14 @@ async def payments_page(
 async def payment_page(request: Request, programme_id: str, payment_id: str) -> Response:
     """One payment: its parties by name, state history, ledger postings, webhook events, and
     the operator's actions on a sandbox wire transfer (decision 0056)."""
-    opened = await _open_programme(request, programme_id)
+    opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, programme = opened
     number = parse_id(payment_id)
     if number is None:
-        return _not_found("payment")
-    db = _db(request)
+        return not_found("payment")
+    db = db_of(request)
     base = f"/portal/programmes/{programme.id}"
     row = (
         await db.execute(
@@ -1719,7 +1271,7 @@ async def payment_page(request: Request, programme_id: str, payment_id: str) -> 
         )
     ).one_or_none()
     if row is None:
-        return _not_found("payment")
+        return not_found("payment")
     shown = payment_detail.listed(base, row)
     payment: Payment = shown["p"]
     moved = await payment_detail.movements(db, base, payment)
@@ -1754,20 +1306,20 @@ async def _wire(
     request: Request, programme_id: str, payment_id: str, posted: bool
 ) -> tuple[sessions.Signed, dict[str, str], Programme, Payment] | Response:
     if posted:
-        signed, form, refused = await _posted(request)
+        signed, form, refused = await posted_form(request)
         if refused is not None or signed is None:
             return refused or to_login()
     else:
         signed, form = await signed_in(request), {}
         if signed is None:
             return to_login()
-    programme = await _programme(request, programme_id)
+    programme = await find_programme(request, programme_id)
     number = parse_id(payment_id)
     if programme is None or number is None or programme.mode != "sandbox":
-        return _not_found("wire transfer")
-    payment = await payments_repo.by_id(_db(request), programme.id, number, lock=posted)
+        return not_found("wire transfer")
+    payment = await payments_repo.by_id(db_of(request), programme.id, number, lock=posted)
     if payment is None or payment.kind != OWT:  # the simulator's rule: wire transfers only
-        return _not_found("wire transfer")
+        return not_found("wire transfer")
     return signed, form, programme, payment
 
 
@@ -1807,11 +1359,11 @@ async def wire_confirm(
     if isinstance(opened, Response):
         return opened
     if action not in WIRE_CONFIRM:
-        return _not_found("action")
+        return not_found("action")
     signed, _, programme, payment = opened
     text, button = WIRE_CONFIRM[action]
-    amount = _money(payment.amount, payment.currency)
-    return _confirm_page(
+    amount = money(payment.amount, payment.currency)
+    return confirm_page(
         signed,
         programme,
         text.format(id=payment.id, amount=amount),
@@ -1853,10 +1405,10 @@ async def wire_action(
         return opened
     signed, form, programme, payment = opened
     if action not in ("accept", "reject", "return"):
-        return _not_found("action")
-    if action in WIRE_CONFIRM and not _confirmed(form):
+        return not_found("action")
+    if action in WIRE_CONFIRM and not confirmed(form):
         return RedirectResponse(_wire_confirm(request, programme, payment, action), 303)
-    ctx = _ctx(request, programme)
+    ctx = programme_ctx(request, programme)
     state = payment.state
 
     async def work() -> Flash:
@@ -1877,11 +1429,11 @@ async def webhooks_page(
     state: Annotated[str | None, Query(pattern="^(|PENDING|DELIVERED|FAILED)$")] = None,
     offset: Offset = 0,
 ) -> Response:
-    opened = await _open_programme(request, programme_id)
+    opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, programme = opened
-    db = _db(request)
+    db = db_of(request)
     page = await webhooks.page(db, programme.id, eventType or None, state or None, offset, PAGE)
     return await show(
         request,
@@ -1903,17 +1455,17 @@ EXCERPT_SHOWN = 200  # characters of a receiver's answer shown; the store keeps 
 
 @router.get("/programmes/{programme_id}/webhooks/{event_id}")
 async def webhook_page(request: Request, programme_id: str, event_id: str) -> Response:
-    opened = await _open_programme(request, programme_id)
+    opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, programme = opened
     number = parse_id(event_id)
     if number is None:
-        return _not_found("delivery")
+        return not_found("delivery")
     try:
-        delivery = await webhooks.get(_db(request), programme.id, number)
+        delivery = await webhooks.get(db_of(request), programme.id, number)
     except DomainError:
-        return _not_found("delivery")
+        return not_found("delivery")
     return await show(
         request,
         signed,
@@ -1928,14 +1480,14 @@ async def webhook_page(request: Request, programme_id: str, event_id: str) -> Re
 
 @router.post("/programmes/{programme_id}/webhooks/{event_id}/redeliver")
 async def webhook_redeliver(request: Request, programme_id: str, event_id: str) -> Response:
-    opened = await _posted_programme(request, programme_id)
+    opened = await posted_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, form, programme = opened
     number = parse_id(event_id)
     if number is None:
-        return _not_found("delivery")
-    ctx = _ctx(request, programme)
+        return not_found("delivery")
+    ctx = programme_ctx(request, programme)
 
     async def work() -> Flash:
         await webhooks.redeliver(ctx, number)
@@ -1952,12 +1504,12 @@ async def inbox_page(request: Request, programme_id: str, offset: Offset = 0) ->
     signed = await signed_in(request)
     if signed is None:
         return to_login()
-    programme = await _programme(request, programme_id)
+    programme = await find_programme(request, programme_id)
     if programme is None or programme.mode != "sandbox":
-        return _not_found("sandbox programme")
-    db = _db(request)
+        return not_found("sandbox programme")
+    db = db_of(request)
     stmt = select(OutboxMessage).where(OutboxMessage.programme_id == programme.id)
-    count = await _count(db, stmt)
+    count = await count_rows(db, stmt)
     rows = await db.execute(
         stmt.order_by(OutboxMessage.created_at.desc(), OutboxMessage.id.desc())
         .offset(offset)
@@ -1978,14 +1530,14 @@ async def inbox_page(request: Request, programme_id: str, offset: Offset = 0) ->
 # authorisations, and the operator's SYSTEM block; card fees are a form of the programme page.
 
 
-@programme_form("card_fee")
+@programme_form(router, "card_fee")
 async def card_fee(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     kind, currency = form.get("kind", ""), form.get("currency", "")
     # The operator API's model: an unknown kind or a malformed currency is refused by it.
     changes = CardFeeWrite.model_validate(
         {kind: {currency: major_amount(form.get("amount"), currency, "The fee")}}
     )
-    await service.set_card_fees(_db(request), programme, changes.model_dump(exclude_none=True))
+    await service.set_card_fees(db_of(request), programme, changes.model_dump(exclude_none=True))
     return Flash("Card fee set.")
 
 
@@ -1997,18 +1549,18 @@ async def cards_page(
     q: Annotated[str | None, Query(max_length=SEARCH_LONGEST)] = None,
     offset: Offset = 0,
 ) -> Response:
-    opened = await _open_programme(request, programme_id)
+    opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, programme = opened
-    db = _db(request)
+    db = db_of(request)
     who = (identity or "").strip()
     number = parse_id(who) if who else None
     count, cards = 0, list[dict[str, Any]]()
     if not who or number is not None:
         text = (q or "").strip().lstrip("*•· ")
-        stmt = card_pages.search(programme.id, number, _contains(text) if text else None, text)
-        count = await _count(db, stmt)
+        stmt = card_pages.search(programme.id, number, contains(text) if text else None, text)
+        count = await count_rows(db, stmt)
         ordered = stmt.order_by(ManagedCard.created_at.desc(), ManagedCard.id.desc())
         for card, balance, owner in (await db.execute(ordered.offset(offset).limit(PAGE))).all():
             cards.append({**card_ops.card_view(card, balance), "ownerName": owner or ""})
@@ -2030,7 +1582,7 @@ async def _card(request: Request, programme: Programme, value: str) -> Any:
     if number is None:
         return None
     try:
-        return await card_ops.get(_db(request), programme.id, number, for_update=True)
+        return await card_ops.get(db_of(request), programme.id, number, for_update=True)
     except DomainError:
         return None
 
@@ -2045,18 +1597,18 @@ async def card_page(
 ) -> Response:
     """A card: its owner by name, its statement (funding, purchases, fees, with the balances
     after), what becomes of its money, its authorisations, and in a sandbox a test purchase."""
-    opened = await _open_programme(request, programme_id)
+    opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, programme = opened
     number = parse_id(card_id)
     if number is None:
-        return _not_found("card")
-    db = _db(request)
+        return not_found("card")
+    db = db_of(request)
     try:
         card, balance = await card_ops.get(db, programme.id, number)
     except DomainError:
-        return _not_found("card")
+        return not_found("card")
     count, found = await card_ops.authorisations(db, programme.id, card.id, offset, PAGE)
     spending = card.id if card.parent_account_id is None else card.parent_account_id
     query = statements.StatementQuery(
@@ -2071,7 +1623,7 @@ async def card_page(
         title=card.friendly_name,
         programme=programme,
         card=card_ops.card_view(card, balance),
-        owner=await _owner_name(db, programme.id, card.identity_id),
+        owner=await owner_name(db, programme.id, card.identity_id),
         account_name=await _account_name(db, programme.id, card.parent_account_id),
         fate=card_pages.fate(card, balance),
         authorisations=found,
@@ -2080,19 +1632,6 @@ async def card_page(
         entry_links=await payment_detail.statement_links(db, base, programme.id, statement.entries),
         entries_pager=pager(request, entries, PAGE, statement.count, key="entries"),
     )
-
-
-async def _owner_name(db: AsyncSession, programme_id: int, identity_id: int | None) -> str:
-    """The name the customers page gives an owner (the company's, or "name surname")."""
-    if identity_id is None:
-        return ""
-    stmt = (
-        select(Identity, User)
-        .join(User, (User.identity_id == Identity.id) & (User.role == ROOT))
-        .where(Identity.programme_id == programme_id, Identity.id == identity_id)
-    )
-    row = (await db.execute(stmt)).one_or_none()
-    return "" if row is None else _name(row[0], row[1])
 
 
 async def _account_name(db: AsyncSession, programme_id: int, account_id: int | None) -> str:
@@ -2106,17 +1645,17 @@ async def _account_name(db: AsyncSession, programme_id: int, account_id: int | N
 async def card_purchase(request: Request, programme_id: str, card_id: str) -> Response:
     """The card simulator's purchase (an authorisation and its settlement at once), from the
     card's page of a sandbox programme: the same service, rules and refusals (D26)."""
-    opened = await _posted_programme(request, programme_id)
+    opened = await posted_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, form, programme = opened
     number = parse_id(card_id)
     if number is None or programme.mode != "sandbox":
-        return _not_found("card")
-    ctx = _ctx(request, programme)
+        return not_found("card")
+    ctx = programme_ctx(request, programme)
     card, profile_rules = await card_simulator.card_and_rules(ctx, str(number))
     if card is None:
-        return _not_found("card")
+        return not_found("card")
     url = f"/portal/programmes/{programme.id}/cards/{card.id}"
 
     async def work() -> Flash:
@@ -2134,22 +1673,22 @@ async def card_purchase(request: Request, programme_id: str, card_id: str) -> Re
         if outcome.code not in ("APPROVED", "COMPLETED"):
             raise Refused(readable.sentence(outcome.code), outcome.code)
         what = "ATM withdrawal" if attempt.atm else f"Purchase at {merchant}"
-        return Flash(f"{what} of {_money(amount, card.currency)} settled.", code=outcome.code)
+        return Flash(f"{what} of {money(amount, card.currency)} settled.", code=outcome.code)
 
     return await act(request, signed, url, work)
 
 
 @router.post("/programmes/{programme_id}/cards/{card_id}/{action}")
 async def card_action(request: Request, programme_id: str, card_id: str, action: str) -> Response:
-    opened = await _posted_programme(request, programme_id)
+    opened = await posted_programme(request, programme_id)
     if isinstance(opened, Response):
         return opened
     signed, _, programme = opened
     found = await _card(request, programme, card_id)
     if found is None or action not in ("block", "unblock"):
-        return _not_found("card")
+        return not_found("card")
     card = found[0]
-    ctx = _ctx(request, programme)
+    ctx = programme_ctx(request, programme)
 
     async def work() -> Flash:
         if action == "block":
@@ -2164,9 +1703,9 @@ async def card_action(request: Request, programme_id: str, card_id: str, action:
 # Included after every other portal router (app.py): an address under /portal/ that no page
 # answers gets the portal's own "not found" page, not the API's JSON. /portal/api is a mount
 # matched before this, so the operator API keeps its JSON 404.
-fallback = UnitOfWorkRouter(prefix="/portal", include_in_schema=False, route_class=PortalRoute)
+fallback = portal_router()
 
 
 @fallback.get("/{rest:path}")
 async def no_such_page(rest: str) -> Response:
-    return _not_found("page")
+    return not_found("page")
