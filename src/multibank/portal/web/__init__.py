@@ -22,12 +22,8 @@ of their own. Every list is paged.
 
 from __future__ import annotations
 
-import hmac
 import io
 import json
-import re
-import secrets
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
@@ -36,7 +32,7 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import Query, Request, Response
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import RedirectResponse
 from sqlalchemy import ColumnElement, Select, Subquery, and_, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -45,7 +41,7 @@ from multibank.accounts import repository as accounts_repo
 from multibank.accounts import service as accounts
 from multibank.accounts import statement_pdf
 from multibank.accounts.models import ManagedAccount
-from multibank.api.routing import after_commit, container_of
+from multibank.api.routing import UnitOfWorkRouter, after_commit, container_of
 from multibank.api.v3_29.statements import CSV_COLUMNS, entry_body, to_csv
 from multibank.cards import money as card_money
 from multibank.cards import operator as card_ops
@@ -66,7 +62,6 @@ from multibank.payments import repository as payments_repo
 from multibank.payments.models import OWT, SEND, TRANSFER, Payment
 from multibank.payments.schemas import OWT_STATES, SEND_STATES, TRANSFER_STATES
 from multibank.portal import (
-    auditing,
     card_pages,
     card_payments,
     overview,
@@ -74,7 +69,7 @@ from multibank.portal import (
     readable,
     sessions,
 )
-from multibank.portal.guard import AdminThrottled, admin_authenticated
+from multibank.portal.web import signin
 from multibank.portal.web.actions import (
     Flash,
     act,
@@ -85,7 +80,6 @@ from multibank.portal.web.actions import (
 )
 from multibank.portal.web.common import (
     PAGE,
-    PORTAL_DIR,
     SEARCH_LONGEST,
     Offset,
     PortalRoute,
@@ -104,9 +98,7 @@ from multibank.portal.web.common import (
     posted_programme,
     programme_ctx,
     render,
-    secure,
     signed_in,
-    system_ms,
     to_login,
     when,
 )
@@ -119,6 +111,7 @@ from multibank.portal.web.forms import (
     webhook_url_ascii,
     whole,
 )
+from multibank.portal.web.signin import WRONG_TOKEN_FROM_ENV, WRONG_TOKEN_STORED
 from multibank.programmes import repository, service
 from multibank.programmes.models import Programme
 from multibank.programmes.schemas import (
@@ -154,135 +147,15 @@ __all__ = [
     "webhook_url_ascii",
 ]
 
-router = portal_router()
-
-
-# Sign-in and out
-
-LOGIN_COOKIE = "mb_portal_login"
-LOGIN_TOKEN = re.compile(r"[A-Za-z0-9_-]{32}")
-# What the sign-in page may say when a link asks it to: only these.
-LOGIN_NOTES = {"signed-out": "Signed out."}
-
-
-def _login_page(
-    request: Request,
-    status: int = 200,
-    msg: str | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> HTMLResponse:
-    """The sign-in form with its CSRF token: a random value kept in a SameSite=Strict cookie
-    of its own and posted back with the form (another site can neither read nor send it)."""
-    value = request.cookies.get(LOGIN_COOKIE, "")
-    if not LOGIN_TOKEN.fullmatch(value):
-        value = secrets.token_urlsafe(24)
-    response = render(
-        "login.html",
-        status,
-        title="Sign in",
-        msg=msg,
-        error=status >= 400,
-        login_csrf=value,
-        token_from_env=bool(container_of(request).settings.admin_token),
-    )
-    response.headers.update(headers or {})
-    response.set_cookie(
-        LOGIN_COOKIE,
-        value,
-        path="/portal/login",
-        httponly=True,
-        samesite="strict",
-        secure=secure(request),
-    )
-    return response
-
-
-@router.get("/login")
-async def login_page(request: Request) -> Response:
-    if await signed_in(request) is not None:
-        return RedirectResponse("/portal/", status_code=303)
-    return _login_page(request, msg=LOGIN_NOTES.get(request.query_params.get("flash", "")))
-
-
-# Where the server's admin token comes from, said truthfully (decision 0067): the operator's
-# setting, or the one a sandbox generated on its first start and keeps in its database.
-WRONG_TOKEN_FROM_ENV = (
-    "Wrong admin token: type the value of this server's MULTIBANK_ADMIN_TOKEN and sign in again."
-)
-WRONG_TOKEN_STORED = (
-    "Wrong admin token: this sandbox generated its own on its first start; "
-    "`multibank admin-token` (run with the server's settings) shows it. Sign in again with it."
-)
-
-
-@router.post("/login")
-async def login(request: Request) -> Response:
-    form = await request.form()
-    token, given_csrf = str(form.get("token") or "")[:500], str(form.get("csrf") or "")
-    expected_csrf = request.cookies.get(LOGIN_COOKIE, "")
-    # (Compared as bytes: a str holding anything but ASCII makes compare_digest raise.)
-    if not expected_csrf or not hmac.compare_digest(given_csrf.encode(), expected_csrf.encode()):
-        text = "The sign-in form's CSRF token is missing or wrong: reload the page and sign in."
-        return _login_page(request, 403, text)
-    container = container_of(request)
-    try:
-        ok = await admin_authenticated(container, request, token)
-    except AdminThrottled as exc:
-        text = (
-            "Too many wrong admin tokens from your address: "
-            f"try again in {max(1, exc.reset_seconds)} seconds."
-        )
-        return _login_page(request, 429, text, exc.headers())
-    if not ok:
-        await auditing.sign_in_refused(request, token)
-        text = WRONG_TOKEN_FROM_ENV if container.settings.admin_token else WRONG_TOKEN_STORED
-        return _login_page(request, 401, text)
-    value = await sessions.sign_in(db_of(request), system_ms(request), container.admin_token or "")
-    await auditing.signed_in(request, value)
-    response = RedirectResponse("/portal/", status_code=303)
-    response.set_cookie(
-        sessions.COOKIE,
-        value,
-        max_age=sessions.TTL_MS // 1000,
-        path="/portal",
-        httponly=True,
-        samesite="strict",
-        secure=secure(request),
-    )
-    response.delete_cookie(LOGIN_COOKIE, path="/portal/login")
-    return response
-
-
-@router.post("/logout")
-async def logout(request: Request) -> Response:
-    signed, _, refused = await posted_form(request)
-    if refused is not None or signed is None:
-        return refused or to_login()
-    await sessions.sign_out(db_of(request), signed, system_ms(request))
-    await auditing.signed_out(request, signed)
-    response = RedirectResponse("/portal/login?flash=signed-out", status_code=303)
-    response.delete_cookie(sessions.COOKIE, path="/portal")
-    return response
-
-
-@router.get("/static/portal.css")
-async def stylesheet() -> Response:
-    css = (PORTAL_DIR / "static" / "portal.css").read_text()
-    return Response(css, media_type="text/css", headers={"cache-control": "max-age=3600"})
-
-
-@router.get("/static/portal.js")
-async def script() -> Response:
-    """The portal's one script (copy buttons, decision 0058): first-party, so `default-src
-    'self'` lets it run; the pages load it with `<script src defer>` and no inline script."""
-    js = (PORTAL_DIR / "static" / "portal.js").read_text()
-    return Response(js, media_type="text/javascript", headers={"cache-control": "max-age=3600"})
+# The portal's pages, section by section in the order their routes are tried.
+router = UnitOfWorkRouter(include_in_schema=False, route_class=PortalRoute)
+pages = portal_router()  # the sections still here
 
 
 # Programmes
 
 
-@router.get("/")
+@pages.get("/")
 async def home(request: Request, offset: Offset = 0) -> Response:
     signed = await signed_in(request)
     if signed is None:
@@ -304,7 +177,7 @@ async def home(request: Request, offset: Offset = 0) -> Response:
     )
 
 
-@router.post("/programmes")
+@pages.post("/programmes")
 async def programme_create(request: Request) -> Response:
     signed, form, refused = await posted_form(request)
     if refused is not None or signed is None:
@@ -329,7 +202,7 @@ async def programme_create(request: Request) -> Response:
     return await act(request, signed, "/portal/", work, to=lambda: f"/portal/programmes/{made[0]}")
 
 
-@router.get("/programmes/{programme_id}")
+@pages.get("/programmes/{programme_id}")
 async def programme_page(request: Request, programme_id: str) -> Response:
     opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
@@ -355,7 +228,7 @@ async def programme_page(request: Request, programme_id: str) -> Response:
     )
 
 
-@router.get("/programmes/{programme_id}/overview")
+@pages.get("/programmes/{programme_id}/overview")
 async def overview_page(request: Request, programme_id: str) -> Response:
     """The programme's landing page: counts, balances, money moved, payments waiting."""
     opened = await open_programme(request, programme_id)
@@ -414,7 +287,7 @@ def _setting_value(name: str, raw: str) -> Any:
     return raw
 
 
-@programme_form(router, "settings")
+@programme_form(pages, "settings")
 async def settings_save(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     fields = ProgrammeSettingsUpdate.model_fields
     values = {k: _setting_value(k, v) for k, v in form.items() if k in fields}
@@ -433,7 +306,7 @@ async def settings_save(request: Request, form: dict[str, str], programme: Progr
     return Flash("Settings saved.")
 
 
-@programme_form(router, "api_keys")
+@programme_form(pages, "api_keys")
 async def key_create(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     clock = container_of(request).clock
     created = await service.create_api_key(
@@ -442,7 +315,7 @@ async def key_create(request: Request, form: dict[str, str], programme: Programm
     return Flash("API key created.", secret=created.apiKey, secret_id="new-key")
 
 
-@programme_form(router, "movement_fee")
+@programme_form(pages, "movement_fee")
 async def movement_fee(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     currency = form.get("currency", "")
     amount = major_amount(form.get("amount"), currency, "The fee")
@@ -452,7 +325,7 @@ async def movement_fee(request: Request, form: dict[str, str], programme: Progra
     return Flash("Fee set.")
 
 
-@programme_form(router, "fee_type")
+@programme_form(pages, "fee_type")
 async def fee_type(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     name = form.get("name", "")
     await service.set_fee_type_amount(
@@ -467,7 +340,7 @@ async def fee_type(request: Request, form: dict[str, str], programme: Programme)
     return Flash(f"Fee type {name} saved.")
 
 
-@programme_form(router, "clock", sandbox_only=True)
+@programme_form(pages, "clock", sandbox_only=True)
 async def clock_advance(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     container = container_of(request)
     # The simulator's own body and service: the same bounds, the same refusals. `by` takes what
@@ -491,7 +364,7 @@ async def clock_advance(request: Request, form: dict[str, str], programme: Progr
     return Flash(f"The clock moved on to {when(now)} UTC.")
 
 
-@router.get("/programmes/{programme_id}/webhook_secret")
+@pages.get("/programmes/{programme_id}/webhook_secret")
 async def webhook_secret_confirm(request: Request, programme_id: str) -> Response:
     opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
@@ -507,7 +380,7 @@ async def webhook_secret_confirm(request: Request, programme_id: str) -> Respons
     )
 
 
-@router.post("/programmes/{programme_id}/webhook_secret")
+@pages.post("/programmes/{programme_id}/webhook_secret")
 async def webhook_secret(request: Request, programme_id: str) -> Response:
     opened = await posted_programme(request, programme_id)
     if isinstance(opened, Response):
@@ -524,7 +397,7 @@ async def webhook_secret(request: Request, programme_id: str) -> Response:
     return await act(request, signed, home, work)
 
 
-@router.get("/programmes/{programme_id}/api_keys/{key_id}/revoke")
+@pages.get("/programmes/{programme_id}/api_keys/{key_id}/revoke")
 async def key_revoke_confirm(request: Request, programme_id: str, key_id: str) -> Response:
     opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
@@ -546,7 +419,7 @@ async def key_revoke_confirm(request: Request, programme_id: str, key_id: str) -
     )
 
 
-@router.post("/programmes/{programme_id}/api_keys/{key_id}/revoke")
+@pages.post("/programmes/{programme_id}/api_keys/{key_id}/revoke")
 async def key_revoke(request: Request, programme_id: str, key_id: str) -> Response:
     opened = await posted_programme(request, programme_id)
     if isinstance(opened, Response):
@@ -567,7 +440,7 @@ async def key_revoke(request: Request, programme_id: str, key_id: str) -> Respon
     return await act(request, signed, home, work)
 
 
-@router.post("/programmes/{programme_id}/profiles/{profile_id}")
+@pages.post("/programmes/{programme_id}/profiles/{profile_id}")
 async def profile_update(request: Request, programme_id: str, profile_id: str) -> Response:
     opened = await posted_programme(request, programme_id)
     if isinstance(opened, Response):
@@ -651,7 +524,7 @@ def _choice(raw: str | None, allowed: tuple[str, ...], what: str) -> tuple[str |
     return None, f"{what} must be one of: {', '.join(a.lower() for a in allowed)}."
 
 
-@router.get("/programmes/{programme_id}/customers")
+@pages.get("/programmes/{programme_id}/customers")
 async def customers_page(
     request: Request,
     programme_id: str,
@@ -710,7 +583,7 @@ async def _identity(request: Request, programme: Programme, value: str) -> Ident
     return (await db_of(request).execute(stmt)).scalar_one_or_none()
 
 
-@router.get("/programmes/{programme_id}/customers/{identity_id}")
+@pages.get("/programmes/{programme_id}/customers/{identity_id}")
 async def customer_page(
     request: Request, programme_id: str, identity_id: str, offset: Offset = 0
 ) -> Response:
@@ -773,7 +646,7 @@ async def _sandbox_identity(
     return signed, form, programme, identity
 
 
-@router.get("/programmes/{programme_id}/customers/{identity_id}/reject")
+@pages.get("/programmes/{programme_id}/customers/{identity_id}/reject")
 async def customer_reject_confirm(
     request: Request, programme_id: str, identity_id: str
 ) -> Response:
@@ -793,7 +666,7 @@ async def customer_reject_confirm(
     )
 
 
-@router.post("/programmes/{programme_id}/customers/{identity_id}/{decision}")
+@pages.post("/programmes/{programme_id}/customers/{identity_id}/{decision}")
 async def customer_decide(
     request: Request, programme_id: str, identity_id: str, decision: str
 ) -> Response:
@@ -838,7 +711,7 @@ async def _account(
     return await accounts_repo.get_in_programme(db_of(request), programme.id, number, for_update)
 
 
-@router.post("/programmes/{programme_id}/accounts/{account_id}/{action}")
+@pages.post("/programmes/{programme_id}/accounts/{account_id}/{action}")
 async def account_action(
     request: Request, programme_id: str, account_id: str, action: str
 ) -> Response:
@@ -935,7 +808,7 @@ async def _statement(
     return programme, account, span, await statements.statement(db_of(request), query)
 
 
-@router.get("/programmes/{programme_id}/accounts/{account_id}")
+@pages.get("/programmes/{programme_id}/accounts/{account_id}")
 async def account_page(
     request: Request,
     programme_id: str,
@@ -975,7 +848,7 @@ async def account_page(
     )
 
 
-@router.get("/programmes/{programme_id}/accounts/{account_id}/statement.{kind}")
+@pages.get("/programmes/{programme_id}/accounts/{account_id}/statement.{kind}")
 async def account_download(
     request: Request,
     programme_id: str,
@@ -1028,7 +901,7 @@ async def account_download(
 # Ledger, payments, webhooks, inbox
 
 
-@router.get("/programmes/{programme_id}/ledger")
+@pages.get("/programmes/{programme_id}/ledger")
 async def ledger_page(request: Request, programme_id: str, offset: Offset = 0) -> Response:
     opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
@@ -1199,7 +1072,7 @@ def _payment_conditions(
     return conditions, problems
 
 
-@router.get("/programmes/{programme_id}/payments")
+@pages.get("/programmes/{programme_id}/payments")
 async def payments_page(
     request: Request,
     programme_id: str,
@@ -1252,7 +1125,7 @@ async def payments_page(
     )
 
 
-@router.get("/programmes/{programme_id}/payments/{payment_id}")
+@pages.get("/programmes/{programme_id}/payments/{payment_id}")
 async def payment_page(request: Request, programme_id: str, payment_id: str) -> Response:
     """One payment: its parties by name, state history, ledger postings, webhook events, and
     the operator's actions on a sandbox wire transfer (decision 0056)."""
@@ -1351,7 +1224,7 @@ WIRE_CONFIRM = {
 }
 
 
-@router.get("/programmes/{programme_id}/wire/{payment_id}/{action}")
+@pages.get("/programmes/{programme_id}/wire/{payment_id}/{action}")
 async def wire_confirm(
     request: Request, programme_id: str, payment_id: str, action: str
 ) -> Response:
@@ -1396,7 +1269,7 @@ WIRE_DONE = {
 }
 
 
-@router.post("/programmes/{programme_id}/wire/{payment_id}/{action}")
+@pages.post("/programmes/{programme_id}/wire/{payment_id}/{action}")
 async def wire_action(
     request: Request, programme_id: str, payment_id: str, action: str
 ) -> Response:
@@ -1421,7 +1294,7 @@ async def wire_action(
     return await act(request, signed, _wire_back(request, programme, payment), work)
 
 
-@router.get("/programmes/{programme_id}/webhooks")
+@pages.get("/programmes/{programme_id}/webhooks")
 async def webhooks_page(
     request: Request,
     programme_id: str,
@@ -1453,7 +1326,7 @@ async def webhooks_page(
 EXCERPT_SHOWN = 200  # characters of a receiver's answer shown; the store keeps no more either
 
 
-@router.get("/programmes/{programme_id}/webhooks/{event_id}")
+@pages.get("/programmes/{programme_id}/webhooks/{event_id}")
 async def webhook_page(request: Request, programme_id: str, event_id: str) -> Response:
     opened = await open_programme(request, programme_id)
     if isinstance(opened, Response):
@@ -1478,7 +1351,7 @@ async def webhook_page(request: Request, programme_id: str, event_id: str) -> Re
     )
 
 
-@router.post("/programmes/{programme_id}/webhooks/{event_id}/redeliver")
+@pages.post("/programmes/{programme_id}/webhooks/{event_id}/redeliver")
 async def webhook_redeliver(request: Request, programme_id: str, event_id: str) -> Response:
     opened = await posted_programme(request, programme_id)
     if isinstance(opened, Response):
@@ -1499,7 +1372,7 @@ async def webhook_redeliver(request: Request, programme_id: str, event_id: str) 
     return await act(request, signed, back, work)
 
 
-@router.get("/programmes/{programme_id}/inbox")
+@pages.get("/programmes/{programme_id}/inbox")
 async def inbox_page(request: Request, programme_id: str, offset: Offset = 0) -> Response:
     signed = await signed_in(request)
     if signed is None:
@@ -1530,7 +1403,7 @@ async def inbox_page(request: Request, programme_id: str, offset: Offset = 0) ->
 # authorisations, and the operator's SYSTEM block; card fees are a form of the programme page.
 
 
-@programme_form(router, "card_fee")
+@programme_form(pages, "card_fee")
 async def card_fee(request: Request, form: dict[str, str], programme: Programme) -> Flash:
     kind, currency = form.get("kind", ""), form.get("currency", "")
     # The operator API's model: an unknown kind or a malformed currency is refused by it.
@@ -1541,7 +1414,7 @@ async def card_fee(request: Request, form: dict[str, str], programme: Programme)
     return Flash("Card fee set.")
 
 
-@router.get("/programmes/{programme_id}/cards")
+@pages.get("/programmes/{programme_id}/cards")
 async def cards_page(
     request: Request,
     programme_id: str,
@@ -1587,7 +1460,7 @@ async def _card(request: Request, programme: Programme, value: str) -> Any:
         return None
 
 
-@router.get("/programmes/{programme_id}/cards/{card_id}")
+@pages.get("/programmes/{programme_id}/cards/{card_id}")
 async def card_page(
     request: Request,
     programme_id: str,
@@ -1641,7 +1514,7 @@ async def _account_name(db: AsyncSession, programme_id: int, account_id: int | N
     return "" if account is None else account.friendly_name
 
 
-@router.post("/programmes/{programme_id}/cards/{card_id}/purchase")
+@pages.post("/programmes/{programme_id}/cards/{card_id}/purchase")
 async def card_purchase(request: Request, programme_id: str, card_id: str) -> Response:
     """The card simulator's purchase (an authorisation and its settlement at once), from the
     card's page of a sandbox programme: the same service, rules and refusals (D26)."""
@@ -1678,7 +1551,7 @@ async def card_purchase(request: Request, programme_id: str, card_id: str) -> Re
     return await act(request, signed, url, work)
 
 
-@router.post("/programmes/{programme_id}/cards/{card_id}/{action}")
+@pages.post("/programmes/{programme_id}/cards/{card_id}/{action}")
 async def card_action(request: Request, programme_id: str, card_id: str, action: str) -> Response:
     opened = await posted_programme(request, programme_id)
     if isinstance(opened, Response):
@@ -1699,6 +1572,9 @@ async def card_action(request: Request, programme_id: str, card_id: str, action:
 
     return await act(request, signed, f"/portal/programmes/{programme.id}/cards/{card.id}", work)
 
+
+router.include_router(signin.pages)
+router.include_router(pages)
 
 # Included after every other portal router (app.py): an address under /portal/ that no page
 # answers gets the portal's own "not found" page, not the API's JSON. /portal/api is a mount
