@@ -27,7 +27,6 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
-from functools import partial
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -36,19 +35,17 @@ from fastapi.responses import RedirectResponse
 from sqlalchemy import ColumnElement, Select, Subquery, and_, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from multibank import due_work
 from multibank.accounts import repository as accounts_repo
 from multibank.accounts import service as accounts
 from multibank.accounts import statement_pdf
 from multibank.accounts.models import ManagedAccount
-from multibank.api.routing import UnitOfWorkRouter, after_commit, container_of
+from multibank.api.routing import UnitOfWorkRouter, container_of
 from multibank.api.v3_29.statements import CSV_COLUMNS, entry_body, to_csv
 from multibank.cards import money as card_money
 from multibank.cards import operator as card_ops
 from multibank.cards.models import ManagedCard
 from multibank.identities import service as identities
 from multibank.identities.models import Identity
-from multibank.kernel import durations
 from multibank.kernel.errors import DomainError
 from multibank.kernel.money import ISO_4217, minor_unit_exponent
 from multibank.kernel.notify import OutboxMessage
@@ -62,7 +59,7 @@ from multibank.payments import repository as payments_repo
 from multibank.payments.models import OWT, SEND, TRANSFER, Payment
 from multibank.payments.schemas import OWT_STATES, SEND_STATES, TRANSFER_STATES
 from multibank.portal import card_pages, card_payments, payment_detail, readable, sessions
-from multibank.portal.web import programmes, signin
+from multibank.portal.web import clock, programmes, signin
 from multibank.portal.web.actions import Flash, act, confirm_page, confirmed, programme_form, show
 from multibank.portal.web.common import (
     PAGE,
@@ -86,7 +83,6 @@ from multibank.portal.web.common import (
     render,
     signed_in,
     to_login,
-    when,
 )
 from multibank.portal.web.forms import (
     MOST_MINOR,
@@ -94,14 +90,12 @@ from multibank.portal.web.forms import (
     field_amount,
     major_amount,
     webhook_url_ascii,
-    whole,
 )
 from multibank.portal.web.signin import WRONG_TOKEN_FROM_ENV, WRONG_TOKEN_STORED
 from multibank.programmes import service
 from multibank.programmes.models import Programme
 from multibank.programmes.schemas import CardFeeWrite
 from multibank.simulator import cards as card_simulator
-from multibank.simulator.router import ClockAdvance
 from multibank.users import repository as users_repo
 from multibank.users.models import ROOT, User
 from multibank.webhooks import service as webhooks
@@ -130,30 +124,6 @@ __all__ = [
 # The portal's pages, section by section in the order their routes are tried.
 router = UnitOfWorkRouter(include_in_schema=False, route_class=PortalRoute)
 pages = portal_router()  # the sections still here
-
-
-@programme_form(pages, "clock", sandbox_only=True)
-async def clock_advance(request: Request, form: dict[str, str], programme: Programme) -> Flash:
-    container = container_of(request)
-    # The simulator's own body and service: the same bounds, the same refusals. `by` takes what
-    # `multibank clock advance` takes; `seconds`, a whole number, is the earlier form's.
-    if "by" in form:
-        try:
-            wanted = durations.parse(form["by"])
-        except ValueError as exc:
-            raise Refused(f"{exc}.") from None
-        seconds = wanted.seconds_from(container.clock.now_ms(programme.clock_offset_ms))
-        if seconds <= 0:
-            raise Refused("That time has passed on the programme's clock, which never runs back.")
-    else:
-        seconds = whole(form.get("seconds"), "The number of seconds")
-    body = ClockAdvance(seconds=seconds)
-    db = db_of(request)
-    offset = await service.advance_clock(db, programme, body.seconds)
-    now = container.clock.now_ms(offset)
-    # As the simulator's clock/advance: the new time commits alone, then each due step.
-    after_commit(db, partial(due_work.catch_up, container.db, container.clock, programme.id))
-    return Flash(f"The clock moved on to {when(now)} UTC.")
 
 
 # Customers
@@ -1253,6 +1223,7 @@ async def card_action(request: Request, programme_id: str, card_id: str, action:
 
 router.include_router(signin.pages)
 router.include_router(programmes.pages)
+router.include_router(clock.pages)
 router.include_router(pages)
 
 # Included after every other portal router (app.py): an address under /portal/ that no page
