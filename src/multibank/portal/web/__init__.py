@@ -34,7 +34,7 @@ from sqlalchemy import ColumnElement, Subquery, and_, case, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.accounts import repository as accounts_repo
-from multibank.api.routing import UnitOfWorkRouter, container_of
+from multibank.api.routing import UnitOfWorkRouter
 from multibank.cards import money as card_money
 from multibank.cards import operator as card_ops
 from multibank.cards.models import ManagedCard
@@ -43,14 +43,12 @@ from multibank.kernel.money import ISO_4217, minor_unit_exponent
 from multibank.kernel.notify import OutboxMessage
 from multibank.kernel.validation import parse_id
 from multibank.ledger import statements
-from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
-from multibank.ledger.verify import verify_alone
 from multibank.payments import owt
 from multibank.payments import repository as payments_repo
 from multibank.payments.models import OWT, SEND, TRANSFER, Payment
 from multibank.payments.schemas import OWT_STATES, SEND_STATES, TRANSFER_STATES
 from multibank.portal import card_pages, card_payments, payment_detail, readable, sessions
-from multibank.portal.web import accounts, clock, customers, programmes, signin
+from multibank.portal.web import accounts, clock, customers, ledger, programmes, signin
 from multibank.portal.web.actions import Flash, act, confirm_page, confirmed, programme_form, show
 from multibank.portal.web.common import (
     PAGE,
@@ -114,59 +112,7 @@ router = UnitOfWorkRouter(include_in_schema=False, route_class=PortalRoute)
 pages = portal_router()  # the sections still here
 
 
-# Ledger, payments, webhooks, inbox
-
-
-@pages.get("/programmes/{programme_id}/ledger")
-async def ledger_page(request: Request, programme_id: str, offset: Offset = 0) -> Response:
-    opened = await open_programme(request, programme_id)
-    if isinstance(opened, Response):
-        return opened
-    signed, programme = opened
-    db = db_of(request)
-    txs = list(
-        (
-            await db.execute(
-                select(LedgerTransaction)
-                .where(LedgerTransaction.programme_id == programme.id)
-                .order_by(LedgerTransaction.created_at.desc(), LedgerTransaction.id.desc())
-                .offset(offset)
-                .limit(PAGE + 1)
-            )
-        ).scalars()
-    )
-    more, txs = len(txs) > PAGE, txs[:PAGE]
-    postings: dict[int, list[Posting]] = {t.id: [] for t in txs}
-    if txs:
-        rows = await db.execute(
-            select(Posting).where(Posting.transaction_id.in_(list(postings))).order_by(Posting.id)
-        )
-        for p in rows.scalars():
-            postings[p.transaction_id].append(p)
-    account_ids = {p.account_id for ps in postings.values() for p in ps}
-    kinds = {}
-    if account_ids:
-        found = await db.execute(
-            select(LedgerAccount.id, LedgerAccount.kind).where(
-                LedgerAccount.id.in_(list(account_ids))
-            )
-        )
-        kinds = {i: k.lower().replace("_", " ") for i, k in found.all()}
-    names = await payment_detail.instrument_names(db, programme.id, account_ids)
-    return await show(
-        request,
-        signed,
-        "ledger.html",
-        title="Ledger",
-        programme=programme,
-        violations=await verify_alone(container_of(request).db, programme.id),
-        transactions=[(t, postings[t.id]) for t in txs],
-        kinds=kinds,
-        names=names,
-        offset=offset,
-        limit=PAGE,
-        more=more,
-    )
+# Payments, webhooks, inbox
 
 
 PAYMENT_KINDS = {
@@ -794,6 +740,7 @@ router.include_router(programmes.pages)
 router.include_router(clock.pages)
 router.include_router(customers.pages)
 router.include_router(accounts.pages)
+router.include_router(ledger.pages)
 router.include_router(pages)
 
 # Included after every other portal router (app.py): an address under /portal/ that no page
