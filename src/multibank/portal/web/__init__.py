@@ -22,11 +22,9 @@ of their own. Every list is paged.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.accounts import repository as accounts_repo
@@ -35,7 +33,6 @@ from multibank.cards import money as card_money
 from multibank.cards import operator as card_ops
 from multibank.cards.models import ManagedCard
 from multibank.kernel.errors import DomainError
-from multibank.kernel.notify import OutboxMessage
 from multibank.kernel.validation import parse_id
 from multibank.ledger import statements
 from multibank.portal import card_pages, payment_detail, readable
@@ -43,6 +40,7 @@ from multibank.portal.web import (
     accounts,
     clock,
     customers,
+    deliveries,
     ledger,
     payments,
     programmes,
@@ -58,7 +56,6 @@ from multibank.portal.web.common import (
     contains,
     count_rows,
     db_of,
-    find_programme,
     money,
     not_found,
     open_programme,
@@ -83,7 +80,6 @@ from multibank.programmes import service
 from multibank.programmes.models import Programme
 from multibank.programmes.schemas import CardFeeWrite
 from multibank.simulator import cards as card_simulator
-from multibank.webhooks import service as webhooks
 
 # What other modules and the tests take from `multibank.portal.web`, wherever it is defined.
 __all__ = [
@@ -109,114 +105,6 @@ __all__ = [
 # The portal's pages, section by section in the order their routes are tried.
 router = UnitOfWorkRouter(include_in_schema=False, route_class=PortalRoute)
 pages = portal_router()  # the sections still here
-
-
-# Webhooks, inbox
-
-
-@pages.get("/programmes/{programme_id}/webhooks")
-async def webhooks_page(
-    request: Request,
-    programme_id: str,
-    eventType: Annotated[str | None, Query(max_length=80)] = None,
-    state: Annotated[str | None, Query(pattern="^(|PENDING|DELIVERED|FAILED)$")] = None,
-    offset: Offset = 0,
-) -> Response:
-    opened = await open_programme(request, programme_id)
-    if isinstance(opened, Response):
-        return opened
-    signed, programme = opened
-    db = db_of(request)
-    page = await webhooks.page(db, programme.id, eventType or None, state or None, offset, PAGE)
-    return await show(
-        request,
-        signed,
-        "webhooks.html",
-        title="Webhooks",
-        programme=programme,
-        settings=service.settings_of(programme),
-        deliveries=page["deliveries"],
-        event_types=await webhooks.event_types(db, programme.id),
-        event_type=eventType,
-        state=state,
-        pager=pager(request, offset, PAGE, page["count"]),
-    )
-
-
-EXCERPT_SHOWN = 200  # characters of a receiver's answer shown; the store keeps no more either
-
-
-@pages.get("/programmes/{programme_id}/webhooks/{event_id}")
-async def webhook_page(request: Request, programme_id: str, event_id: str) -> Response:
-    opened = await open_programme(request, programme_id)
-    if isinstance(opened, Response):
-        return opened
-    signed, programme = opened
-    number = parse_id(event_id)
-    if number is None:
-        return not_found("delivery")
-    try:
-        delivery = await webhooks.get(db_of(request), programme.id, number)
-    except DomainError:
-        return not_found("delivery")
-    return await show(
-        request,
-        signed,
-        "webhook.html",
-        title=f"Delivery {delivery['id']}",
-        programme=programme,
-        d=delivery,
-        payload=json.dumps(delivery["payload"], indent=2, sort_keys=True, ensure_ascii=False),
-        excerpt_shown=EXCERPT_SHOWN,
-    )
-
-
-@pages.post("/programmes/{programme_id}/webhooks/{event_id}/redeliver")
-async def webhook_redeliver(request: Request, programme_id: str, event_id: str) -> Response:
-    opened = await posted_programme(request, programme_id)
-    if isinstance(opened, Response):
-        return opened
-    signed, form, programme = opened
-    number = parse_id(event_id)
-    if number is None:
-        return not_found("delivery")
-    ctx = programme_ctx(request, programme)
-
-    async def work() -> Flash:
-        await webhooks.redeliver(ctx, number)
-        return Flash("Sent again shortly.")
-
-    back = f"/portal/programmes/{programme.id}/webhooks"
-    if form.get("back") == "detail":
-        back = f"{back}/{number}"
-    return await act(request, signed, back, work)
-
-
-@pages.get("/programmes/{programme_id}/inbox")
-async def inbox_page(request: Request, programme_id: str, offset: Offset = 0) -> Response:
-    signed = await signed_in(request)
-    if signed is None:
-        return to_login()
-    programme = await find_programme(request, programme_id)
-    if programme is None or programme.mode != "sandbox":
-        return not_found("sandbox programme")
-    db = db_of(request)
-    stmt = select(OutboxMessage).where(OutboxMessage.programme_id == programme.id)
-    count = await count_rows(db, stmt)
-    rows = await db.execute(
-        stmt.order_by(OutboxMessage.created_at.desc(), OutboxMessage.id.desc())
-        .offset(offset)
-        .limit(PAGE)
-    )
-    return await show(
-        request,
-        signed,
-        "inbox.html",
-        title="Inbox",
-        programme=programme,
-        messages=list(rows.scalars()),
-        pager=pager(request, offset, PAGE, count),
-    )
 
 
 # Cards (D24, D32): the programme's cards with their numbers masked, each card's
@@ -401,6 +289,7 @@ router.include_router(accounts.pages)
 router.include_router(ledger.pages)
 router.include_router(payments.pages)
 router.include_router(wires.pages)
+router.include_router(deliveries.pages)
 router.include_router(pages)
 
 # Included after every other portal router (app.py): an address under /portal/ that no page
