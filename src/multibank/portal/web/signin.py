@@ -1,6 +1,6 @@
-"""Signing in and out (decision 0067), and the portal's own stylesheet and script, which the
-sign-in page needs before any session: the sign-in form takes the admin token, its CSRF token
-a cookie of its own; signing out ends the session (`portal.sessions`)."""
+"""Signing in with the admin token and out (`portal.sessions`), and the portal's own stylesheet
+and script, which the sign-in page needs before any session. The sign-in form's CSRF token is a
+cookie of its own; a wrong token says where this server's comes from (decision 0067)."""
 
 from __future__ import annotations
 
