@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import gc
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
@@ -119,89 +120,77 @@ def outbox_worker(container: Container) -> OutboxWorker | None:
     )
 
 
-def create_app(
-    settings: Settings | None = None,
-    container: Container | None = None,
-    serving: bool = False,
-    portal: bool = True,
-) -> FastAPI:
-    """`serving`: the application is a server process's (not a test's): tune the collector.
-    Not `portal`: without the operator's web portal and API, for a command that drives the
-    customer API and the simulator in its own process (`webhooks trigger`): the portal's
-    modules are then never imported, a few tenths of a second of its CPU (decision 0068)."""
-    settings = settings or (container.settings if container else get_settings())
-    container = container or build_container(settings)
+class Background(Protocol):
+    """A loop the server process runs beside its requests (kernel/loop.py and its kind)."""
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def background(container: Container) -> list[Background]:
+    """The loops this process runs, in the order they start (they stop in the reverse one);
+    a loop whose interval is 0 is not run (one request at a time: tests, `sandbox seed`)."""
+    s, db, clock = container.settings, container.db, container.clock
+    loops: list[Background | None] = [
+        # A sandbox's generated admin token may be rotated while it runs (decision 0067).
+        None
+        if s.admin_token
+        else server_secrets.AdminTokenWatcher(
+            db, lambda value: setattr(container, "admin_token", value), container.admin_token
+        ),
+        outbox_worker(container),
+        Housekeeper(db, clock, s.housekeeping_interval_seconds, s.idempotency_retention_hours)
+        if s.housekeeping_interval_seconds > 0
+        else None,
+        # Payment, IBAN and card steps as the programme clock makes them due (due_work.py).
+        due_work.worker(db, clock, s.payments_poll_seconds)
+        if s.payments_poll_seconds > 0
+        else None,
+        WebhookWorker(
+            db,
+            clock,
+            s.webhooks_poll_seconds,
+            s.webhooks_allow_private,
+            int(s.webhooks_lease_seconds * 1000),
+        )
+        if s.webhooks_poll_seconds > 0
+        else None,
+    ]
+    return [loop for loop in loops if loop is not None]
+
+
+def lifespan_of(
+    container: Container, serving: bool
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Startup (keys, the docs' examples, this process's id node, the background loops) and,
+    in reverse, shutdown; `serving`: a server process's, whose collector is tuned once built."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if container.keyring is None:
-            await startup(container)
-        # The docs' request examples name the default programme's profiles.
-        await examples.load(container.db)
-        # This process's id node, leased from the database (kernel/node_lease.py).
-        nodes = NodeKeeper(container.db, container.clock)
-        await nodes.start()
-        # A sandbox's generated admin token may be rotated while it runs (decision 0067).
-        tokens = None
-        if not container.settings.admin_token:
-            tokens = server_secrets.AdminTokenWatcher(
-                container.db,
-                lambda value: setattr(container, "admin_token", value),
-                container.admin_token,
-            )
-            tokens.start()
-        worker = outbox_worker(container)
-        if worker is not None:
-            worker.start()
-        keeper = None
-        if container.settings.housekeeping_interval_seconds > 0:
-            keeper = Housekeeper(
-                container.db,
-                container.clock,
-                container.settings.housekeeping_interval_seconds,
-                container.settings.idempotency_retention_hours,
-            )
-            keeper.start()
-        steps = None
-        if container.settings.payments_poll_seconds > 0:
-            # Payment, IBAN and card steps as the programme clock makes them due (due_work.py).
-            steps = due_work.worker(
-                container.db, container.clock, container.settings.payments_poll_seconds
-            )
-            steps.start()
-        hooks = None
-        if container.settings.webhooks_poll_seconds > 0:
-            hooks = WebhookWorker(
-                container.db,
-                container.clock,
-                container.settings.webhooks_poll_seconds,
-                container.settings.webhooks_allow_private,
-                int(container.settings.webhooks_lease_seconds * 1000),
-            )
-            hooks.start()
-        if serving:
-            tune_gc()
-        try:
+        async with AsyncExitStack() as stack:
+            stack.callback(container.hasher.close)
+            stack.push_async_callback(container.db.dispose)
+            if container.keyring is None:
+                await startup(container)
+            # The docs' request examples name the default programme's profiles.
+            await examples.load(container.db)
+            # This process's id node, leased from the database (kernel/node_lease.py).
+            nodes = NodeKeeper(container.db, container.clock)
+            await nodes.start()
+            stack.push_async_callback(nodes.stop)
+            for loop in background(container):
+                loop.start()
+                stack.push_async_callback(loop.stop)
+            if serving:
+                tune_gc()
             yield
-        finally:
-            if hooks is not None:
-                await hooks.stop()
-            if steps is not None:
-                await steps.stop()
-            if keeper is not None:
-                await keeper.stop()
-            if worker is not None:
-                await worker.stop()
-            if tokens is not None:
-                await tokens.stop()
-            await nodes.stop()
-            await container.db.dispose()
-            container.hasher.close()
 
-    app = ServerApp(
-        title="multibank", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
-    )
-    install_error_handlers(app)
+    return lifespan
+
+
+def add_operations(app: FastAPI, container: Container) -> None:
+    """`/healthz`, `/readyz` and the operator's `/metrics`."""
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:
@@ -227,6 +216,29 @@ def create_app(
             return Response(status_code=401, headers={"www-authenticate": "Bearer"})
         body, content_type = render_metrics()
         return Response(body, media_type=content_type)
+
+
+def create_app(
+    settings: Settings | None = None,
+    container: Container | None = None,
+    serving: bool = False,
+    portal: bool = True,
+) -> FastAPI:
+    """`serving`: the application is a server process's (not a test's): tune the collector.
+    Not `portal`: without the operator's web portal and API, for a command that drives the
+    customer API and the simulator in its own process (`webhooks trigger`): the portal's
+    modules are then never imported, a few tenths of a second of its CPU (decision 0068)."""
+    settings = settings or (container.settings if container else get_settings())
+    container = container or build_container(settings)
+    app = ServerApp(
+        title="multibank",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        lifespan=lifespan_of(container, serving),
+    )
+    install_error_handlers(app)
+    add_operations(app, container)
 
     app.mount("/multi", build_v3_29())
     app.mount("/3.29.1/multi", build_v3_29())
@@ -271,6 +283,14 @@ def create_app(
         app.include_router(portal_fallback)
 
     app.mount(DOCS_ASSETS_URL, StaticFiles(directory=DOCS_ASSETS), name="docs-assets")
+    add_request_path(app, container)
+    app.state.container = container
+    return app
+
+
+def add_request_path(app: FastAPI, container: Container) -> None:
+    """Once every route is in: the dispatch of each router, the shortcut to the base URLs'
+    applications and the middleware, outermost last."""
     # Every router of the server tries first the routes a request can match (api/dispatch.py):
     # the outer application's, and each mounted application's (versions, simulator, operator).
     dispatch.install(app.router)
@@ -281,17 +301,15 @@ def create_app(
     # mounts can match a path under them (tests/api/test_dispatch.py).
     shortcut = [r for r in app.routes if isinstance(r, Mount) and r.path in SHORTCUT_BASES]
     app.add_middleware(VersionShortcut, mounts=shortcut)
-    if settings.cors_allowed_origins:
+    if container.settings.cors_allowed_origins:
         app.add_middleware(
             CORSMiddleware,
-            allow_origins=settings.cors_allowed_origins,
+            allow_origins=container.settings.cors_allowed_origins,
             allow_methods=["GET", "POST", "PATCH", "PUT", "DELETE"],
             allow_headers=["api-key", "authorization", "content-type", "idempotency-ref", "accept"],
             expose_headers=["request-ref", "x-ratelimit-limit", "x-ratelimit-reset"],
         )
     app.add_middleware(EdgeMiddleware, container=container)
-    app.state.container = container
-    return app
 
 
 def _docs_redirect(base: str) -> Callable[[], Awaitable[RedirectResponse]]:
