@@ -277,19 +277,7 @@ async def _live_session(
             raise Unauthorized()
     if request.method in ("GET", "HEAD"):
         if now_ms - entry.last_seen_ms >= RENEW_EVERY_MS:
-            # Marked before the statement: the reads of this session that come while it runs
-            # do not each renew it too. Put back if the statement fails.
-            previous, entry.last_seen_ms = entry.last_seen_ms, now_ms
-            try:
-                renewed = await renew_session(
-                    scope.session, session_id, programme_id, now_ms, limits
-                )
-            except BaseException:
-                entry.last_seen_ms = min(entry.last_seen_ms, previous)
-                raise
-            if not renewed:
-                cache.forget_session(session_id)
-                raise Unauthorized()
+            await _renew_for_a_read(scope, cache, entry, programme_id, now_ms, limits)
     else:
         values = None if claim is None else await claim(entry.row, programme, now_ms)
         # On SQLite a write renews at most once a second too, and otherwise confirms the session
@@ -317,6 +305,29 @@ async def _live_session(
             # (if it does not, the next write renews again a second later, at the latest).
             entry.last_seen_ms = max(entry.last_seen_ms, now_ms)
     return entry.row
+
+
+async def _renew_for_a_read(
+    scope: RequestScope,
+    cache: AuthCache,
+    entry: SessionEntry,
+    programme_id: int,
+    now_ms: int,
+    limits: SessionLimits,
+) -> None:
+    """A read's renewal, at most once a second (the caller saw it due); 401 if the session
+    ended meanwhile. Marked before the statement: the reads of this session that come while it
+    runs do not each renew it too. Put back if the statement fails."""
+    session_id = entry.row.id
+    previous, entry.last_seen_ms = entry.last_seen_ms, now_ms
+    try:
+        renewed = await renew_session(scope.session, session_id, programme_id, now_ms, limits)
+    except BaseException:
+        entry.last_seen_ms = min(entry.last_seen_ms, previous)
+        raise
+    if not renewed:
+        cache.forget_session(session_id)
+        raise Unauthorized()
 
 
 def _settle(

@@ -96,22 +96,7 @@ class EdgeMiddleware:
             await send(message)
 
         try:
-            if "\x00" in scope["path"] or b"%00" in scope.get("query_string", b""):
-                # PostgreSQL cannot store a NUL and SQLite would: refused alike, before anything.
-                await _send_json(
-                    send_wrapper,
-                    400,
-                    {
-                        "message": "The path or query must not contain a NUL character.",
-                        "syntaxErrors": {
-                            "invalidFields": [{"fieldName": "path", "error": "REGEX", "params": []}]
-                        },
-                    },
-                )
-                return
-            declared = _content_length(scope)
-            if declared is not None and declared > self.max_body:
-                await _send_json(send_wrapper, 413, {"message": "Request entity too large"})
+            if await self._refused(scope, send_wrapper):
                 return
             received = 0
 
@@ -149,24 +134,50 @@ class EdgeMiddleware:
                         send_wrapper, 500, {"code": "INTERNAL_ERROR", "message": "Internal error"}
                     )
         finally:
-            elapsed = time.perf_counter() - started
-            route = _route_template(scope)
-            counter, latency = _metrics(scope["method"], route, status["code"])
-            counter.inc()
-            latency.observe(elapsed)
-            if log.isEnabledFor(logging.INFO):  # the record's fields cost even when dropped
-                log.info(
-                    "request",
-                    extra={
-                        "request_ref": ref,
-                        "method": scope["method"],
-                        "path": scope["path"],
-                        "route": route,
-                        "status": status["code"],
-                        "duration_ms": round(elapsed * 1000, 2),
-                    },
-                )
+            _observe(scope, ref, status["code"], time.perf_counter() - started)
             request_ref_var.reset(token)
+
+    async def _refused(self, scope: Scope, send: Send) -> bool:
+        """Answered before the application sees it: a NUL in the path or query (PostgreSQL
+        cannot store one and SQLite would: refused alike, 400), or a declared body over the
+        limit (413)."""
+        if "\x00" in scope["path"] or b"%00" in scope.get("query_string", b""):
+            await _send_json(
+                send,
+                400,
+                {
+                    "message": "The path or query must not contain a NUL character.",
+                    "syntaxErrors": {
+                        "invalidFields": [{"fieldName": "path", "error": "REGEX", "params": []}]
+                    },
+                },
+            )
+            return True
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_body:
+            await _send_json(send, 413, {"message": "Request entity too large"})
+            return True
+        return False
+
+
+def _observe(scope: Scope, ref: str, status: int, elapsed: float) -> None:
+    """The request's metrics and, at INFO, its log line."""
+    route = _route_template(scope)
+    counter, latency = _metrics(scope["method"], route, status)
+    counter.inc()
+    latency.observe(elapsed)
+    if log.isEnabledFor(logging.INFO):  # the record's fields cost even when dropped
+        log.info(
+            "request",
+            extra={
+                "request_ref": ref,
+                "method": scope["method"],
+                "path": scope["path"],
+                "route": route,
+                "status": status,
+                "duration_ms": round(elapsed * 1000, 2),
+            },
+        )
 
 
 _CHILDREN: dict[tuple[str, str, int], tuple[Any, Any]] = {}

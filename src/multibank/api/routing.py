@@ -53,13 +53,14 @@ def container_of(request: Request) -> Container:
     return container
 
 
+Handler = Callable[[Request], Coroutine[Any, Any, Response]]
+
+
 class UnitOfWorkRoute(WrappedRoute):
     """A route of the server's APIs: its request's `RequestScope` (api/scope.py), made here and
     kept in the ASGI scope, and its unit of work (this module's docstring)."""
 
-    def wrap(
-        self, handler: Callable[[Request], Coroutine[Any, Any, Response]]
-    ) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+    def wrap(self, handler: Handler) -> Handler:
         async def run(request: Request) -> Response:
             db = container_of(request).db
             if request.method in ("GET", "HEAD"):
@@ -75,80 +76,82 @@ class UnitOfWorkRoute(WrappedRoute):
                         await scope.opened.close()
             scope = RequestScope(db, read_only=False)
             request.scope[SCOPE_KEY] = scope
-            return await attempts(request, scope)
-
-        async def attempts(request: Request, scope: RequestScope) -> Response:
-            """`write`, run again while its transaction loses a race in the database (a deadlock
-            or a serialization failure, kernel/conflicts.py), up to `conflicts.ATTEMPTS` runs in
-            all; the last run's error is the answer (503, api/errors.py). Safe: nothing of the
-            lost run was kept (its idempotency claim neither), nothing was sent to the client
-            (the answer is sent once this returns), and the body it read is kept by the request
-            (api/routebase.py: one request object for every run) for the next run to read again."""
-            attempt = 1
-            while True:
-                try:
-                    return await write(request, scope)
-                except Exception as error:
-                    if attempt >= conflicts.ATTEMPTS or not conflicts.lost_race(error):
-                        raise
-                    log.warning(
-                        "%s %s lost a race in the database (%s) and ran again",
-                        request.method,
-                        request.url.path,
-                        conflicts.sqlstate(error),
-                    )
-                scope.next_attempt()
-                await asyncio.sleep(conflicts.pause(attempt))
-                attempt += 1
-
-        async def write(request: Request, scope: RequestScope) -> Response:
-            # A write: one session transaction on one connection, begun at its first
-            # statement, committed below an answer of 400 and rolled back otherwise. The
-            # session is made by the first dependency or service that needs it: a write that
-            # ran no statement has nothing to commit or undo.
-            try:
-                try:
-                    try:
-                        response = await handler(request)
-                    except Exception:
-                        await _send_held(scope)  # a held session check answers first (0064)
-                        raise
-                    await _send_held(scope)
-                except DomainError as exc:
-                    if scope.opened is not None:
-                        if exc.keep_changes:
-                            await _commit_refusal(scope, scope.opened, exc)
-                        else:
-                            await scope.opened.rollback()
-                    raise
-                except BaseException:
-                    if scope.opened is not None:
-                        await scope.opened.rollback()
-                    raise
-                session = scope.opened
-                if session is None:
-                    return response
-                if response.status_code >= 400:
-                    await session.rollback()
-                    return response
-                record = scope.idempotency_record
-                if record is not None:  # the answer is stored in the same transaction
-                    await IdempotencyStore(session).complete(
-                        record,
-                        response.status_code,
-                        response.headers.get("content-type"),
-                        bytes(response.body),
-                    )
-                await session.commit()
-                await _after_commit(session)
-                return response
-            finally:
-                # Committed or rolled back above (a rollback that was itself interrupted leaves
-                # the connection to the pool's reset on return).
-                if scope.opened is not None:
-                    await scope.opened.close()
+            return await attempts(handler, request, scope)
 
         return run
+
+
+async def attempts(handler: Handler, request: Request, scope: RequestScope) -> Response:
+    """`write`, run again while its transaction loses a race in the database (a deadlock
+    or a serialization failure, kernel/conflicts.py), up to `conflicts.ATTEMPTS` runs in
+    all; the last run's error is the answer (503, api/errors.py). Safe: nothing of the
+    lost run was kept (its idempotency claim neither), nothing was sent to the client
+    (the answer is sent once this returns), and the body it read is kept by the request
+    (api/routebase.py: one request object for every run) for the next run to read again."""
+    attempt = 1
+    while True:
+        try:
+            return await write(handler, request, scope)
+        except Exception as error:
+            if attempt >= conflicts.ATTEMPTS or not conflicts.lost_race(error):
+                raise
+            log.warning(
+                "%s %s lost a race in the database (%s) and ran again",
+                request.method,
+                request.url.path,
+                conflicts.sqlstate(error),
+            )
+        scope.next_attempt()
+        await asyncio.sleep(conflicts.pause(attempt))
+        attempt += 1
+
+
+async def write(handler: Handler, request: Request, scope: RequestScope) -> Response:
+    # A write: one session transaction on one connection, begun at its first
+    # statement, committed below an answer of 400 and rolled back otherwise. The
+    # session is made by the first dependency or service that needs it: a write that
+    # ran no statement has nothing to commit or undo.
+    try:
+        try:
+            try:
+                response = await handler(request)
+            except Exception:
+                await _send_held(scope)  # a held session check answers first (0064)
+                raise
+            await _send_held(scope)
+        except DomainError as exc:
+            if scope.opened is not None:
+                if exc.keep_changes:
+                    await _commit_refusal(scope, scope.opened, exc)
+                else:
+                    await scope.opened.rollback()
+            raise
+        except BaseException:
+            if scope.opened is not None:
+                await scope.opened.rollback()
+            raise
+        session = scope.opened
+        if session is None:
+            return response
+        if response.status_code >= 400:
+            await session.rollback()
+            return response
+        record = scope.idempotency_record
+        if record is not None:  # the answer is stored in the same transaction
+            await IdempotencyStore(session).complete(
+                record,
+                response.status_code,
+                response.headers.get("content-type"),
+                bytes(response.body),
+            )
+        await session.commit()
+        await _after_commit(session)
+        return response
+    finally:
+        # Committed or rolled back above (a rollback that was itself interrupted leaves
+        # the connection to the pool's reset on return).
+        if scope.opened is not None:
+            await scope.opened.close()
 
 
 class UnitOfWorkRouter(APIRouter):

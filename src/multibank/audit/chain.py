@@ -26,6 +26,7 @@ def normal_json(value: Any) -> Any:
     return None if value is None else json.loads(json.dumps(value))
 
 
+# Over 8 parameters: the record's fields, each hashed in this order (its stored form).
 def digest(
     seq: int,
     record_id: int,

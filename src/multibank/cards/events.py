@@ -193,6 +193,7 @@ def _merchant_data(merchant: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+# Over 8 parameters: the fields every card payment event carries (cards.md §4).
 def _payment_common(
     ctx: Ctx,
     card: ManagedCard,
@@ -245,6 +246,7 @@ def _payment_common(
     return body
 
 
+# Over 8 parameters: the authorisation event's own fields, named at every call (cards.md §4).
 async def authorisation(
     ctx: Ctx,
     card: ManagedCard,
@@ -295,6 +297,7 @@ async def authorisation(
     await emit(ctx, AUTHORISATIONS, authorisation_type, resource(card), body)
 
 
+# Over 8 parameters: the settlement event's own fields, named at every call (cards.md §4).
 async def settlement(
     ctx: Ctx,
     card: ManagedCard,

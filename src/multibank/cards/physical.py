@@ -149,6 +149,7 @@ def random_pin() -> str:
     return f"{secrets.randbelow(10_000):04d}"
 
 
+# Over 8 parameters: the upgrade body's fields, named at the call (cards.md §3).
 async def upgrade(
     ctx: Ctx,
     keys: CardKeyring,
@@ -305,27 +306,10 @@ def _replacement_name(name: str) -> str:
     return name[: FRIENDLY_NAME_MAX - len(REPLACEMENT_SUFFIX)] + REPLACEMENT_SUFFIX
 
 
-async def replace_lost_stolen(
-    ctx: Ctx, keys: CardKeyring, owner: Owner, card_id: str, code: str
-) -> repo.Row:
-    """A new card (new id and number) with the old one's mode, spend rules and PIN, waiting for
-    activation with `code`; a prepaid card's available balance moves to it in the same
-    transaction (an ADJUSTMENT). The old card ends DESTROYED (LOST or STOLEN) naming its
-    replacement. Answers the old card (observed)."""
-    card, balance = await service.load(ctx, owner, card_id, for_update=True)
-    _physical(card)
-    if card.replacement_reason == LOST_STOLEN:
-        raise Conflict("INSTRUMENT_ALREADY_REPLACED")
-    if card.reported is None:
-        raise Conflict("INSTRUMENT_NOT_MARKED_LOST_OR_STOLEN")
-    if card.state == service.DESTROYED and card.destroyed_reason != card.reported:
-        raise Conflict("INSTRUMENT_DESTROYED")  # removed by its owner after the report
-    if card.parent_account_id is not None:
-        parent = await accounts.get(
-            ctx.db, ctx.programme.id, owner.identity_id, card.parent_account_id
-        )
-        if parent is None or parent[0].state != service.ACTIVE:
-            raise Conflict("PARENT_MANAGED_ACCOUNT_NOT_ACTIVE")
+async def _replacement(ctx: Ctx, keys: CardKeyring, card: ManagedCard, code: str) -> ManagedCard:
+    """The lost or stolen card's replacement, made and flushed: new id, number, CVV and expiry,
+    the old one's mode, owner, names, spend rules and PIN, manufacturing requested, waiting for
+    activation with `code`."""
     new_card_id = new_id()
     if card.mode == service.PREPAID:
         await ledger.open_account(
@@ -380,38 +364,69 @@ async def replace_lost_stolen(
     ctx.db.add(new)
     await ctx.db.flush()
     await manufacturing.request(ctx, new)
-    moved = balance.available if balance is not None else 0
-    if moved > 0:
-        movement = await ledger.post(
-            ctx.db,
-            programme_id=ctx.programme.id,
-            type_="ADJUSTMENT",
-            legs=[
-                ledger.Leg(card.id, card.currency, -moved, -moved),
-                ledger.Leg(new.id, card.currency, moved, moved),
-            ],
-            now_ms=ctx.now,
-            details={
-                "cardId": str(new.id),
-                "adjustmentType": BALANCE_TRANSFER,
-                "relatedCardId": str(card.id),
-                # Each card's statement names the other card.
-                "byAccount": {
-                    str(card.id): {
-                        "fields": {"adjustmentType": BALANCE_TRANSFER, "relatedCardId": str(new.id)}
-                    },
-                    str(new.id): {
-                        "fields": {
-                            "adjustmentType": BALANCE_TRANSFER,
-                            "relatedCardId": str(card.id),
-                        }
-                    },
+    return new
+
+
+async def _move_balance(ctx: Ctx, card: ManagedCard, new: ManagedCard, moved: int) -> None:
+    """A prepaid card's available balance onto its replacement: one ADJUSTMENT, each card's
+    statement naming the other, and each card's event."""
+    movement = await ledger.post(
+        ctx.db,
+        programme_id=ctx.programme.id,
+        type_="ADJUSTMENT",
+        legs=[
+            ledger.Leg(card.id, card.currency, -moved, -moved),
+            ledger.Leg(new.id, card.currency, moved, moved),
+        ],
+        now_ms=ctx.now,
+        details={
+            "cardId": str(new.id),
+            "adjustmentType": BALANCE_TRANSFER,
+            "relatedCardId": str(card.id),
+            # Each card's statement names the other card.
+            "byAccount": {
+                str(card.id): {
+                    "fields": {"adjustmentType": BALANCE_TRANSFER, "relatedCardId": str(new.id)}
+                },
+                str(new.id): {
+                    "fields": {
+                        "adjustmentType": BALANCE_TRANSFER,
+                        "relatedCardId": str(card.id),
+                    }
                 },
             },
+        },
+    )
+    old_left = (await ledger.balances(ctx.db, card.id))[0]
+    await events.adjustment(ctx, card, movement.id, BALANCE_TRANSFER, -moved, old_left)
+    await events.adjustment(ctx, new, movement.id, BALANCE_TRANSFER, moved, moved)
+
+
+async def replace_lost_stolen(
+    ctx: Ctx, keys: CardKeyring, owner: Owner, card_id: str, code: str
+) -> repo.Row:
+    """A new card (new id and number) with the old one's mode, spend rules and PIN, waiting for
+    activation with `code`; a prepaid card's available balance moves to it in the same
+    transaction (an ADJUSTMENT). The old card ends DESTROYED (LOST or STOLEN) naming its
+    replacement. Answers the old card (observed)."""
+    card, balance = await service.load(ctx, owner, card_id, for_update=True)
+    _physical(card)
+    if card.replacement_reason == LOST_STOLEN:
+        raise Conflict("INSTRUMENT_ALREADY_REPLACED")
+    if card.reported is None:
+        raise Conflict("INSTRUMENT_NOT_MARKED_LOST_OR_STOLEN")
+    if card.state == service.DESTROYED and card.destroyed_reason != card.reported:
+        raise Conflict("INSTRUMENT_DESTROYED")  # removed by its owner after the report
+    if card.parent_account_id is not None:
+        parent = await accounts.get(
+            ctx.db, ctx.programme.id, owner.identity_id, card.parent_account_id
         )
-        old_left = (await ledger.balances(ctx.db, card.id))[0]
-        await events.adjustment(ctx, card, movement.id, BALANCE_TRANSFER, -moved, old_left)
-        await events.adjustment(ctx, new, movement.id, BALANCE_TRANSFER, moved, moved)
+        if parent is None or parent[0].state != service.ACTIVE:
+            raise Conflict("PARENT_MANAGED_ACCOUNT_NOT_ACTIVE")
+    new = await _replacement(ctx, keys, card, code)
+    moved = balance.available if balance is not None else 0
+    if moved > 0:
+        await _move_balance(ctx, card, new, moved)
     was_destroyed = card.state == service.DESTROYED
     card.state, card.blocked_reason = service.DESTROYED, None
     card.destroyed_reason = card.reported

@@ -20,6 +20,7 @@ pool_app = OperatorApp(help="The card pool: unassigned prepaid cards that identi
 cards_app.add_typer(pool_app, name="pool")
 
 
+# Over 80 lines: typer reads the command's options, with their help, from its signature.
 @pool_app.command("create")
 def cards_pool_create(
     profile: Annotated[

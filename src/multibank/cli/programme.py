@@ -27,6 +27,7 @@ PROGRAMME_JSON_HELP = (
 )
 
 
+# Over 80 lines: typer reads the command's options, with their help, from its signature.
 @programme_app.command("create")
 def programme_create(
     name: Annotated[

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 sandbox_app = OperatorApp(help="Sandbox helpers: ready-made test data.")
 
 
+# Over 80 lines: typer reads the command's options, with their help, from its signature.
 @sandbox_app.command("seed")
 def sandbox_seed(
     programme: Annotated[

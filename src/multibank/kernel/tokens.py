@@ -160,6 +160,7 @@ class SessionLimits:
     absolute_ms: int
 
 
+# Over 8 parameters: a session row's columns, named at every call.
 async def open_session(
     db: AsyncSession,
     *,

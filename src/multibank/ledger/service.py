@@ -238,6 +238,7 @@ def revenue_key_params(programme_id: int, source_account_id: int) -> dict[str, A
     return {"rk_prefix": f"{programme_id}:{REVENUE}:", "rk_suffix": f":{shard}" if shard else ""}
 
 
+# Over 80 lines: one PostgreSQL statement's CTEs, built in the order they run.
 def transfer_ctes(row: CTE) -> list[CTE]:
     """PostgreSQL: the CTEs that write a movement of `row`'s `amount` (`transfer_params`), a
     guarded debit of `source_id` and a credit of `target_id` in `currency`, with `details`, if
@@ -467,6 +468,7 @@ async def open_account(
     return account
 
 
+# Over 8 parameters: a movement's fields, keyword-only, as every slice posts them.
 async def post(
     db: AsyncSession,
     *,
@@ -561,6 +563,7 @@ def _balanced(type_: str, legs: Sequence[Leg]) -> None:
         raise Unbalanced(f"postings of {type_} do not sum to zero: {dict(sums)}")
 
 
+# Over 80 lines: several movements in one PostgreSQL round trip: checks, statement, result.
 async def post_all(
     db: AsyncSession,
     *,
@@ -868,6 +871,7 @@ def reserved_shard(source_account_id: int) -> int:
     return revenue_shard(source_account_id)
 
 
+# Over 8 parameters: a hold's fields, keyword-only, as payments and cards place them.
 async def reserve(
     db: AsyncSession,
     *,

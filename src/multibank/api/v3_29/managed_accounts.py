@@ -92,6 +92,7 @@ def account_body(
     return body
 
 
+# Over 8 parameters: each of the interface's filters is a query parameter of its own.
 @router.get(
     "/managed_accounts",
     operation_id="managedAccountsGet",

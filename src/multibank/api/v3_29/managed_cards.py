@@ -155,6 +155,7 @@ async def card_out(ctx: Ctx, keys: CardKeyring, row: repository.Row) -> dict[str
     return card_body(keys, card, balance, spent)
 
 
+# Over 8 parameters: each of the interface's filters is a query parameter of its own.
 @router.get(
     "/managed_cards",
     operation_id="managedCardsGet",

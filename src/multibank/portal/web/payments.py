@@ -153,7 +153,7 @@ def _payment_conditions(
     return conditions, problems
 
 
-# Nine parameters: FastAPI reads each of the list's filters from a query parameter of its own.
+# Over 8 parameters: each of the list's filters is a query parameter of its own.
 @pages.get("/programmes/{programme_id}/payments")
 async def payments_page(
     request: Request,
