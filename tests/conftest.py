@@ -26,7 +26,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from multibank.app import build_container, create_app, startup
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.migrate import upgrade
 from multibank.programmes import service
 from multibank.programmes.schemas import ProgrammeCreate

@@ -18,7 +18,7 @@ from multibank.cards import money
 from multibank.cards.authorisations import CardAuthorisation
 from multibank.cards.fees import ATM_WITHDRAWAL, with_fee
 from multibank.cards.models import CardMovement, ManagedCard
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
 from multibank.ledger.verify import verify
 from multibank.programmes.context import Ctx

@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import select
 
 from multibank.accounts import service as accounts
+from multibank.container import Container
 from multibank.fees import service as fees
 from multibank.identities.models import CONSUMER
-from multibank.kernel.context import Container
 from multibank.kernel.errors import Conflict
 from multibank.ledger.models import LedgerTransaction
 from multibank.ledger.statements import StatementQuery, statement

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from multibank.container import Container
 from multibank.identities import service as identities
 from multibank.identities.models import CONSUMER, CORPORATE, Identity
 from multibank.identities.samples import consumer_signup, corporate_signup
@@ -24,7 +25,6 @@ from multibank.identities.schemas import (
     CorporateUpdate,
 )
 from multibank.kernel.codes import SANDBOX_CODE
-from multibank.kernel.context import Container
 from multibank.kernel.errors import Conflict, NotFound
 from multibank.kernel.notify import OutboxMessage
 from multibank.programmes import service as programmes

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.db import Database
 from multibank.kernel.ids import new_id
 from multibank.kernel.migrate import upgrade

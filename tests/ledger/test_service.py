@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.ids import new_id
 from multibank.ledger import service as ledger
 from multibank.ledger.models import (

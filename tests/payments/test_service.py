@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from multibank.container import Container
 from multibank.identities import service as identities
 from multibank.identities.models import CONSUMER
 from multibank.kernel.codes import SANDBOX_CODE
-from multibank.kernel.context import Container
 from multibank.kernel.errors import Conflict, NotFound
 from multibank.ledger import service as ledger
 from multibank.ledger.models import RESERVED, LedgerTransaction
