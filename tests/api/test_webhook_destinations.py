@@ -16,9 +16,9 @@ import httpx
 import pytest
 from sqlalchemy import update
 
+from multibank.factors import events
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import Programme
-from multibank.webhooks import events
 from multibank.webhooks.delivery import Claimed, deliver_due, refused_destination, send
 
 PORTAL = "/portal/api/programmes"

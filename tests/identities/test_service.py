@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 
 from multibank.container import Container
 from multibank.identities import service as identities
+from multibank.identities.events import KYB, KYC
 from multibank.identities.models import CONSUMER, CORPORATE, Identity
 from multibank.identities.samples import consumer_signup, corporate_signup
 from multibank.identities.schemas import (
@@ -31,7 +32,6 @@ from multibank.programmes import service as programmes
 from multibank.programmes.context import Ctx
 from multibank.programmes.schemas import ProfileUpdate
 from multibank.users.models import ROOT, User
-from multibank.webhooks.events import KYB, KYC
 from multibank.webhooks.models import PENDING, WebhookEvent
 from tests import domain_factories as make
 from tests.domain_factories import rolled_back

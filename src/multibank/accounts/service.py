@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
+from multibank.accounts import events
 from multibank.accounts import iban as ibans
 from multibank.accounts import repository as repo
 from multibank.accounts.models import ManagedAccount
@@ -22,7 +23,6 @@ from multibank.ledger import service as ledger
 from multibank.ledger.models import SETTLEMENT, LedgerAccount
 from multibank.programmes import repository as programmes
 from multibank.programmes.context import Ctx
-from multibank.webhooks import events as webhooks
 
 ACTIVE, BLOCKED, DESTROYED = "ACTIVE", "BLOCKED", "DESTROYED"
 MAX_PAGE = 100
@@ -85,7 +85,7 @@ async def announce(ctx: Ctx, kind: str, account: ManagedAccount) -> None:
     """The account's webhook event (D16), with its balances as they are now."""
     ledger_account = await ctx.db.get(LedgerAccount, account.id, populate_existing=True)
     if ledger_account is not None:
-        await webhooks.account(ctx, kind, account, ledger_account)
+        await events.account(ctx, kind, account, ledger_account)
 
 
 async def load(ctx: Ctx, owner: Owner, account_id: str) -> repo.Row:
@@ -223,7 +223,7 @@ async def upgrade_iban(ctx: Ctx, owner: Owner, account_id: str) -> ManagedAccoun
     account.iban_state = "PENDING_ALLOCATION"
     account.iban_requested_at = ctx.now
     await ctx.db.flush()
-    await webhooks.iban(ctx, "REQUESTED", account)
+    await events.iban(ctx, "REQUESTED", account)
     if ctx.programme.iban_allocation_delay_seconds == 0:
         await allocate_iban(ctx, account)
     return account
@@ -291,7 +291,7 @@ async def allocate_iban(ctx: Ctx, account: ManagedAccount) -> bool:
     if done:
         # (On a read, whose statements commit one at a time, the event follows the allocation
         # rather than sharing its transaction.)
-        await webhooks.iban(ctx, "CREATED", account)
+        await events.iban(ctx, "CREATED", account)
         await ctx.db.flush()
     return bool(done)
 
@@ -383,7 +383,7 @@ async def deposit(
             )
     except IntegrityError:
         return "DENIED_INVALID_TX_ID"
-    await webhooks.deposit(ctx, account, tx.id, amount, details)
+    await events.deposit(ctx, account, tx.id, amount, details)
     return "COMPLETED"
 
 
