@@ -157,7 +157,7 @@ async def container(settings: Settings) -> AsyncIterator[Container]:
     await startup(c)
     yield c
     # Issue 5: the ledger invariants hold after the whole suite, whatever it did.
-    from multibank.ledger.verify import verify
+    from multibank.reconciliation import verify
 
     async with c.db.transaction() as session:
         violations = await verify(session)

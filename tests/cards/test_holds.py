@@ -14,8 +14,8 @@ from multibank.cards.authorisations import COMPLETED, PENDING_SETTLEMENT, REVERS
 from multibank.cards.fees import REFUND, with_fee
 from multibank.container import Container
 from multibank.ledger.models import LedgerTransaction
-from multibank.ledger.verify import verify
 from multibank.programmes.context import Ctx
+from multibank.reconciliation import verify
 from tests import domain_factories as make
 from tests.cards.support import (
     FEE,

@@ -18,10 +18,10 @@ from multibank.identities.models import CONSUMER
 from multibank.kernel.errors import Conflict
 from multibank.ledger.models import LedgerTransaction
 from multibank.ledger.statements import StatementQuery, statement
-from multibank.ledger.verify import verify
 from multibank.programmes import service as programmes
 from multibank.programmes.context import Ctx
 from multibank.programmes.schemas import FeeTypeCreate
+from multibank.reconciliation import verify
 from tests import domain_factories as make
 from tests.domain_factories import rolled_back
 

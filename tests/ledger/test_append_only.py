@@ -17,7 +17,7 @@ from multibank.kernel.migrate import upgrade
 from multibank.ledger import service as ledger
 from multibank.ledger import statements
 from multibank.ledger.models import SETTLEMENT, LedgerAccount, Posting
-from multibank.ledger.verify import verify
+from multibank.reconciliation import verify
 from tests.conftest import ProgrammeFactory
 
 NOW = 1_700_000_000_000

@@ -17,12 +17,12 @@ from multibank.kernel.codes import SANDBOX_CODE
 from multibank.kernel.errors import Conflict, NotFound
 from multibank.ledger import service as ledger
 from multibank.ledger.models import RESERVED, LedgerTransaction
-from multibank.ledger.verify import verify
 from multibank.payments import owt, sca, steps
 from multibank.payments import service as payments
 from multibank.payments.models import Payment
 from multibank.payments.schemas import OwtCreate, TransferCreate
 from multibank.programmes.context import Ctx
+from multibank.reconciliation import verify
 from tests import domain_factories as make
 from tests.domain_factories import rolled_back
 
