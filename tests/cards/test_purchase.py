@@ -16,10 +16,10 @@ from sqlalchemy import select
 
 from multibank.cards import money
 from multibank.cards.authorisations import CardAuthorisation
-from multibank.cards.fees import ATM_WITHDRAWAL, with_fee
 from multibank.cards.models import CardMovement, ManagedCard
 from multibank.container import Container
 from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
+from multibank.programmes.card_fees import ATM_WITHDRAWAL, with_fee
 from multibank.programmes.context import Ctx
 from multibank.reconciliation import verify
 from tests import domain_factories as make
