@@ -3,6 +3,7 @@ Flushes, never commits."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import bindparam, select, update
@@ -13,7 +14,6 @@ from multibank.accounts import iban as ibans
 from multibank.accounts import repository as repo
 from multibank.accounts.models import ManagedAccount
 from multibank.accounts.schemas import ManagedAccountCreate
-from multibank.cards import repository as cards
 from multibank.identities import repository as identities
 from multibank.identities.service import is_verified
 from multibank.kernel.errors import Conflict, NotFound
@@ -186,16 +186,22 @@ async def unblock(ctx: Ctx, account: ManagedAccount, by_operator: bool) -> None:
     await announce(ctx, "UNBLOCKED", account)
 
 
-async def remove(ctx: Ctx, owner: Owner, account_id: str) -> None:
-    """3.1.0: irreversible; only an empty account can be removed."""
+# What a slice above this one says against removing an account (its id): it raises the
+# Conflict that refuses the removal. The cards contribute theirs: not while a debit card spends
+# the account (`cards.service.linked_cards_block_removal`, D18).
+RemovalRule = Callable[[Ctx, int], Awaitable[None]]
+
+
+async def remove(ctx: Ctx, owner: Owner, account_id: str, *, rules: Sequence[RemovalRule]) -> None:
+    """3.1.0: irreversible; only an empty account can be removed, and only when no rule of the
+    slices above (`rules`) refuses it."""
     account, balance = await load(ctx, owner, account_id)
     if account.state == DESTROYED:
         raise Conflict("INSTRUMENT_ALREADY_REMOVED")
     if balance.available != 0 or balance.actual != 0:
         raise Conflict("BALANCE_NOT_ZERO")
-    if await cards.has_linked_cards(ctx.db, ctx.programme.id, account.id):
-        # A debit card that is active or blocked spends this account (D18).
-        raise Conflict("INSTRUMENT_HAS_LINKED_CARDS")
+    for rule in rules:
+        await rule(ctx, account.id)
     account.state = DESTROYED
     account.blocked_reason = None
     account.destroyed_reason = "USER"
