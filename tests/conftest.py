@@ -26,7 +26,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from multibank.app import build_container, create_app, startup
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.migrate import upgrade
 from multibank.programmes import service
 from multibank.programmes.schemas import ProgrammeCreate
@@ -157,7 +157,7 @@ async def container(settings: Settings) -> AsyncIterator[Container]:
     await startup(c)
     yield c
     # Issue 5: the ledger invariants hold after the whole suite, whatever it did.
-    from multibank.ledger.verify import verify
+    from multibank.reconciliation import verify
 
     async with c.db.transaction() as session:
         violations = await verify(session)

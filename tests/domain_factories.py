@@ -25,13 +25,13 @@ from multibank.cards import service as cards
 from multibank.cards import spend_rules
 from multibank.cards.models import ManagedCard
 from multibank.cards.schemas import CardLevelSpendRules, ManagedCardCreate
+from multibank.container import Container
 from multibank.factors import service as factors
 from multibank.identities import service as identities
 from multibank.identities.models import CORPORATE, Identity
 from multibank.identities.samples import consumer_signup, corporate_signup
 from multibank.identities.schemas import ConsumerCreate, CorporateCreate
 from multibank.kernel.codes import SANDBOX_CODE
-from multibank.kernel.context import Container
 from multibank.kernel.tokens import AuthSession, open_session
 from multibank.ledger import service as ledger
 from multibank.ledger.models import SETTLEMENT

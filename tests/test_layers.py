@@ -97,6 +97,13 @@ def test_the_kernel_imports_no_domain_slice() -> None:
     assert not found, "\n".join(found)
 
 
+def test_the_kernel_imports_neither_the_settings_nor_the_container() -> None:
+    """Issue 42 §1: the settings sit above the kernel (they check values with its parsers), and
+    the container above both; the kernel takes what it needs as parameters or a protocol."""
+    found = violations(KERNEL, ("multibank.settings", "multibank.container"))
+    assert not found, "\n".join(found)
+
+
 def private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 

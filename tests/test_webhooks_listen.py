@@ -19,8 +19,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from multibank.container import Container
 from multibank.devloop.listen import ListenError, listen
-from multibank.kernel.context import Container
 from multibank.kernel.ids import new_id
 from multibank.programmes.models import Programme
 from multibank.webhooks.delivery import Claimed, send, signatures

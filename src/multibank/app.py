@@ -19,9 +19,9 @@ from multibank.api.errors import install_error_handlers
 from multibank.api.middleware import EdgeMiddleware, VersionShortcut
 from multibank.api.openapi import DOCS_ASSETS, DOCS_ASSETS_URL, ServerApp
 from multibank.api.versions import build_v3_1, build_v3_29
+from multibank.container import Container
 from multibank.kernel import secrets as server_secrets
 from multibank.kernel.carddata import CardKeyring
-from multibank.kernel.context import Container
 from multibank.kernel.db import Database
 from multibank.kernel.hashing import PasswordHasher
 from multibank.kernel.housekeeping import Housekeeper

@@ -15,13 +15,13 @@ from sqlalchemy import select
 
 from multibank.cards import money_steps
 from multibank.cards.authorisations import CardAuthorisation
-from multibank.cards.fees import with_fee
 from multibank.cards.models import ManagedCard
 from multibank.cards.money import window_start
 from multibank.kernel.carddata import CardKeyring
 from multibank.ledger import service as ledger
 from multibank.ledger.models import SETTLEMENT
 from multibank.programmes import due
+from multibank.programmes.card_fees import with_fee
 from multibank.programmes.models import Programme
 from tests.api.test_managed_cards import LATEST, create, get
 from tests.api.test_webhooks import deliver, hooked  # noqa: F401 (the fixture)

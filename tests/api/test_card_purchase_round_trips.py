@@ -7,7 +7,7 @@ system accounts already known (a programme's first purchase creates them)."""
 from __future__ import annotations
 
 from multibank.api import authcache
-from multibank.kernel.context import Container
+from multibank.container import Container
 from tests.api.test_card_payments import debit, limit, purchase
 from tests.api.test_round_trips import counting
 from tests.factories import verified

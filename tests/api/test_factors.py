@@ -11,7 +11,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.notify import OutboxMessage
 from tests.conftest import Prog
 from tests.factories import CODE, PASSWORD, Identity, email, login, otp_step_up, sign_up

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.db import Base
 from tests.factories import open_account, verified
 

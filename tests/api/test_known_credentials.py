@@ -9,7 +9,7 @@ import httpx
 import pytest
 from sqlalchemy import update
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.users.models import User
 from tests.conftest import Prog
 from tests.factories import PASSWORD, corporate_body, email, invited_user, login, sign_up

@@ -20,7 +20,7 @@ import pytest
 
 from multibank.app import build_container, create_app
 from multibank.cli import ensure_default_programme
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.migrate import upgrade
 from multibank.landing import Sandbox, render
 from multibank.settings import Settings

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from tests.factories import login, open_account, verified
 
 

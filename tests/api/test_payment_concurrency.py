@@ -29,8 +29,8 @@ from sqlalchemy.util import await_
 
 from multibank.kernel.db import Database
 from multibank.ledger.models import RESERVED, LedgerAccount
-from multibank.ledger.verify import verify
 from multibank.payments.models import Payment
+from multibank.reconciliation import verify
 from tests.api.fees_support import account_postings, revenue
 from tests.api.payments_support import PORTAL, balances, enrol_sms
 from tests.api.test_ledger_concurrency import (

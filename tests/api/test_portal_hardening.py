@@ -31,7 +31,7 @@ import httpx
 import pytest
 from sqlalchemy import update
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.programmes.models import Programme
 from multibank.settings import Settings
 from tests.api import test_ratelimits

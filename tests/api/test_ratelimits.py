@@ -24,7 +24,7 @@ import pytest
 from sqlalchemy import func, select
 
 from multibank.app import build_container, create_app
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.notify import OutboxMessage
 from multibank.settings import Settings
 from tests.conftest import Prog

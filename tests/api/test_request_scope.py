@@ -28,7 +28,7 @@ from multibank.api.openapi import declared_schemes
 from multibank.api.routing import UnitOfWorkRoute, UnitOfWorkRouter
 from multibank.api.scope import SCOPE_KEY, RequestScope
 from multibank.app import create_app
-from multibank.kernel.context import Container
+from multibank.container import Container
 from tests.conftest import ProgrammeFactory
 from tests.factories import verified
 from tests.openapi_conformance import BASES

@@ -12,7 +12,7 @@ import asyncio
 import pytest
 from sqlalchemy import update
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.ledger import service as ledger
 from multibank.ledger.models import REVENUE, LedgerAccount
 from tests.api.fees_support import charge, revenue

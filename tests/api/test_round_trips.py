@@ -22,7 +22,7 @@ from sqlalchemy.dialects import postgresql
 
 from multibank.api import authcache, deps
 from multibank.api.authcache import cache_of
-from multibank.kernel.context import Container
+from multibank.container import Container
 from tests.api.fees_support import charge
 from tests.factories import PASSWORD, deposit, login, open_account, verified
 

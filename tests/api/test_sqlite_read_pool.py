@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from sqlalchemy import text
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from tests.conftest import DB_KIND
 from tests.factories import verified
 

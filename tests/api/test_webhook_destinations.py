@@ -16,10 +16,11 @@ import httpx
 import pytest
 from sqlalchemy import update
 
+from multibank.factors import events
+from multibank.kernel.destinations import refused_destination
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import Programme
-from multibank.webhooks import events
-from multibank.webhooks.delivery import Claimed, deliver_due, refused_destination, send
+from multibank.webhooks.delivery import Claimed, deliver_due, send
 
 PORTAL = "/portal/api/programmes"
 

@@ -517,9 +517,9 @@ async def test_live_events_are_signed_with_the_live_secret(
 
         async def an_event() -> None:
             # A live programme's codes are not 123456: its events are made here directly.
+            from multibank.factors import events
             from multibank.programmes.context import Ctx
             from multibank.programmes.models import Programme
-            from multibank.webhooks import events
 
             async with container.db.transaction() as s:
                 programme = await s.get(Programme, int(pid))

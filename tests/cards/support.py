@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from multibank.cards import money
 from multibank.cards.authorisations import CardAuthorisation
 from multibank.cards.models import ManagedCard
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.ledger.models import LedgerAccount
 from multibank.programmes.context import Ctx
 from multibank.webhooks.models import WebhookEvent

@@ -11,11 +11,11 @@ from sqlalchemy import select
 
 from multibank.cards import money
 from multibank.cards.authorisations import COMPLETED, PENDING_SETTLEMENT, REVERSED
-from multibank.cards.fees import REFUND, with_fee
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.ledger.models import LedgerTransaction
-from multibank.ledger.verify import verify
+from multibank.programmes.card_fees import REFUND, with_fee
 from multibank.programmes.context import Ctx
+from multibank.reconciliation import verify
 from tests import domain_factories as make
 from tests.cards.support import (
     FEE,

@@ -12,7 +12,7 @@ from multibank.cards import lifecycle, money
 from multibank.cards import service as cards
 from multibank.cards.authorisations import COMPLETED, EXPIRED, PENDING_SETTLEMENT
 from multibank.cards.schemas import ManagedCardUpdate
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.errors import Conflict
 from tests import domain_factories as make
 from tests.cards.support import (

@@ -16,12 +16,12 @@ from sqlalchemy import select
 
 from multibank.cards import money
 from multibank.cards.authorisations import CardAuthorisation
-from multibank.cards.fees import ATM_WITHDRAWAL, with_fee
 from multibank.cards.models import CardMovement, ManagedCard
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
-from multibank.ledger.verify import verify
+from multibank.programmes.card_fees import ATM_WITHDRAWAL, with_fee
 from multibank.programmes.context import Ctx
+from multibank.reconciliation import verify
 from tests import domain_factories as make
 from tests.cards.support import attempt, events, programme, scheme
 from tests.domain_factories import limit, rolled_back

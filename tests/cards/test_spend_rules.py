@@ -11,7 +11,7 @@ from typing import Any
 
 from multibank.cards import money
 from multibank.cards.models import ManagedCard
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.programmes import service as programmes
 from multibank.programmes.schemas import ProfileUpdate
 from tests import domain_factories as make

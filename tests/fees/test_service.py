@@ -12,16 +12,16 @@ import pytest
 from sqlalchemy import select
 
 from multibank.accounts import service as accounts
+from multibank.container import Container
 from multibank.fees import service as fees
 from multibank.identities.models import CONSUMER
-from multibank.kernel.context import Container
 from multibank.kernel.errors import Conflict
 from multibank.ledger.models import LedgerTransaction
 from multibank.ledger.statements import StatementQuery, statement
-from multibank.ledger.verify import verify
 from multibank.programmes import service as programmes
 from multibank.programmes.context import Ctx
 from multibank.programmes.schemas import FeeTypeCreate
+from multibank.reconciliation import verify
 from tests import domain_factories as make
 from tests.domain_factories import rolled_back
 

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from multibank.container import Container
 from multibank.identities import service as identities
+from multibank.identities.events import KYB, KYC
 from multibank.identities.models import CONSUMER, CORPORATE, Identity
 from multibank.identities.samples import consumer_signup, corporate_signup
 from multibank.identities.schemas import (
@@ -24,14 +26,12 @@ from multibank.identities.schemas import (
     CorporateUpdate,
 )
 from multibank.kernel.codes import SANDBOX_CODE
-from multibank.kernel.context import Container
 from multibank.kernel.errors import Conflict, NotFound
 from multibank.kernel.notify import OutboxMessage
 from multibank.programmes import service as programmes
 from multibank.programmes.context import Ctx
 from multibank.programmes.schemas import ProfileUpdate
 from multibank.users.models import ROOT, User
-from multibank.webhooks.events import KYB, KYC
 from multibank.webhooks.models import PENDING, WebhookEvent
 from tests import domain_factories as make
 from tests.domain_factories import rolled_back

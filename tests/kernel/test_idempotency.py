@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.db import Database
 from multibank.kernel.errors import BadRequest, PayloadTooLarge
 from multibank.kernel.idempotency import (

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event, select
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.ids import new_id
 from multibank.ledger import service as ledger
 from multibank.ledger.models import SETTLEMENT, LedgerAccount, LedgerTransaction, Posting

@@ -12,7 +12,7 @@ import time
 import pytest
 from sqlalchemy import select
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.db import Database
 from multibank.kernel.ids import IdGenerator
 from multibank.kernel.node_lease import LEASE_MS, NodeLease, acquire, release, renew

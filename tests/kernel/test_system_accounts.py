@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import event, select
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.ledger import service as ledger
 from multibank.ledger.models import REVENUE, LedgerAccount
 from tests.conftest import ProgrammeFactory

@@ -10,7 +10,7 @@ import jwt
 import pytest
 from sqlalchemy import select
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.ids import new_id
 from multibank.kernel.tokens import (
     AuthSession,

@@ -10,14 +10,14 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.db import Database
 from multibank.kernel.ids import new_id
 from multibank.kernel.migrate import upgrade
 from multibank.ledger import service as ledger
 from multibank.ledger import statements
 from multibank.ledger.models import SETTLEMENT, LedgerAccount, Posting
-from multibank.ledger.verify import verify
+from multibank.reconciliation import verify
 from tests.conftest import ProgrammeFactory
 
 NOW = 1_700_000_000_000

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.ids import new_id
 from multibank.ledger import service as ledger
 from multibank.ledger.models import (
@@ -23,9 +23,9 @@ from multibank.ledger.models import (
     Posting,
 )
 from multibank.ledger.statements import StatementQuery, statement
-from multibank.ledger.verify import verify
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import Programme
+from multibank.reconciliation import verify
 from tests import domain_factories as make
 from tests.domain_factories import rolled_back
 

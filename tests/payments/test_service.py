@@ -10,19 +10,19 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from multibank.container import Container
 from multibank.identities import service as identities
 from multibank.identities.models import CONSUMER
 from multibank.kernel.codes import SANDBOX_CODE
-from multibank.kernel.context import Container
 from multibank.kernel.errors import Conflict, NotFound
 from multibank.ledger import service as ledger
 from multibank.ledger.models import RESERVED, LedgerTransaction
-from multibank.ledger.verify import verify
 from multibank.payments import owt, sca, steps
 from multibank.payments import service as payments
 from multibank.payments.models import Payment
 from multibank.payments.schemas import OwtCreate, TransferCreate
 from multibank.programmes.context import Ctx
+from multibank.reconciliation import verify
 from tests import domain_factories as make
 from tests.domain_factories import rolled_back
 

@@ -12,8 +12,8 @@ from sqlalchemy.dialects import postgresql
 from multibank import due_work
 from multibank.accounts import service as accounts
 from multibank.accounts.models import ManagedAccount
+from multibank.container import Container
 from multibank.kernel.clock import Clock
-from multibank.kernel.context import Container
 from multibank.payments.steps import IBANS
 from multibank.programmes.context import Ctx
 from tests import domain_factories as make

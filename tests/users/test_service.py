@@ -13,11 +13,11 @@ import pytest
 from sqlalchemy import select
 
 from multibank.access import service as access
+from multibank.container import Container
 from multibank.factors import service as factors
 from multibank.identities import service as identities
 from multibank.identities.models import CONSUMER, CORPORATE
 from multibank.kernel.codes import SANDBOX_CODE
-from multibank.kernel.context import Container
 from multibank.kernel.errors import Conflict, Forbidden, NotFound
 from multibank.kernel.notify import OutboxMessage
 from multibank.kernel.tokens import AuthSession

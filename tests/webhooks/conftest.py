@@ -14,7 +14,7 @@ import httpx
 import pytest
 from sqlalchemy import insert, update
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.ids import new_id
 from multibank.programmes.models import Programme
 from multibank.programmes.schemas import ProgrammeCreate

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import select, text
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.webhooks.delivery import CHAIN, HEADS, claim_queries, retry_delay_ms
 from multibank.webhooks.models import DELIVERED, PENDING, WebhookEvent
 from tests.api.webhook_support import Received

@@ -8,6 +8,7 @@ from typing import Any, cast
 from sqlalchemy import BigInteger, Table, bindparam, false, insert, literal, null, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from multibank.access import events
 from multibank.access.passwords import complexity_error
 from multibank.kernel import notify
 from multibank.kernel.db import Database
@@ -21,7 +22,6 @@ from multibank.programmes.models import Programme
 from multibank.users import repository as users
 from multibank.users import service as users_service
 from multibank.users.models import ROOT, User
-from multibank.webhooks import events as webhooks
 
 PASSWORD_UPDATE = "PASSWORD_UPDATE"
 LOST_PASSWORD = "LOST_PASSWORD"
@@ -316,7 +316,7 @@ async def login(
                 user.active = False
                 await end_user_sessions(ctx.db, ctx.programme.id, user.id, ctx.now)
         await ctx.db.flush()
-        await webhooks.login(ctx, user, "DECLINED")
+        await events.login(ctx, user, "DECLINED")
         raise Forbidden().keeping_changes()
     if not user.active:
         raise Forbidden()
@@ -330,7 +330,7 @@ async def login(
         # Interface: an expired password yields a token good only for updating the password.
         temporary = await open_user_session(ctx, user, PASSWORD_UPDATE)
         raise PasswordExpired(temporary).keeping_changes()
-    await webhooks.login(ctx, user, "VERIFIED")
+    await events.login(ctx, user, "VERIFIED")
     return LoginResult(await open_user_session(ctx, user), user)
 
 

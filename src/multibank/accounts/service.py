@@ -3,16 +3,17 @@ Flushes, never commits."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
+from multibank.accounts import events
 from multibank.accounts import iban as ibans
 from multibank.accounts import repository as repo
 from multibank.accounts.models import ManagedAccount
 from multibank.accounts.schemas import ManagedAccountCreate
-from multibank.cards import repository as cards
 from multibank.identities import repository as identities
 from multibank.identities.service import is_verified
 from multibank.kernel.errors import Conflict, NotFound
@@ -22,7 +23,6 @@ from multibank.ledger import service as ledger
 from multibank.ledger.models import SETTLEMENT, LedgerAccount
 from multibank.programmes import repository as programmes
 from multibank.programmes.context import Ctx
-from multibank.webhooks import events as webhooks
 
 ACTIVE, BLOCKED, DESTROYED = "ACTIVE", "BLOCKED", "DESTROYED"
 MAX_PAGE = 100
@@ -85,7 +85,7 @@ async def announce(ctx: Ctx, kind: str, account: ManagedAccount) -> None:
     """The account's webhook event (D16), with its balances as they are now."""
     ledger_account = await ctx.db.get(LedgerAccount, account.id, populate_existing=True)
     if ledger_account is not None:
-        await webhooks.account(ctx, kind, account, ledger_account)
+        await events.account(ctx, kind, account, ledger_account)
 
 
 async def load(ctx: Ctx, owner: Owner, account_id: str) -> repo.Row:
@@ -186,16 +186,22 @@ async def unblock(ctx: Ctx, account: ManagedAccount, by_operator: bool) -> None:
     await announce(ctx, "UNBLOCKED", account)
 
 
-async def remove(ctx: Ctx, owner: Owner, account_id: str) -> None:
-    """3.1.0: irreversible; only an empty account can be removed."""
+# What a slice above this one says against removing an account (its id): it raises the
+# Conflict that refuses the removal. The cards contribute theirs: not while a debit card spends
+# the account (`cards.service.linked_cards_block_removal`, D18).
+RemovalRule = Callable[[Ctx, int], Awaitable[None]]
+
+
+async def remove(ctx: Ctx, owner: Owner, account_id: str, *, rules: Sequence[RemovalRule]) -> None:
+    """3.1.0: irreversible; only an empty account can be removed, and only when no rule of the
+    slices above (`rules`) refuses it."""
     account, balance = await load(ctx, owner, account_id)
     if account.state == DESTROYED:
         raise Conflict("INSTRUMENT_ALREADY_REMOVED")
     if balance.available != 0 or balance.actual != 0:
         raise Conflict("BALANCE_NOT_ZERO")
-    if await cards.has_linked_cards(ctx.db, ctx.programme.id, account.id):
-        # A debit card that is active or blocked spends this account (D18).
-        raise Conflict("INSTRUMENT_HAS_LINKED_CARDS")
+    for rule in rules:
+        await rule(ctx, account.id)
     account.state = DESTROYED
     account.blocked_reason = None
     account.destroyed_reason = "USER"
@@ -223,7 +229,7 @@ async def upgrade_iban(ctx: Ctx, owner: Owner, account_id: str) -> ManagedAccoun
     account.iban_state = "PENDING_ALLOCATION"
     account.iban_requested_at = ctx.now
     await ctx.db.flush()
-    await webhooks.iban(ctx, "REQUESTED", account)
+    await events.iban(ctx, "REQUESTED", account)
     if ctx.programme.iban_allocation_delay_seconds == 0:
         await allocate_iban(ctx, account)
     return account
@@ -291,7 +297,7 @@ async def allocate_iban(ctx: Ctx, account: ManagedAccount) -> bool:
     if done:
         # (On a read, whose statements commit one at a time, the event follows the allocation
         # rather than sharing its transaction.)
-        await webhooks.iban(ctx, "CREATED", account)
+        await events.iban(ctx, "CREATED", account)
         await ctx.db.flush()
     return bool(done)
 
@@ -383,7 +389,7 @@ async def deposit(
             )
     except IntegrityError:
         return "DENIED_INVALID_TX_ID"
-    await webhooks.deposit(ctx, account, tx.id, amount, details)
+    await events.deposit(ctx, account, tx.id, amount, details)
     return "COMPLETED"
 
 

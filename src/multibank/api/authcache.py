@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from sqlalchemy import event
 from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction
 
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.tokens import AuthSession
 from multibank.programmes.models import ApiKey, Programme
 

@@ -16,8 +16,8 @@ from multibank.api.authcache import AuthCache, SessionEntry, cache_of
 from multibank.api.openapi import IDEMPOTENCY_REF, STEP_UP, STEP_UP_BODY, answers, secured
 from multibank.api.routing import container_of
 from multibank.api.scope import Caller, RequestScope, scope_of
+from multibank.container import Container
 from multibank.kernel.clock import ProgrammeClock
-from multibank.kernel.context import Container
 from multibank.kernel.db import dialect_name
 from multibank.kernel.errors import BadRequest, Forbidden, Unauthorized
 from multibank.kernel.idempotency import (

@@ -34,7 +34,7 @@ from fastapi import Depends, Request
 
 from multibank.api.deps import AppContainer, CurrentCaller, CurrentProgramme
 from multibank.api.openapi import answers
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.errors import TooManyRequests
 from multibank.programmes.models import Programme
 

@@ -12,8 +12,8 @@ from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from multibank.api.errors import database_unavailable, logged
+from multibank.container import Container
 from multibank.kernel import conflicts
-from multibank.kernel.context import Container
 from multibank.observability import REQUEST_LATENCY, REQUESTS, request_ref_var
 
 log = logging.getLogger("multibank.access")

@@ -22,8 +22,8 @@ from starlette.routing import BaseRoute
 
 from multibank.api.routebase import WrappedRoute
 from multibank.api.scope import SCOPE_KEY, RequestScope
+from multibank.container import Container
 from multibank.kernel import conflicts
-from multibank.kernel.context import Container
 from multibank.kernel.errors import DomainError, NotFound
 from multibank.kernel.idempotency import IdempotencyStore, send_held
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from multibank.cards.models import ManagedCard
 from multibank.programmes.context import Ctx
-from multibank.webhooks.events import emit
+from multibank.webhooks.events import emit, register
 
 AUTHORISATIONS = "/managed_cards/authorisations/watch"
 SETTLEMENTS = "/managed_cards/settlements/watch"
@@ -22,7 +22,7 @@ STATE_CHANGE = "/managed_cards/state_change/watch"
 EXPIRIES = "/managed_cards/expiries/watch"
 PHYSICAL_UPGRADE = "/managed_cards/physical_cards_upgrade/watch"
 REPLACEMENT = "/managed_cards/replacement/watch"
-PATHS = (
+PATHS = register(
     AUTHORISATIONS,
     SETTLEMENTS,
     ADJUSTMENTS,

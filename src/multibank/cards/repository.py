@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import Select, and_, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from multibank.cards.models import ManagedCard
+from multibank.cards.models import CardMovement, ManagedCard
 from multibank.ledger.models import LedgerAccount
 
 # A card and its ledger account (None for a debit card, which holds no money).
@@ -76,6 +76,17 @@ async def has_linked_cards(db: AsyncSession, programme_id: int, account_id: int)
         )
     )
     return bool((await db.execute(stmt)).scalar())
+
+
+def statement_transactions(card: ManagedCard) -> Select[int] | None:
+    """What the card's statement keeps of its account's entries (`StatementQuery.transactions`,
+    D23, D30): for a debit card, the transactions it caused on its parent account (its
+    `card_movements`); None for a prepaid card, whose statement is its own account's."""
+    if card.parent_account_id is None:
+        return None
+    return select(CardMovement.transaction_id).where(
+        CardMovement.card_id == card.id, CardMovement.account_id == card.parent_account_id
+    )
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from pydantic.config import JsonDict
 from pydantic_core import PydanticCustomError
 
 from multibank.kernel.vocabulary import Country, Currency, DigitsId, PostCode, Tag, Wire
+from multibank.programmes.spend_rules import CommonLevelSpendRules
 
 FriendlyName = Annotated[str, StringConstraints(min_length=1, max_length=50)]
 # Printed on the card: Latin letters (accented ones too), digits, space and . ' - ^.
@@ -278,11 +279,9 @@ class ManagedCardsPage(BaseModel):
     responseCount: int
 
 
-# Spend rules (cards.md §4.1, D22). Lists hold at most 50 items; null items are ignored.
+# Spend rules (cards.md §4.1, D22): a card's level, on the common rules of every level
+# (`programmes.spend_rules`, the card profile's level being a programme setting).
 SpendInterval = Literal["DAILY", "WEEKLY", "MONTHLY", "QUARTERLY", "YEARLY", "ALWAYS"]
-MerchantValue = Annotated[str, StringConstraints(min_length=1, max_length=100)]
-MerchantList = Annotated[list[MerchantValue | None], Field(max_length=50)]
-CountryList = Annotated[list[Country | None], Field(max_length=50)]
 TransactionBound = Annotated[int, Field(ge=0, le=2**63 - 1)]
 
 
@@ -299,42 +298,6 @@ class SpendLimit(Wire):
 
     value: SpendLimitValue
     interval: SpendInterval
-
-
-class CommonLevelSpendRules(Wire):
-    """`CommonLevelSpendRules` (cards.md §4.1): what every level has, the card profile's level
-    (set by the operator, D22) being only these."""
-
-    allowedMerchantCategories: MerchantList | None = None
-    blockedMerchantCategories: MerchantList | None = None
-    allowedMerchantIds: MerchantList | None = None
-    blockedMerchantIds: MerchantList | None = None
-    allowedMerchantCountries: CountryList | None = None
-    blockedMerchantCountries: CountryList | None = None
-    allowContactless: bool | None = None
-    allowAtm: bool | None = None
-    allowECommerce: bool | None = None
-    allowCashback: bool | None = None
-    allowCreditAuthorisations: bool | None = None
-
-    def stored(self) -> dict[str, Any]:
-        """The rules as stored: null values and null list items dropped, and a list left
-        empty by that dropped too (no rule)."""
-        out: dict[str, Any] = {}
-        for name, value in self.model_dump(exclude_none=True).items():
-            if isinstance(value, list):
-                value = [item for item in value if item is not None]
-                if not value:
-                    continue
-            out[name] = value
-        return out
-
-
-class ProfileSpendRules(CommonLevelSpendRules):
-    """The card profile's level as the operator sets it (D22): the common rules, validated as a
-    card's are; an unknown field is a 400 (an operator request), never silently dropped."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class CardLevelSpendRules(CommonLevelSpendRules):

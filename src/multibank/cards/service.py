@@ -311,5 +311,12 @@ async def remove(ctx: Ctx, owner: Owner, card_id: str) -> None:
     await events.state_change(ctx, card, events.DESTROYED)
 
 
+async def linked_cards_block_removal(ctx: Ctx, account_id: int) -> None:
+    """The card slice's rule for removing a managed account (`accounts.service.remove`): not
+    while a debit card that is active or blocked spends it (D18)."""
+    if await repo.has_linked_cards(ctx.db, ctx.programme.id, account_id):
+        raise Conflict("INSTRUMENT_HAS_LINKED_CARDS")
+
+
 def balances_of(ledger_account: LedgerAccount) -> dict[str, int]:
     return {"availableBalance": ledger_account.available, "actualBalance": ledger_account.actual}

@@ -26,8 +26,8 @@ def ledger_verify(
 
     Every currency of every programme sums to zero, and every account's balance equals the sum
     of its postings. Exits 2 when it cannot check (no such programme, no database)."""
-    from multibank.ledger.verify import one_snapshot, verify
     from multibank.programmes import service
+    from multibank.reconciliation import one_snapshot, verify
 
     async def work(db: Database) -> list[str]:
         async with db.transaction() as session:

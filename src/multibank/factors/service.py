@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from multibank.factors import events
 from multibank.factors import repository as repo
 from multibank.factors.models import AuthFactor, ScaChallenge
 from multibank.kernel import codes, notify
@@ -23,7 +24,6 @@ from multibank.kernel.ids import new_id
 from multibank.kernel.tokens import AuthSession
 from multibank.programmes.context import Ctx
 from multibank.users.models import User
-from multibank.webhooks import events as webhooks
 
 SMS = "SMS"
 AUTHY = "AUTHY"
@@ -181,7 +181,7 @@ async def enrol_sms_verify(ctx: Ctx, auth: AuthSession, code: str) -> None:
     factor.updated_at = ctx.now
     user.mobile_verified = True
     await ctx.db.flush()
-    await webhooks.factor(ctx, user.id, SMS, ACTIVE)
+    await events.factor(ctx, user.id, SMS, ACTIVE)
 
 
 async def enrol_push(ctx: Ctx, auth: AuthSession, channel: str) -> str:
@@ -195,7 +195,7 @@ async def enrol_push(ctx: Ctx, auth: AuthSession, channel: str) -> str:
     issued = await ctx.issue_code(f"user:{user.id}", LINK_PUSH + channel)
     await _save_factor(ctx, user, factor, channel, ACTIVE if ctx.sandbox else PENDING_VERIFICATION)
     if ctx.sandbox:
-        await webhooks.factor(ctx, user.id, channel, ACTIVE)
+        await events.factor(ctx, user.id, channel, ACTIVE)
     return issued.code
 
 
@@ -208,7 +208,7 @@ async def unlink_push(ctx: Ctx, auth: AuthSession, channel: str) -> None:
     factor.updated_at = ctx.now
     await repo.expire_pending_of_channel(ctx.db, ctx.programme.id, auth.user_id, channel, ctx.now)
     await ctx.db.flush()
-    await webhooks.factor(ctx, auth.user_id, channel, INACTIVE)
+    await events.factor(ctx, auth.user_id, channel, INACTIVE)
 
 
 # Step-up
@@ -242,7 +242,7 @@ async def stepup_sms_verify(ctx: Ctx, auth: AuthSession, code: str) -> None:
         raise Conflict("STATE_INVALID")  # no challenge was issued in this session
     await _consume(ctx, subject, STEPUP_SMS, code)
     await repo.mark_stepped_up(ctx.db, ctx.programme.id, auth.id, ctx.now)
-    await webhooks.stepup(ctx, await _user(ctx, auth), auth.id, SMS, "VERIFIED")
+    await events.stepup(ctx, await _user(ctx, auth), auth.id, SMS, "VERIFIED")
 
 
 async def stepup_push_start(ctx: Ctx, auth: AuthSession, channel: str) -> int:
@@ -293,7 +293,7 @@ async def settle_challenge(ctx: Ctx, user_id: int, challenge_id: int, outcome: s
     user = await repo.user(ctx.db, ctx.programme.id, user_id)
     if user is not None:
         status = {COMPLETED: "VERIFIED", DENIED: "DECLINED"}.get(outcome, "EXPIRED")
-        await webhooks.stepup(ctx, user, row.id, row.channel, status)
+        await events.stepup(ctx, user, row.id, row.channel, status)
     await ctx.db.flush()
     return outcome
 

@@ -23,6 +23,7 @@ from sqlalchemy import cast as sql_cast
 
 from multibank.accounts.models import ManagedAccount
 from multibank.cards import repository as cards
+from multibank.fees import events
 from multibank.identities.models import Identity
 from multibank.kernel.db import dialect_name
 from multibank.kernel.errors import Conflict
@@ -32,7 +33,6 @@ from multibank.ledger import service as ledger
 from multibank.ledger.models import REVENUE, LedgerAccount
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import FeeType
-from multibank.webhooks import events as webhooks
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ async def _charge_in_one_statement(
         raise Conflict("FUNDS_INSUFFICIENT")  # the transaction rolls back what was written
     else:
         tx = ledger.transferred(moved, currency, details)
-    await webhooks.fee(
+    await events.fee(
         ctx, tx.id, fee_type, account_id, currency, int(amount), profile_id, "managed_accounts"
     )
     return FeeCharge(tx, profile_id, fee_type, account_id, currency, int(amount))
@@ -308,7 +308,7 @@ async def charge(
     assert account.currency is not None and account.profile_id is not None  # found above
     details = {"chargeFeeType": fee_type, "profileId": str(account.profile_id)}
     tx = await _post(ctx, account.id, account.currency, int(amount), details)
-    await webhooks.fee(
+    await events.fee(
         ctx,
         tx.id,
         fee_type,

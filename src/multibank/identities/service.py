@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from multibank.identities import events
 from multibank.identities import repository as repo
 from multibank.identities.models import CONSUMER, CORPORATE, Identity
 from multibank.identities.schemas import (
@@ -23,7 +24,6 @@ from multibank.programmes.context import Ctx
 from multibank.programmes.service import fee_groups
 from multibank.users import repository as users
 from multibank.users.models import ROOT, User
-from multibank.webhooks import events as webhooks
 
 EMAIL_VERIFY = "EMAIL_VERIFY"
 MOBILE_VERIFY = "MOBILE_VERIFY"
@@ -435,7 +435,7 @@ async def decide(ctx: Ctx, identity: Identity, outcome: str, permanent: bool = F
     if outcome == KyiStatus.APPROVED and identity.type == CONSUMER and identity.dd_level is None:
         identity.dd_level = "KYC_LEVEL_2"
     root = await users.root_of(ctx.db, ctx.programme.id, identity.id)
-    await webhooks.due_diligence(ctx, identity, root.email)
+    await events.due_diligence(ctx, identity, root.email)
 
 
 async def simulate_verify(ctx: Ctx, identity_id: int, kind: str) -> None:

@@ -23,7 +23,6 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from multibank.kernel.db import ID, Base
 from multibank.kernel.ids import new_id
-from multibank.settings import Settings
 
 log = logging.getLogger("multibank.notify")
 
@@ -46,6 +45,28 @@ class OutboxMessage(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     last_error: Mapped[str | None] = mapped_column(String(500), nullable=True)
     next_attempt_at: Mapped[int | None] = mapped_column(nullable=True)
+
+
+class SmtpSettings(Protocol):
+    """What the notifiers are built from: the SMTP settings (`multibank.settings.Settings` has
+    them). Named here so the kernel stays below the settings (issue 42 §1)."""
+
+    @property
+    def smtp_host(self) -> str | None: ...
+    @property
+    def smtp_port(self) -> int: ...
+    @property
+    def smtp_from(self) -> str | None: ...
+    @property
+    def smtp_username(self) -> str | None: ...
+    @property
+    def smtp_password(self) -> str | None: ...
+    @property
+    def smtp_starttls(self) -> bool: ...
+    @property
+    def smtp_ssl(self) -> bool: ...
+    @property
+    def smtp_timeout_seconds(self) -> float: ...
 
 
 class Notifier(Protocol):
@@ -99,7 +120,7 @@ class SmtpNotifier:
         self.tls_context = tls_context
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> SmtpNotifier:
+    def from_settings(cls, settings: SmtpSettings) -> SmtpNotifier:
         if not settings.smtp_host or not settings.smtp_from:
             raise ValueError("SMTP needs MULTIBANK_SMTP_HOST and MULTIBANK_SMTP_FROM")
         return cls(
@@ -158,7 +179,7 @@ class ChannelNotifier:
         await self.channels.get(message.channel, self.fallback).send(message)
 
 
-def build_notifier(settings: Settings) -> Notifier:
+def build_notifier(settings: SmtpSettings) -> Notifier:
     """E-mail through SMTP when `MULTIBANK_SMTP_HOST` is set, everything else to the log."""
     log_notifier = LogNotifier()
     if not settings.smtp_host:

@@ -30,7 +30,8 @@ that sum are read in one statement, one snapshot.
 
 Cards (D23, D30): a prepaid card's statement is its own ledger account's (the card's id), money
 movements only. A debit card holds no money: its statement is the entries of its parent
-account whose transaction the card caused (a `card_movements` row), without balances after. A
+account whose transaction the card caused (a `card_movements` row, which the card slice selects:
+`StatementQuery.transactions`), without balances after. A
 card payment step (authorisation, settlement, reversal, expiry, refund) shows the merchant
 fields of its transaction's details, on the card's statement and on a debit card's parent's
 (there with `relatedCardId`).
@@ -55,7 +56,6 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from multibank.cards.models import CardMovement
 from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
 
 MAX_PAGE = 100
@@ -75,15 +75,18 @@ class StatementQuery:
     ascending: bool = False
     offset: int = 0
     limit: int = MAX_PAGE
-    # The card whose statement this is. A debit card's (`account_id` its parent's) has only the
-    # entries of transactions the card caused, and no balances after; a prepaid card's is its
-    # own account's (`account_id` is the card's id).
+    # The card whose statement this is: a prepaid card's is its own account's (`account_id` is
+    # the card's id), a debit card's its parent's, with `transactions`.
     card_id: int | None = None
+    # Only the entries of these transactions (a select of their ids), and no balances after: a
+    # debit card's statement, the transactions the card caused on its parent account
+    # (`cards.repository.statement_query`). The ledger knows no card.
+    transactions: Select[int] | None = field(default=None, compare=False)
 
     @property
     def by_card(self) -> bool:
         """Only the card's own transactions on its parent account (a debit card)."""
-        return self.card_id is not None and self.card_id != self.account_id
+        return self.transactions is not None
 
     @property
     def page_size(self) -> int:
@@ -164,11 +167,8 @@ def _conditions(q: StatementQuery) -> list[ColumnElement[bool]]:
     if q.fund_movements_only:
         out.append(or_(Posting.available_amount != 0, Posting.actual_amount != 0))
         out.append(~_voided())
-    if q.by_card:
-        caused = select(CardMovement.transaction_id).where(
-            CardMovement.card_id == q.card_id, CardMovement.account_id == q.account_id
-        )
-        out.append(Posting.transaction_id.in_(caused))
+    if q.transactions is not None:
+        out.append(Posting.transaction_id.in_(q.transactions))
     return out
 
 

@@ -23,6 +23,7 @@ from multibank.kernel.ids import new_id
 from multibank.kernel.money import FASTER_PAYMENTS_LIMIT, SEPA_LIMIT
 from multibank.ledger import service as ledger
 from multibank.ledger.models import REVENUE, SETTLEMENT
+from multibank.payments import events
 from multibank.payments.models import (
     APPROVED,
     COMPLETED,
@@ -60,7 +61,6 @@ from multibank.payments.service import (
 )
 from multibank.programmes import repository as programmes
 from multibank.programmes.context import Ctx
-from multibank.webhooks import events as webhooks
 
 SEPA, FASTER_PAYMENTS = "SEPA", "FASTER_PAYMENTS"
 SCHEME_CURRENCY = {SEPA: "EUR", FASTER_PAYMENTS: "GBP"}
@@ -199,7 +199,7 @@ async def create(ctx: Ctx, owner: Owner, data: OwtCreate) -> Payment:
         payment.state = PENDING_CHALLENGE
         payment.due_at = ctx.now + CHALLENGE_TTL_MS
         await ctx.db.flush()
-        await webhooks.payment(ctx, payment)
+        await events.payment(ctx, payment)
     else:
         payment.exemption = exemption
         await ctx.db.flush()
@@ -229,7 +229,7 @@ async def submit(ctx: Ctx, payment: Payment) -> None:
     payment.state = SUBMITTED
     payment.updated_at = ctx.now
     payment.due_at = None if outcome_of(payment) in WAIT_FOR_SIMULATOR else ctx.now
-    await webhooks.payment(ctx, payment)
+    await events.payment(ctx, payment)
 
 
 def _delay_ms(ctx: Ctx, payment: Payment) -> int:
@@ -253,7 +253,7 @@ async def step(ctx: Ctx, payment: Payment) -> None:
             payment.state = APPROVED
             payment.updated_at = ctx.now
             payment.due_at = ctx.now + _delay_ms(ctx, payment)
-            await webhooks.payment(ctx, payment)
+            await events.payment(ctx, payment)
     elif payment.state == APPROVED:
         await complete(ctx, payment)
     elif payment.state == COMPLETED and outcome == "RETURN_OWT":
@@ -339,7 +339,7 @@ async def give_back_after_completion(ctx: Ctx, payment: Payment) -> None:
     payment.state = RETURNED
     payment.due_at = None
     payment.updated_at = ctx.now
-    await webhooks.payment(ctx, payment)
+    await events.payment(ctx, payment)
 
 
 # The simulator's settlement of a submitted wire transfer (D14, D15)

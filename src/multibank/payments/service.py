@@ -28,6 +28,7 @@ from multibank.kernel.ids import new_id
 from multibank.kernel.validation import parse_id
 from multibank.ledger import service as ledger
 from multibank.ledger.models import REVENUE, SETTLEMENT
+from multibank.payments import events
 from multibank.payments import repository as repo
 from multibank.payments.models import (
     COMPLETED,
@@ -44,7 +45,6 @@ from multibank.programmes import repository as programmes
 from multibank.programmes.context import Ctx
 from multibank.programmes.models import Profile
 from multibank.programmes.service import movement_fees_of
-from multibank.webhooks import events as webhooks
 
 MANAGED_ACCOUNTS = "managed_accounts"
 MANAGED_CARDS = "managed_cards"
@@ -242,7 +242,7 @@ async def create_transfer(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payme
     await move_now(ctx, payment, source, destination)
     ctx.db.add(payment)
     await ctx.db.flush()
-    await webhooks.payment(ctx, payment)
+    await events.payment(ctx, payment)
     return payment
 
 
@@ -304,9 +304,7 @@ async def create_send(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payment:
         payment.due_at = ctx.now + CHALLENGE_TTL_MS
     ctx.db.add(payment)
     await ctx.db.flush()
-    await webhooks.payment(
-        ctx, payment, None if payment.state == COMPLETED else "PENDING_CHALLENGE"
-    )
+    await events.payment(ctx, payment, None if payment.state == COMPLETED else "PENDING_CHALLENGE")
     return payment
 
 
@@ -511,7 +509,7 @@ async def pay_out(ctx: Ctx, payment: Payment) -> None:
     payment.state = COMPLETED
     payment.due_at = None
     payment.updated_at = ctx.now
-    await webhooks.payment(ctx, payment)
+    await events.payment(ctx, payment)
 
 
 async def give_back(ctx: Ctx, payment: Payment, state: str, failure: str | None) -> None:
@@ -532,7 +530,7 @@ async def give_back(ctx: Ctx, payment: Payment, state: str, failure: str | None)
     payment.failure = failure
     payment.due_at = None
     payment.updated_at = ctx.now
-    await webhooks.payment(ctx, payment)
+    await events.payment(ctx, payment)
 
 
 # Reads

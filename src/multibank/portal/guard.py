@@ -18,7 +18,7 @@ import secrets
 from starlette.requests import Request
 
 from multibank.api.limits import client_ip
-from multibank.kernel.context import Container
+from multibank.container import Container
 from multibank.kernel.errors import TooManyRequests
 from multibank.kernel.guesses import GuessLimit
 from multibank.kernel.ratelimit import limit_header

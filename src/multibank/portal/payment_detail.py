@@ -26,7 +26,7 @@ from multibank.users.models import ROOT, User
 from multibank.webhooks.models import WebhookEvent
 
 CARDS = "managed_cards"
-# The webhook resource each kind's events name (webhooks/events.py `payment`).
+# The webhook resource each kind's events name (payments/events.py `payment`).
 RESOURCE = {TRANSFER: "transfers", SEND: "send", OWT: "outgoing_wire_transfers"}
 KIND_NAMES = {TRANSFER: "Transfer", SEND: "Send", OWT: "Outgoing wire transfer"}
 SYSTEM_NAMES = {"REVENUE": "Revenue", "SETTLEMENT": "Settlement", "RESERVED": "Reserved"}

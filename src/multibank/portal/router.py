@@ -18,7 +18,6 @@ from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp, answers, not_found
 from multibank.api.routing import UnitOfWorkRouter
 from multibank.kernel.errors import NotFound, Unauthorized
-from multibank.ledger.verify import verify_alone
 from multibank.portal import card_pool
 from multibank.portal.auditing import AuditedRoute
 from multibank.portal.guard import admin_authenticated
@@ -41,6 +40,7 @@ from multibank.programmes.schemas import (
     ProgrammeSettings,
     ProgrammeSettingsUpdate,
 )
+from multibank.reconciliation import verify_alone
 from multibank.webhooks import service as webhooks
 from multibank.webhooks.schemas import DeliveriesPage, DeliveryRead, WebhookSecretRead
 

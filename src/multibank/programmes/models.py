@@ -43,7 +43,7 @@ class Programme(Base):
     # Sandbox only: how far this programme's clock runs ahead of the server's (D8 clock/advance).
     clock_offset_ms: Mapped[int] = mapped_column(default=0)
     # The operator's card fees (D19), `{"purchase": {"EUR": 10}, ...}`; a missing entry is the
-    # default of `cards.fees`.
+    # default of `programmes.card_fees`.
     card_fees: Mapped[dict[str, dict[str, int]] | None] = mapped_column(
         JSON(none_as_null=True), nullable=True
     )

@@ -13,9 +13,9 @@ from pydantic import (
     field_validator,
 )
 
-from multibank.cards.schemas import ProfileSpendRules
 from multibank.kernel.money import ISO_4217, is_currency
 from multibank.kernel.wire import StrictBody
+from multibank.programmes.spend_rules import ProfileSpendRules
 
 # The description lists the ISO-4217 codes, so a generated client (or a fuzzer) knows that
 # `AAA`, which has the right shape, is no currency.

@@ -9,11 +9,12 @@ from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from multibank.cards.fees import card_fees, with_fee
 from multibank.kernel.clock import Clock
+from multibank.kernel.destinations import refused_destination
 from multibank.kernel.errors import Conflict, NotFound
 from multibank.kernel.ids import new_id
 from multibank.programmes import repository as repo
+from multibank.programmes.card_fees import card_fees, with_fee
 from multibank.programmes.models import (
     DEFAULT_MOVEMENT_FEES,
     MOVEMENT_KINDS,
@@ -41,7 +42,6 @@ from multibank.programmes.schemas import (
     ProgrammeSettings,
     ProgrammeSettingsUpdate,
 )
-from multibank.webhooks.delivery import refused_destination
 
 DEFAULT_FEE_TYPES: dict[str, dict[str, int]] = {"DEFAULT": {}, "PREMIUM": {}}
 _DEFAULT_FEE = {"DEFAULT": 100, "PREMIUM": 50}

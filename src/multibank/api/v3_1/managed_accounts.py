@@ -8,6 +8,7 @@ from multibank.accounts import service
 from multibank.api.deps import CallerIdempotent, LoggedIn, conflicts
 from multibank.api.routing import UnitOfWorkRouter
 from multibank.api.v3_29.managed_accounts import AccountId, owner
+from multibank.cards.service import linked_cards_block_removal
 
 router = UnitOfWorkRouter(tags=["Managed Accounts"])
 
@@ -24,5 +25,5 @@ router = UnitOfWorkRouter(tags=["Managed Accounts"])
 )
 async def managed_account_remove(id: AccountId, session: LoggedIn) -> Response:
     """Destroys an empty account (state DESTROYED, reason USER); it cannot be undone."""
-    await service.remove(session.ctx, owner(session), id)
+    await service.remove(session.ctx, owner(session), id, rules=[linked_cards_block_removal])
     return Response(status_code=204)

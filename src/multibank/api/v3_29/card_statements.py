@@ -32,6 +32,7 @@ from multibank.api.v3_29.statements import (
     money,
     rendered,
 )
+from multibank.cards import repository as card_repository
 from multibank.cards import service as cards
 from multibank.ledger import statements
 from multibank.ledger.statements import Entry
@@ -121,6 +122,7 @@ async def managed_card_statement(
         offset=base.offset,
         limit=base.limit,
         card_id=card.id,
+        transactions=card_repository.statement_transactions(card),
     )
     page = await statements.statement(session.ctx.db, query)
     # Every form (JSON, CSV, PDF) alike, before anything is rendered (decision 0059).

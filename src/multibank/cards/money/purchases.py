@@ -12,7 +12,6 @@ from sqlalchemy import Table
 
 from multibank.cards import events
 from multibank.cards.authorisations import COMPLETED, CardAuthorisation
-from multibank.cards.fees import card_fee
 from multibank.cards.models import CardMovement, ManagedCard
 from multibank.cards.money.books import (
     ledger_details,
@@ -36,6 +35,7 @@ from multibank.cards.money.terms import (
 )
 from multibank.kernel.ids import new_id
 from multibank.ledger import service as ledger
+from multibank.programmes.card_fees import card_fee
 from multibank.programmes.context import Ctx
 
 _AUTHORISATIONS = cast(Table, CardAuthorisation.__table__)

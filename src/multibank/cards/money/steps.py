@@ -18,7 +18,6 @@ from multibank.cards.authorisations import (
     REVERSED,
     CardAuthorisation,
 )
-from multibank.cards.fees import ATM_WITHDRAWAL, PURCHASE, REFUND, card_fee
 from multibank.cards.models import ManagedCard
 from multibank.cards.money.books import (
     available_of,
@@ -59,6 +58,7 @@ from multibank.cards.money.terms import (
 )
 from multibank.kernel.ids import new_id
 from multibank.ledger import service as ledger
+from multibank.programmes.card_fees import ATM_WITHDRAWAL, PURCHASE, REFUND, card_fee
 from multibank.programmes.context import Ctx
 
 

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from multibank.accounts import repository as accounts_repo
 from multibank.cards import money as card_money
 from multibank.cards import operator as card_ops
+from multibank.cards import repository as card_repository
 from multibank.cards.models import ManagedCard
 from multibank.kernel.errors import DomainError
 from multibank.kernel.validation import parse_id
@@ -126,7 +127,12 @@ async def card_page(
     count, found = await card_ops.authorisations(db, programme.id, card.id, offset, PAGE)
     spending = card.id if card.parent_account_id is None else card.parent_account_id
     query = statements.StatementQuery(
-        spending, fund_movements_only=True, offset=entries, limit=PAGE, card_id=card.id
+        spending,
+        fund_movements_only=True,
+        offset=entries,
+        limit=PAGE,
+        card_id=card.id,
+        transactions=card_repository.statement_transactions(card),
     )
     statement = await statements.statement(db, query)
     base = f"/portal/programmes/{programme.id}"

@@ -8,10 +8,10 @@ from sqlalchemy import select
 
 from multibank.api.routing import container_of
 from multibank.ledger.models import LedgerAccount, LedgerTransaction, Posting
-from multibank.ledger.verify import verify_alone
 from multibank.portal import payment_detail
 from multibank.portal.web.actions import show
 from multibank.portal.web.common import PAGE, Offset, db_of, open_programme, portal_router
+from multibank.reconciliation import verify_alone
 
 pages = portal_router()
 

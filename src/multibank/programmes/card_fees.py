@@ -1,5 +1,8 @@
 """Card fees per programme and currency (D19): what a purchase, a refund and an ATM withdrawal
-cost the cardholder, in minor units, charged at settlement and never below a zero balance (D23)."""
+cost the cardholder, in minor units, charged at settlement and never below a zero balance (D23).
+
+A programme setting, with its defaults: the card slice reads it (`card_fee`) and the programme
+slice shows and sets it, without knowing cards (issue 42 §1)."""
 
 from __future__ import annotations
 

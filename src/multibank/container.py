@@ -1,4 +1,7 @@
-"""The long-lived objects one server process shares across requests."""
+"""The long-lived objects one server process shares across requests.
+
+Above the kernel and the settings (issue 42 §1): the container holds the settings with the kernel's
+objects built from them, so it lives with neither; the kernel never imports the settings."""
 
 from __future__ import annotations
 
