@@ -6,14 +6,21 @@ statement, those inside functions and under `TYPE_CHECKING` included):
   `multibank.portal`, `multibank.simulator`, FastAPI, Starlette) nor an execution strategy: the
   services say what to read and write, and the kernel's one transaction interface says how;
 - the kernel imports no domain slice: the tables it owns (idempotency, outbox, server secrets, …)
-  live in it, so it can be tested and replaced without the domain.
+  live in it, so it can be tested and replaced without the domain;
+- (issue 42 §2) every module has a place in one order of layers, `ORDER` below (kernel <
+  configuration < programmes < events < customers < ledger < accounts < money movement < due
+  work < webhook delivery < reconciliation < audit < the HTTP adapters < app < tools), and
+  reaches, directly or through others, nothing above its own; the slices import each other in
+  one direction; no module takes another's underscore names.
 
 The graph is read with `ast`, not by importing, so a cycle hidden by a lazy import counts too."""
 
 from __future__ import annotations
 
 import ast
+from collections import deque
 from collections.abc import Iterator
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import pytest
@@ -165,3 +172,157 @@ def test_a_private_name_taken_is_caught(tmp_path: Path) -> None:
         "multibank._hidden",
         "pdf._ROW",
     }
+
+
+# Issue 42 §2: the order of the layers, lowest first. A module may import (directly or through
+# others: the check runs on the transitive closure) only modules of its own tier or a lower
+# one, and the slices (each tuple of prefixes below) import each other in one direction: no
+# cycle, within a tier either. `identities` and `users` are one slice, customers: an identity
+# and its root user are made together. The HTTP adapters are three tiers: the simulator may
+# use the interface's request plumbing (`api`), the portal both; the interface imports neither.
+ORDER: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
+    ("kernel", (("multibank", "multibank.kernel"),)),
+    (
+        "configuration",
+        (("multibank.settings",), ("multibank.observability",), ("multibank.container",)),
+    ),
+    ("programmes", (("multibank.programmes",),)),
+    ("events", (("multibank.webhooks.events", "multibank.webhooks.models"),)),
+    (
+        "customers",
+        (
+            ("multibank.kyc",),
+            ("multibank.identities", "multibank.users"),
+            ("multibank.access",),
+            ("multibank.factors",),
+        ),
+    ),
+    ("ledger", (("multibank.ledger",),)),
+    ("accounts", (("multibank.accounts",),)),
+    ("money movement", (("multibank.cards",), ("multibank.payments",), ("multibank.fees",))),
+    ("due work", (("multibank.due_work",),)),
+    ("webhook delivery", (("multibank.webhooks",),)),
+    ("reconciliation", (("multibank.reconciliation",),)),
+    ("audit", (("multibank.audit",),)),
+    ("HTTP: the interface", (("multibank.api",),)),
+    ("HTTP: the simulator", (("multibank.simulator",),)),
+    ("HTTP: the portal and home page", (("multibank.portal",), ("multibank.landing",))),
+    ("app", (("multibank.app",), ("multibank.models", "multibank.migrations"))),
+    (
+        "tools",
+        (
+            ("multibank.cli", "multibank.__main__"),
+            ("multibank.devloop",),
+            ("multibank.sandbox_seed",),
+            ("multibank.testing",),
+        ),
+    ),
+)
+TIER = {p: i for i, (_, slices) in enumerate(ORDER) for units in slices for p in units}
+SLICE = {p: units[0] for _, slices in ORDER for units in slices for p in units}
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+Graph = dict[str, set[str]]
+
+
+def place(module: str) -> str | None:
+    """The table's longest prefix of `module` (a module, or a package and all it holds)."""
+    found = [p for p in TIER if module == p or module.startswith(p + ".")]
+    return max(found, key=len) if found else None
+
+
+def first_party(path: Path) -> set[str]:
+    """The modules of `multibank` that `path` imports, inside functions and under TYPE_CHECKING
+    too. `from package import module` is an edge to that module, not to the package's
+    `__init__`; `from module import name` to the module."""
+    me = module_name(path)
+    package = me.split(".") if path.name == "__init__.py" else me.split(".")[:-1]
+    named: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            named += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            subs = [f"{module}.{alias.name}" for alias in node.names]
+            named += [s for s in subs if s in MODULES]
+            if not all(s in MODULES for s in subs):
+                named.append(module)
+    out = set()
+    for name in named:
+        while name and name not in MODULES:
+            name = name.rpartition(".")[0]
+        if name.startswith("multibank") and name != me:
+            out.add(name)
+    return out
+
+
+def import_graph() -> Graph:
+    return {module: first_party(path) for module, path in MODULES.items()}
+
+
+def upward(graph: Graph) -> list[str]:
+    """Each module that reaches (through any chain of imports) a module of a higher tier, with
+    the shortest such chain."""
+    found = []
+    for start in sorted(graph):
+        own = TIER[place(start) or ""]
+        came_from: dict[str, str | None] = {start: None}
+        queue = deque([start])
+        while queue:
+            module = queue.popleft()
+            for target in sorted(graph.get(module, ())):
+                if target in came_from:
+                    continue
+                came_from[target] = module
+                if TIER[place(target) or ""] > own:
+                    chain = [target]
+                    while (before := came_from[chain[-1]]) is not None:
+                        chain.append(before)
+                    found.append(" -> ".join(reversed(chain)))
+                else:
+                    queue.append(target)
+    return found
+
+
+def slice_cycle(graph: Graph) -> list[str] | None:
+    """A cycle between slices, or None."""
+    slices: Graph = {}
+    for module, targets in graph.items():
+        here = SLICE[place(module) or ""]
+        slices.setdefault(here, set()).update(
+            SLICE[place(t) or ""] for t in targets if SLICE[place(t) or ""] != here
+        )
+    try:
+        TopologicalSorter(slices).prepare()
+    except CycleError as cycle:
+        return list(cycle.args[1])
+    return None
+
+
+def test_every_module_has_a_place_in_the_order() -> None:
+    assert sorted(m for m in MODULES if place(m) is None) == []
+
+
+def test_no_module_reaches_a_higher_layer() -> None:
+    found = upward(import_graph())
+    assert not found, f"{len(found)} modules reach above their layer:\n" + "\n".join(found)
+
+
+def test_the_slices_import_each_other_in_one_direction() -> None:
+    assert slice_cycle(import_graph()) is None
+
+
+def test_the_order_checks_can_fail() -> None:
+    """A chain up through a lower module is found, as is a cycle between two slices of a tier."""
+    graph: Graph = {
+        "multibank.kernel.db": {"multibank.kernel.ids"},
+        "multibank.kernel.ids": {"multibank.ledger.models"},
+        "multibank.ledger.models": set(),
+        "multibank.cards.models": {"multibank.payments.models"},
+        "multibank.payments.models": {"multibank.cards.models"},
+    }
+    assert upward(graph) == [
+        "multibank.kernel.db -> multibank.kernel.ids -> multibank.ledger.models",
+        "multibank.kernel.ids -> multibank.ledger.models",
+    ]
+    assert set(slice_cycle(graph) or ()) == {"multibank.cards", "multibank.payments"}

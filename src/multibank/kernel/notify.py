@@ -96,6 +96,7 @@ class SmtpNotifier:
     """E-mail through an SMTP server, with the standard library's blocking client run in a worker
     thread so the event loop never waits on the network."""
 
+    # Over 8 parameters: the SMTP connection's settings, keyword-only, named by `from_settings`.
     def __init__(
         self,
         *,

@@ -34,10 +34,8 @@ async def one_snapshot(db: AsyncSession) -> None:
         await db.connection(execution_options={"isolation_level": "REPEATABLE READ"})
 
 
-async def balances(db: AsyncSession, programme_id: int | None = None) -> list[Violation]:
-    """The violations of the balances: sums per programme and currency, balances and counters
-    against the postings, transactions that do not sum to zero, customer balances below zero.
-    Read on one snapshot when the session's transaction was begun by `one_snapshot`."""
+async def _currency_sums(db: AsyncSession, programme_id: int | None) -> list[Violation]:
+    """Each programme's currencies sum to zero."""
     out: list[Violation] = []
     totals = select(
         LedgerAccount.programme_id,
@@ -55,6 +53,12 @@ async def balances(db: AsyncSession, programme_id: int | None = None) -> list[Vi
                     f"programme {pid} {currency}: available {available}, actual {actual}",
                 )
             )
+    return out
+
+
+async def _balances_against_postings(db: AsyncSession, programme_id: int | None) -> list[Violation]:
+    """Each account's balances are the sums of its postings."""
+    out: list[Violation] = []
     posted = (
         select(
             Posting.account_id,
@@ -88,6 +92,12 @@ async def balances(db: AsyncSession, programme_id: int | None = None) -> list[Vi
                 f"postings {p_available or 0}/{p_actual or 0}",
             )
         )
+    return out
+
+
+async def _counters_against_postings(db: AsyncSession, programme_id: int | None) -> list[Violation]:
+    """Each account's counters count its postings, closings and movements."""
+    out: list[Violation] = []
     # An entry (a posting closing no hold) moves money while its amounts with its closing's
     # are not zero; a closing counts among the postings and the closings.
     closing = aliased(Posting, name="closing")
@@ -119,6 +129,12 @@ async def balances(db: AsyncSession, programme_id: int | None = None) -> list[Vi
         miscounted = miscounted.where(LedgerAccount.programme_id == programme_id)
     for (account_id,) in (await db.execute(miscounted)).all():
         out.append(Violation("posting counters differ from its postings", f"account {account_id}"))
+    return out
+
+
+async def _unbalanced_transactions(db: AsyncSession, programme_id: int | None) -> list[Violation]:
+    """Each transaction sums to zero in each currency."""
+    out: list[Violation] = []
     unbalanced = (
         select(Posting.transaction_id, Posting.currency)
         .join(LedgerTransaction, LedgerTransaction.id == Posting.transaction_id)
@@ -129,6 +145,12 @@ async def balances(db: AsyncSession, programme_id: int | None = None) -> list[Vi
         unbalanced = unbalanced.where(Posting.programme_id == programme_id)
     for tx_id, currency in (await db.execute(unbalanced)).all():
         out.append(Violation("transaction does not sum to zero", f"transaction {tx_id} {currency}"))
+    return out
+
+
+async def _customers_below_zero(db: AsyncSession, programme_id: int | None) -> list[Violation]:
+    """No customer's balance is below zero."""
+    out: list[Violation] = []
     negative = select(LedgerAccount.id).where(
         LedgerAccount.kind == "MANAGED_ACCOUNT",
         (LedgerAccount.available < 0) | (LedgerAccount.actual < 0),
@@ -137,6 +159,25 @@ async def balances(db: AsyncSession, programme_id: int | None = None) -> list[Vi
         negative = negative.where(LedgerAccount.programme_id == programme_id)
     for (account_id,) in (await db.execute(negative)).all():
         out.append(Violation("customer balance below zero", f"account {account_id}"))
+    return out
+
+
+CHECKS = (
+    _currency_sums,
+    _balances_against_postings,
+    _counters_against_postings,
+    _unbalanced_transactions,
+    _customers_below_zero,
+)
+
+
+async def balances(db: AsyncSession, programme_id: int | None = None) -> list[Violation]:
+    """The violations of the balances: sums per programme and currency, balances and counters
+    against the postings, transactions that do not sum to zero, customer balances below zero.
+    Read on one snapshot when the session's transaction was begun by `one_snapshot`."""
+    out: list[Violation] = []
+    for check in CHECKS:
+        out += await check(db, programme_id)
     return out
 
 
