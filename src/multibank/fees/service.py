@@ -29,6 +29,7 @@ from multibank.kernel.db import dialect_name
 from multibank.kernel.errors import Conflict
 from multibank.kernel.idempotency import held_ctes, held_params, send_held, settle_held, take_held
 from multibank.kernel.validation import parse_id
+from multibank.ledger import postgres as ledger_sql
 from multibank.ledger import service as ledger
 from multibank.ledger.models import REVENUE, LedgerAccount
 from multibank.programmes.context import Ctx
@@ -116,7 +117,7 @@ _FOUND = _LOOKUP.add_columns(
 ).outerjoin_from(
     _IDENTITIES,  # joined to the lookup's FROM: the shard's account in the account's currency
     _LEDGER_ACCOUNTS,
-    _LEDGER_ACCOUNTS.c.system_key == ledger.revenue_key(_ACCOUNTS.c.currency),
+    _LEDGER_ACCOUNTS.c.system_key == ledger_sql.revenue_key(_ACCOUNTS.c.currency),
 )
 
 
@@ -150,7 +151,7 @@ def _one_statement(held: int) -> Any:
         .where(*passes)
         .cte("charged")
     )
-    moved = ledger.transfer_ctes(row)
+    moved = ledger_sql.transfer_ctes(row)
 
     def count(cte: Any) -> Any:
         return select(func.count()).select_from(cte).scalar_subquery()
@@ -176,7 +177,7 @@ async def _charge_in_one_statement(
     await db.flush()  # what the unit of work holds is written first, as `ledger.post` does
     held = take_held(db)
     programme_id = ctx.programme.id
-    moved = ledger.transfer_params(programme_id, "CHARGE_FEE", "COMPLETED", ctx.now)
+    moved = ledger_sql.transfer_params(programme_id, "CHARGE_FEE", "COMPLETED", ctx.now)
     params = {
         "f_programme_id": programme_id,
         "f_identity_id": identity_id,

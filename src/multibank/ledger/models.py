@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, String, UniqueConstraint, text
+from sqlalchemy import (
+    JSON,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    String,
+    Table,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from multibank.kernel.db import ID, Base
@@ -117,3 +126,25 @@ class Posting(Base):
     seq: Mapped[int | None] = mapped_column(nullable=True)
     # The pending posting (same account) this one posts or voids; a hold is closed once.
     pending_id: Mapped[int | None] = mapped_column(ID, nullable=True)
+
+
+# The tables as SQLAlchemy Core handles, and the columns a posting and a transaction are
+# written with, for the statements built once (ledger/service.py, ledger/postgres.py).
+ACCOUNTS = cast(Table, LedgerAccount.__table__)
+POSTINGS = cast(Table, Posting.__table__)
+TRANSACTIONS = cast(Table, LedgerTransaction.__table__)
+
+POSTING_KEYS = (
+    "id",
+    "programme_id",
+    "transaction_id",
+    "account_id",
+    "currency",
+    "available_amount",
+    "actual_amount",
+    "available_after",
+    "actual_after",
+    "created_at",
+    "seq",  # the account's posting_count that the posting's own update left
+)
+TRANSACTION_KEYS = ("id", "programme_id", "type", "state", "details", "external_id", "created_at")
