@@ -50,7 +50,7 @@ LIVE_CARD_KEYS = {
 LIVE_CARD_ENV = {f"MULTIBANK_{k.upper()}": v for k, v in LIVE_CARD_KEYS.items()}
 # Letters, digits and underscores, short enough that a whole name stays within PostgreSQL's 63.
 PG_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,29}")
-BASES = ("/multi", "/3.29.1/multi", "/3.1.0/multi")
+BASES = ("/multi", "/3.29.1/multi", "/3.1.0/multi", "/3.63.4/multi")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -20,7 +20,14 @@ from jsonschema_rs import Draft202012Validator
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-BASES = ("/multi", "/3.29.1/multi", "/3.1.0/multi", "/simulate/api", "/portal/api")
+BASES = (
+    "/multi",
+    "/3.29.1/multi",
+    "/3.1.0/multi",
+    "/3.63.4/multi",
+    "/simulate/api",
+    "/portal/api",
+)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from multibank.api import dispatch, examples
 from multibank.api.errors import install_error_handlers
 from multibank.api.middleware import EdgeMiddleware, VersionShortcut
 from multibank.api.openapi import DOCS_ASSETS, DOCS_ASSETS_URL, ServerApp
-from multibank.api.versions import build_v3_1, build_v3_29
+from multibank.api.versions import build_v3_1, build_v3_29, build_v3_63
 from multibank.container import Container
 from multibank.kernel import secrets as server_secrets
 from multibank.kernel.carddata import CardKeyring
@@ -38,7 +38,12 @@ from multibank.simulator.kyc_page import router as kyc_pages
 from multibank.simulator.router import build_simulator
 from multibank.webhooks.delivery import WebhookWorker
 
-BASES = {"/multi": "3.29.1", "/3.29.1/multi": "3.29.1", "/3.1.0/multi": "3.1.0"}
+BASES = {
+    "/multi": "3.29.1",
+    "/3.29.1/multi": "3.29.1",
+    "/3.1.0/multi": "3.1.0",
+    "/3.63.4/multi": "3.63.4",
+}
 SHORTCUT_BASES = (*BASES, "/simulate/api", "/portal/api")
 
 
@@ -243,6 +248,8 @@ def create_app(
     app.mount("/multi", build_v3_29())
     app.mount("/3.29.1/multi", build_v3_29())
     app.mount("/3.1.0/multi", build_v3_1())
+    # The 3.63 line, in progress (D34): its own base until it is whole.
+    app.mount("/3.63.4/multi", build_v3_63())
     app.include_router(kyc_pages)
     app.include_router(landing_page)
     app.mount("/simulate/api", build_simulator())

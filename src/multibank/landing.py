@@ -43,6 +43,7 @@ VERSIONS = (
     ("/multi", "3.29.1", "latest"),
     ("/3.29.1/multi", "3.29.1", ""),
     ("/3.1.0/multi", "3.1.0", ""),
+    ("/3.63.4/multi", "3.63.4", "the 3.63 line, in progress"),
 )
 # The base URL the quick start uses when the request's own cannot be written into a shell
 # command as it is (a Host header with anything but a host name, an address and a port).

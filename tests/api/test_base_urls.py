@@ -6,7 +6,14 @@ from __future__ import annotations
 import httpx
 import pytest
 
-BASES = ("/multi", "/3.29.1/multi", "/3.1.0/multi", "/simulate/api", "/portal/api")
+BASES = (
+    "/multi",
+    "/3.29.1/multi",
+    "/3.1.0/multi",
+    "/3.63.4/multi",
+    "/simulate/api",
+    "/portal/api",
+)
 
 
 @pytest.mark.parametrize("base", BASES)

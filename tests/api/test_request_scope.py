@@ -92,12 +92,17 @@ def test_the_documents_declare_security_as_before(container: Container) -> None:
     requirement, statuses (the 400/401/403 of the credentials' checks) and parameters (the
     credentials are no parameters); each base URL declares the same security schemes."""
     apps = served(create_app(container=container))
-    assert set(apps) == set(BEFORE)
-    for base, before in BEFORE.items():
+    # The 3.63 line's base came later (issue 43): it serves 3.29.1's operations as they are
+    # (D35), so it is held to what `/multi` declared, but for the spend rules `PUT` it lacks.
+    assert set(apps) == {*BEFORE, "/3.63.4/multi"}
+    for base, before in {**BEFORE, "/3.63.4/multi": BEFORE["/multi"]}.items():
         doc = apps[base].openapi()
         assert doc["components"].get("securitySchemes") == before["securitySchemes"], base
         for key, was in before["operations"].items():
             method, path = key.split(" ", 1)
+            if base == "/3.63.4/multi" and key == "PUT /managed_cards/{id}/spend_rules":
+                assert method.lower() not in doc["paths"][path]
+                continue
             operation = doc["paths"][path][method.lower()]
             # A business rule's 409 added since (a destroyed card's spend rules, issue 41) is no
             # credentials' check: left out of both sides.

@@ -11,10 +11,15 @@ from typing import Any
 
 import pytest
 
-from multibank.api.versions import build_v3_1, build_v3_29
+from multibank.api.versions import build_v3_1, build_v3_29, build_v3_63
 from tests.factories import login, sign_up
 
-VERSIONS = {"/multi": build_v3_29, "/3.29.1/multi": build_v3_29, "/3.1.0/multi": build_v3_1}
+VERSIONS = {
+    "/multi": build_v3_29,
+    "/3.29.1/multi": build_v3_29,
+    "/3.1.0/multi": build_v3_1,
+    "/3.63.4/multi": build_v3_63,
+}
 SAMPLE = {"channel": "SMS", "user_id": "1", "id": "1"}
 
 

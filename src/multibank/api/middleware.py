@@ -19,7 +19,14 @@ from multibank.observability import REQUEST_LATENCY, REQUESTS, request_ref_var
 log = logging.getLogger("multibank.access")
 
 # The APIs whose answers are a customer's or an operator's: never cached (issue 10).
-PRIVATE_PREFIXES = ("/multi/", "/3.29.1/multi/", "/3.1.0/multi/", "/portal/", "/simulate/")
+PRIVATE_PREFIXES = (
+    "/multi/",
+    "/3.29.1/multi/",
+    "/3.1.0/multi/",
+    "/3.63.4/multi/",
+    "/portal/",
+    "/simulate/",
+)
 
 
 def _route_template(scope: Scope) -> str:

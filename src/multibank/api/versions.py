@@ -40,6 +40,15 @@ allocate` finishes an IBAN upgrade (`POST /managed_accounts/{id}/iban`), and \
 "amount": 10000}}`, minor units) funds an account whose IBAN is allocated.
 """
 PAYMENTS = {
+    "3.63.4": (
+        "\n**Payments** (transfers, sends and outgoing wire transfers), additional factors and "
+        "step-up are served here as on 3.29.1: this base is the 3.63 line, in progress. Every "
+        "3.29.1 operation is served with 3.29.1's rules and answers, on the same objects and "
+        "tokens as `/multi`; the per-resource send and wire transfer challenges are deprecated "
+        "here, as in 3.63.4, and the spend rules `PUT` is gone. Trusted beneficiaries, batch "
+        "`/challenges`, linked accounts, scheduled payments and Confirmation of Payee are not "
+        "served yet: their paths answer 404 and are not in this description.\n"
+    ),
     "3.29.1": "\n**Payments** (transfers, sends and outgoing wire transfers) exist on 3.29.1 only "
     "(`/multi` and `/3.29.1/multi`), as do additional factors and step-up.\n",
     "3.1.0": "\n**Payments** (transfers, sends and outgoing wire transfers), additional factors "
@@ -53,13 +62,22 @@ def description(version: str) -> str:
 
 
 class VersionApp(DescribedApp):
-    """A version's application: its description carries request examples (`api.examples`)."""
+    """A version's application: its description carries request examples (`api.examples`), and
+    marks `deprecated` the operations this version deprecates that another still serves as
+    current (the same route objects serve both)."""
+
+    deprecated: frozenset[str] = frozenset()
 
     def openapi(self) -> dict[str, Any]:
-        return examples.inject(super().openapi())
+        document = super().openapi()  # built once and kept: marked in place, once
+        for item in document.get("paths", {}).values():
+            for operation in item.values():
+                if isinstance(operation, dict) and operation.get("operationId") in self.deprecated:
+                    operation["deprecated"] = True
+        return examples.inject(document)
 
 
-def _version_app(version: str) -> FastAPI:
+def _version_app(version: str, deprecated: frozenset[str] = frozenset()) -> FastAPI:
     app = VersionApp(
         title="Multi Product Banking Service",
         version=version,
@@ -68,6 +86,7 @@ def _version_app(version: str) -> FastAPI:
         docs_url="/docs",
         redoc_url="/redoc",
     )
+    app.deprecated = deprecated
     install_error_handlers(app)
     return app
 
@@ -82,4 +101,22 @@ def build_v3_29() -> FastAPI:
 def build_v3_1() -> FastAPI:
     app = _version_app("3.1.0")
     app.router.routes.extend(compose(v3_29.ROUTERS, v3_1.OVERRIDES, v3_1.REMOVED).routes)
+    return app
+
+
+# 3.63.4 (D34-D36): the per-resource payment challenges are deprecated in favour of `/challenges`
+# and served as on 3.29.1 meanwhile; the spend rules `PUT` is gone (cards.md §1).
+DEPRECATED_IN_3_63 = frozenset(
+    f"{kind}{operation}"
+    for kind in ("send", "outgoingWireTransfer")
+    for operation in ("SCAChallenge", "SCAVerify", "SCAChallengePush")
+)
+REMOVED_IN_3_63 = ("managedCardSpendRulesSet",)
+
+
+def build_v3_63() -> FastAPI:
+    """`/3.63.4/multi`: the 3.63 line's base, on the same core and sessions as 3.29.1 (D35)."""
+    app = _version_app("3.63.4", DEPRECATED_IN_3_63)
+    app.router.routes.extend(compose(v3_29.ROUTERS, removed=REMOVED_IN_3_63).routes)
+    app.router.routes.extend(absent(v3_1.OVERRIDES, v3_29.ROUTERS).routes)
     return app

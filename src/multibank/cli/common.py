@@ -313,6 +313,7 @@ def base_url_lines(base: str) -> list[str]:
         f"  3.29.1 (latest): {base}/multi        docs: {base}/multi/docs",
         f"  3.29.1:          {base}/3.29.1/multi docs: {base}/3.29.1/multi/docs",
         f"  3.1.0:           {base}/3.1.0/multi  docs: {base}/3.1.0/multi/docs",
+        f"  3.63.4 (partial): {base}/3.63.4/multi docs: {base}/3.63.4/multi/docs",
         f"  simulator:       {base}/simulate/api  operator API: {base}/portal/api",
     ]
 
