@@ -30,6 +30,7 @@ from multibank.settings import Settings
 sys.path.insert(0, str(Path(__file__).parent))
 from common import corporate_signup
 
+PACKAGE = str(Path(__file__).resolve().parents[1] / "src" / "multibank")
 DENIED = -200  # a purchase answered 200 whose code is not APPROVED
 NAMES = {DENIED: "200 not APPROVED"}
 
@@ -270,7 +271,7 @@ async def main() -> None:
             for line in seen:
                 print("  ", line)
         if args.files:
-            package = str(Path(__file__).resolve().parents[1] / "src" / "multibank")
+            package = PACKAGE
             files: set[str] = set()
 
             def called(frame: Any, event: str, arg: Any) -> None:
