@@ -93,7 +93,12 @@ def decoded(content: bytes) -> list[str]:
     """The bytes as text, and for a PDF also the text of each (deflated) content stream."""
     texts = [content.decode("latin-1")]
     if content.startswith(b"%PDF"):
-        streams = re.findall(rb"stream\r?\n(.*?)\r?\nendstream", content, re.S)
+        # Each stream's bytes as its dictionary's `/Length` counts them: a delimiter search
+        # (`stream ... endstream`) cuts a deflated stream that happens to end in a CR byte.
+        streams = [
+            content[m.end() : m.end() + int(m.group(1))]
+            for m in re.finditer(rb"/Length (\d+)(?!\s+\d+\s+R)\b[^>]*>>\s*stream\r?\n", content)
+        ]
         assert streams, "a PDF without streams"
         for raw in streams:
             try:
@@ -537,3 +542,22 @@ async def test_a_cards_whole_journey_shows_its_number_cvv_and_pin_nowhere(
     assert secrets.leaks(f"{n[:8]}-{n[8:]}")
     assert secrets.leaks(json.dumps({"cvv": cvv})) and secrets.leaks(f"{pre.expiry} {cvv}")
     assert secrets.leaks(json.dumps({"pin": {"value": PIN}}))
+
+
+def test_a_deflated_stream_ending_in_a_carriage_return_is_read_whole() -> None:
+    """The PDF reader above can fail: the stream is found by its `/Length`, not by searching
+    for `endstream`, which cut one whose last byte is a CR and left it compressed."""
+    text, packed = next(
+        (t, zlib.compress(t))
+        for i in range(100_000)
+        for t in [b"(Settlement %d) Tj" % i]
+        if zlib.compress(t).endswith(b"\r")
+    )
+    pdf = (
+        b"%PDF-1.3\n4 0 obj\n<<\n/Filter /FlateDecode\n/Length "
+        + str(len(packed)).encode()
+        + b"\n>>\nstream\n"
+        + packed
+        + b"\nendstream\nendobj\n"
+    )
+    assert pdf_text(pdf) == text[1:-4].decode()
