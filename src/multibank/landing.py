@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from multibank.api.deps import AppContainer, Db
 from multibank.api.routing import UnitOfWorkRouter
+from multibank.api.versions import VERSIONS
 from multibank.identities.samples import corporate_signup
 from multibank.programmes import repository as programmes_repo
 from multibank.programmes import service as programmes
@@ -38,13 +39,6 @@ DEFAULT_PROGRAMME = "default"  # the programme `multibank serve` creates (cli/co
 CODE = "123456"  # every one-time code of a sandbox programme
 PASSWORD = "Sandbox-Pa55"  # meets the password rules; no `!`, which shells expand
 DEPOSIT = {"currency": "EUR", "amount": 10000}
-# (base, version, note)
-VERSIONS = (
-    ("/multi", "3.29.1", "latest"),
-    ("/3.29.1/multi", "3.29.1", ""),
-    ("/3.1.0/multi", "3.1.0", ""),
-    ("/3.63.4/multi", "3.63.4", "the 3.63 line, in progress"),
-)
 # The base URL the quick start uses when the request's own cannot be written into a shell
 # command as it is (a Host header with anything but a host name, an address and a port).
 FALLBACK_BASE = "http://localhost:8000"

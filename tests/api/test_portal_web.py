@@ -355,3 +355,20 @@ async def test_the_programmes_page_is_paged_newest_first(browser, programme, con
     assert f"of {len(everyone)}" in first and 'rel="next"' in first
     last = await page(browser, f"/portal/?offset={len(everyone) - 1}")
     assert re.findall(r'href="/portal/programmes/(\d+)/overview"', last) == [str(min(everyone))]
+
+
+async def test_the_portal_lists_every_interface_base_with_its_docs(browser):
+    """D34: the portal lists the base URLs as the home page does, the 3.63 line's among them,
+    each with a link to its docs that the server answers."""
+    home = await page(browser, "/portal/")
+    for base, version in (
+        ("/multi", "3.29.1"),
+        ("/3.29.1/multi", "3.29.1"),
+        ("/3.1.0/multi", "3.1.0"),
+        ("/3.63.4/multi", "3.63.4"),
+    ):
+        assert f'<a href="{base}/docs">' in home, base
+        docs = await browser.get(f"{base}/docs")
+        assert docs.status_code == 200 and f"{base}/openapi.json" in docs.text
+        info = (await browser.get(f"{base}/openapi.json")).json()["info"]
+        assert info["version"] == version

@@ -11,6 +11,14 @@ from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp
 from multibank.api.routing import absent, compose
 
+# Each interface base URL, as the home page and the portal list them: (base, version, note).
+VERSIONS = (
+    ("/multi", "3.29.1", "latest"),
+    ("/3.29.1/multi", "3.29.1", ""),
+    ("/3.1.0/multi", "3.1.0", ""),
+    ("/3.63.4/multi", "3.63.4", "the 3.63 line, in progress"),
+)
+
 # The description of each version's document: `{version}` is replaced (not `str.format`: the
 # text names paths such as `/passwords/{userId}/create`). Kept accurate to README.md.
 DESCRIPTION = """Multi Product Banking Service interface {version}, served by multibank. Every \

@@ -11,6 +11,7 @@ from fastapi import Request, Response
 from fastapi.responses import RedirectResponse
 
 from multibank.api.routing import container_of
+from multibank.api.versions import VERSIONS
 from multibank.cards import operator as card_ops
 from multibank.kernel.validation import parse_id
 from multibank.payments.models import Payment
@@ -57,6 +58,7 @@ async def home(request: Request, offset: Offset = 0) -> Response:
         title="Programmes",
         programmes=listed,
         pager=pager(request, offset, PAGE, count),
+        versions=VERSIONS,
     )
 
 
