@@ -176,6 +176,7 @@ COMPANIONS: dict[str, set[str]] = {
         "outgoing_wire_transfers.SUBMITTED",
         "outgoing_wire_transfers.COMPLETED",
     },
+    "outgoing_wire_transfers.CANCELLED": {"outgoing_wire_transfers.PENDING_CONFIRMATION"},
 }
 
 

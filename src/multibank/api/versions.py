@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from multibank.api import examples, v3_1, v3_29
+from multibank.api import examples, v3_1, v3_29, v3_63
 from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp
 from multibank.api.routing import absent, compose
@@ -53,9 +53,12 @@ PAYMENTS = {
         "step-up are served here as on 3.29.1: this base is the 3.63 line, in progress. Every "
         "3.29.1 operation is served with 3.29.1's rules and answers, on the same objects and "
         "tokens as `/multi`; the per-resource send and wire transfer challenges are deprecated "
-        "here, as in 3.63.4, and the spend rules `PUT` is gone. Trusted beneficiaries, batch "
-        "`/challenges`, linked accounts, scheduled payments and Confirmation of Payee are not "
-        "served yet: their paths answer 404 and are not in this description.\n"
+        "here, as in 3.63.4, and the spend rules `PUT` is gone. Outgoing wire transfers show "
+        "every state of the line (`INVALID`, `PENDING_CONFIRMATION`, `CANCELLED`), and a "
+        "sandbox's GBP wire transfer waits for **Confirmation of Payee** "
+        "(`POST /outgoing_wire_transfers/{id}/confirm` or `…/cancel`). Trusted beneficiaries, "
+        "batch `/challenges`, linked accounts and scheduled payments are not served yet: their "
+        "paths answer 404 and are not in this description.\n"
     ),
     "3.29.1": "\n**Payments** (transfers, sends and outgoing wire transfers) exist on 3.29.1 only "
     "(`/multi` and `/3.29.1/multi`), as do additional factors and step-up.\n",
@@ -102,13 +105,14 @@ def _version_app(version: str, deprecated: frozenset[str] = frozenset()) -> Fast
 def build_v3_29() -> FastAPI:
     app = _version_app("3.29.1")
     app.router.routes.extend(compose(v3_29.ROUTERS).routes)
-    app.router.routes.extend(absent(v3_1.OVERRIDES, v3_29.ROUTERS).routes)
+    app.router.routes.extend(absent([*v3_1.OVERRIDES, *v3_63.OVERRIDES], v3_29.ROUTERS).routes)
     return app
 
 
 def build_v3_1() -> FastAPI:
     app = _version_app("3.1.0")
     app.router.routes.extend(compose(v3_29.ROUTERS, v3_1.OVERRIDES, v3_1.REMOVED).routes)
+    app.router.routes.extend(absent(v3_63.OVERRIDES, [*v3_29.ROUTERS, *v3_1.OVERRIDES]).routes)
     return app
 
 
@@ -125,6 +129,8 @@ REMOVED_IN_3_63 = ("managedCardSpendRulesSet",)
 def build_v3_63() -> FastAPI:
     """`/3.63.4/multi`: the 3.63 line's base, on the same core and sessions as 3.29.1 (D35)."""
     app = _version_app("3.63.4", DEPRECATED_IN_3_63)
-    app.router.routes.extend(compose(v3_29.ROUTERS, removed=REMOVED_IN_3_63).routes)
+    app.router.routes.extend(
+        compose(v3_29.ROUTERS, v3_63.OVERRIDES, removed=REMOVED_IN_3_63).routes
+    )
     app.router.routes.extend(absent(v3_1.OVERRIDES, v3_29.ROUTERS).routes)
     return app

@@ -208,6 +208,37 @@ class Sandbox:
             body={"depositAmount": {"currency": CURRENCY, "amount": DEPOSIT}},
         )
 
+    async def gbp_account(self, who: Person) -> str:
+        """A new GBP account of `who` with its IBAN and 1000.00 GBP, for Faster Payments."""
+        kind = "consumerManagedAccount" if who.kind == "consumers" else "corporateManagedAccount"
+        made = await self.call(
+            "GBP account",
+            "POST",
+            f"{API}/managed_accounts",
+            token=who.token,
+            body={"profileId": self.profiles[kind], "friendlyName": "Trigger", "currency": GBP},
+        )
+        account = str(made["id"])
+        answer = await self.call(
+            "IBAN request", "POST", f"{API}/managed_accounts/{account}/iban", token=who.token
+        )
+        if answer["state"] != "ALLOCATED":
+            await self.call(
+                "IBAN allocation (simulator)",
+                "POST",
+                f"{SIMULATOR}/managed_accounts/{account}/iban/allocate",
+                simulator=True,
+                accept=(204, 409),  # 409: allocated meanwhile
+            )
+        await self.call(
+            "deposit (simulator)",
+            "POST",
+            f"{SIMULATOR}/accounts/{account}/deposit",
+            simulator=True,
+            body={"depositAmount": {"currency": GBP, "amount": DEPOSIT}},
+        )
+        return account
+
     async def account(self, who: Person) -> str:
         """A new, empty EUR account of `who`."""
         kind = "consumerManagedAccount" if who.kind == "consumers" else "corporateManagedAccount"
@@ -238,6 +269,9 @@ class Sandbox:
 
 
 MONEY = {"currency": CURRENCY, "amount": 500}
+GBP = "GBP"
+# The 3.63 line's base: Confirmation of Payee is its alone (D41).
+LINE = "/3.63.4/multi"
 # Over the default low-value exemption (30.00): a send or wire transfer of it waits for SCA.
 CHALLENGED = {"currency": CURRENCY, "amount": 5000}
 
@@ -453,6 +487,48 @@ async def _owt(s: Sandbox, answer: bool = True) -> str:
 
 async def _owt_waiting(s: Sandbox) -> None:
     await _owt(s, answer=False)
+
+
+async def _owt_to_confirm(s: Sandbox) -> tuple[Person, str]:
+    """A GBP wire transfer through the 3.63 line: the sandbox checks its payee (Confirmation of
+    Payee), so it waits for its payer's confirmation."""
+    who = await s.stepped_up()
+    account = await s.gbp_account(who)
+    with s.loud():
+        made = await s.call(
+            "outgoing wire transfer (3.63 line)",
+            "POST",
+            f"{LINE}/outgoing_wire_transfers",
+            token=who.token,
+            body={
+                "profileId": s.profiles["outgoingWireTransfers"],
+                "sourceInstrument": {"type": "managed_accounts", "id": account},
+                "transferAmount": {"currency": GBP, "amount": CHALLENGED["amount"]},
+                "destinationBeneficiary": {
+                    "name": "Ada Lovelace",
+                    "bankAccountDetails": {"accountNumber": "12345678", "sortCode": "400400"},
+                },
+            },
+        )
+    return who, str(made["id"])
+
+
+async def _owt_confirmation(s: Sandbox) -> None:
+    await _owt_to_confirm(s)
+
+
+async def _owt_cancelled(s: Sandbox) -> None:
+    """Cancelled by its payer before it went (the wire transfer it is is what it cannot happen
+    without)."""
+    who, owt = await _owt_to_confirm(s)
+    with s.loud():
+        await s.call(
+            "cancel (3.63 line)",
+            "POST",
+            f"{LINE}/outgoing_wire_transfers/{owt}/cancel",
+            token=who.token,
+            body={"cancellationReason": "triggered"},
+        )
 
 
 async def _owt_then(s: Sandbox, *steps: str) -> None:
@@ -686,6 +762,8 @@ TRIGGERS: dict[str, Step] = {
     "outgoing_wire_transfers.REJECTED": _owt_rejected,
     "outgoing_wire_transfers.RETURNED": _owt_returned,
     "outgoing_wire_transfers.PENDING_CHALLENGE": _owt_waiting,
+    "outgoing_wire_transfers.PENDING_CONFIRMATION": _owt_confirmation,
+    "outgoing_wire_transfers.CANCELLED": _owt_cancelled,
     "outgoing_wire_transfers.SUBMITTED": _owt_then,
     "managed_cards/state_change.BLOCKED": _card_blocked,
     "managed_cards/state_change.UNBLOCKED": _card_unblocked,

@@ -106,6 +106,12 @@ def _owt(ctx: Ctx, p: Payment) -> dict[str, Any]:
             "accountNumber": bank.get("accountNumber", ""),
             "sortCode": bank.get("sortCode", ""),
         }
+    # The 3.63 line's fields (v3.63.md §5.4, D41, D43), when the payment has them.
+    line: dict[str, Any] = {}
+    if p.validation_outcomes is not None:
+        line["validationOutcomes"] = p.validation_outcomes
+    if p.cancellation_reason is not None:
+        line["cancellationReason"] = p.cancellation_reason
     return {
         "eventType": p.state,
         "owner": ref(p.identity_type, p.identity_id),
@@ -124,6 +130,7 @@ def _owt(ctx: Ctx, p: Payment) -> dict[str, Any]:
             "transactionAmount": unsigned_money(p.currency, p.amount),
             "transactionFee": unsigned_money(p.currency, p.fee),
             "conflict": _conflict(p),
+            **line,
         },
         "publishedTimestamp": ms(ctx.now),
     }

@@ -24,6 +24,13 @@ INVALID = "INVALID"
 SUBMITTED = "SUBMITTED"
 APPROVED = "APPROVED"
 RETURNED = "RETURNED"
+# The 3.63 line's states (v3.63.md §5.1, §6; D35): an OWT waiting for its payer to confirm the
+# payee's name (Confirmation of Payee, D41), and a payment its payer cancelled before it went.
+PENDING_CONFIRMATION = "PENDING_CONFIRMATION"
+CANCELLED = "CANCELLED"
+# What the 3.29.1 interface never shows its clients (D12a, D35): lists leave such payments out
+# and their ids answer 404 there, until they reach a state 3.29.1 knows (CANCELLED never does).
+HIDDEN_FROM_3_29 = (INVALID, PENDING_CONFIRMATION, CANCELLED)
 # States in which a payment waits for its SCA challenge.
 AWAITING_SCA = (PENDING, PENDING_CHALLENGE)
 LOW_VALUE = "LOW_VALUE"
@@ -67,6 +74,11 @@ class Payment(Base):
     # INSUFFICIENT_FUNDS; or why it ended other than COMPLETED.
     failure: Mapped[str | None] = mapped_column(String(50), nullable=True)
     exemption: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    # Confirmation of Payee (D41): the checks' outcomes as the 3.63 line answers them
+    # (`validationOutcomes`), kept from the create; None where no check ran.
+    validation_outcomes: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    # The payer's reason, given with a cancel (3.63 line, D40).
+    cancellation_reason: Mapped[str | None] = mapped_column(String(50), nullable=True)
     # The ledger transaction that moved or reserved the money (its id is the payment's).
     transaction_id: Mapped[int | None] = mapped_column(nullable=True)
     # Amount + fee held on the source (available down, actual not yet) while the payment waits;

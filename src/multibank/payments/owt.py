@@ -8,6 +8,11 @@ holds amount + fee and waits for SCA (`PENDING_CHALLENGE`) unless SCA does not a
 verified it is `SUBMITTED`, then `APPROVED`, then `COMPLETED` after the programme's processing
 delay (programme clock), each step taken once by whichever process finds it due
 (`payments.steps`). The sandbox's canned destination IBANs force the other endings.
+
+Through the 3.63 line a sandbox's GBP wire transfer first waits for its payer to confirm the
+payee (`PENDING_CONFIRMATION`, Confirmation of Payee: `payments.cop`, D41), holding its money as
+it would awaiting SCA; `confirm` moves it on to SCA, `cancel` ends it `CANCELLED` and gives the
+money back. Unconfirmed for as long as a challenge may wait, it ends `FAILED` the same way.
 """
 
 from __future__ import annotations
@@ -23,14 +28,16 @@ from multibank.kernel.ids import new_id
 from multibank.kernel.money import FASTER_PAYMENTS_LIMIT, SEPA_LIMIT
 from multibank.ledger import service as ledger
 from multibank.ledger.models import REVENUE, SETTLEMENT
-from multibank.payments import events
+from multibank.payments import cop, events
 from multibank.payments.models import (
     APPROVED,
+    CANCELLED,
     COMPLETED,
     FAILED,
     INVALID,
     OWT,
     PENDING_CHALLENGE,
+    PENDING_CONFIRMATION,
     REJECTED,
     RETURNED,
     SUBMITTED,
@@ -88,6 +95,12 @@ CANNED = {
 # Outcomes that stay SUBMITTED until the simulator accepts or rejects.
 WAIT_FOR_SIMULATOR = ("REQUIRES_APPROVAL", "UNKNOWN_FAILURE")
 DELAYED_FACTOR = 10  # DELAYED_RESPONSE takes ten processing delays
+# A wire transfer waits for its payer's confirmation of the payee as long as for a challenge;
+# then it fails and its money is given back (decision 0084).
+CONFIRMATION_TTL_MS = CHALLENGE_TTL_MS
+CONFIRMATION_EXPIRED = "CONFIRMATION_EXPIRED"
+# What its payer may cancel (3.63 line, D40, D41): what has not gone yet.
+CANCELLABLE = (PENDING_CHALLENGE, PENDING_CONFIRMATION)
 
 
 def _bad(field: str, message: str, error: str = "REGEX") -> BadRequest:
@@ -139,8 +152,11 @@ def outcome_of(payment: Payment) -> str | None:
     return CANNED.get(_normal_iban(iban)) if isinstance(iban, str) else None
 
 
-async def create(ctx: Ctx, owner: Owner, data: OwtCreate) -> Payment:
+async def create(ctx: Ctx, owner: Owner, data: OwtCreate, confirm_payee: bool = False) -> Payment:
+    """`confirm_payee`: made through the 3.63 line, whose GBP wire transfers a sandbox checks
+    for Confirmation of Payee (D41)."""
     scheme = scheme_of(data)
+    checks_payee = confirm_payee and scheme == FASTER_PAYMENTS and ctx.sandbox
     check_beneficiary(data, scheme, ctx.sandbox)
     profile = await profile_of(ctx, OWT, data.profileId)
     if profile is None:
@@ -177,8 +193,10 @@ async def create(ctx: Ctx, owner: Owner, data: OwtCreate) -> Payment:
     )
     # Before the hold: the exemption locks the identity's row, and every payment takes that
     # lock before any balance's (a send does the same), so two never wait on each other.
+    # One waiting for confirmation decides its exemption when confirmed (`confirm`): a payment
+    # its payer abandons takes no exempted place.
     sca = ctx.programme.owt_sca_required
-    exemption = await sca_exemption(ctx, owner, amount) if sca else None
+    exemption = await sca_exemption(ctx, owner, amount) if sca and not checks_payee else None
     refusal = _refusal(source, scheme, amount, fee)
     if refusal is None:
         try:
@@ -195,7 +213,13 @@ async def create(ctx: Ctx, owner: Owner, data: OwtCreate) -> Payment:
         await ctx.db.flush()
         raise Conflict(code).keeping_changes().storing_answer()
     ctx.db.add(payment)
-    if sca and exemption is None:
+    if checks_payee:
+        payment.validation_outcomes = cop.sandbox_outcomes(payment.beneficiary or {})
+        payment.state = PENDING_CONFIRMATION
+        payment.due_at = ctx.now + CONFIRMATION_TTL_MS
+        await ctx.db.flush()
+        await events.payment(ctx, payment)
+    elif sca and exemption is None:
         payment.state = PENDING_CHALLENGE
         payment.due_at = ctx.now + CHALLENGE_TTL_MS
         await ctx.db.flush()
@@ -220,6 +244,39 @@ def _refusal(source: ManagedAccount, scheme: str, amount: int, fee: int) -> tupl
     return None
 
 
+# The payer's confirmation of the payee, and its cancel (3.63 line, D40, D41)
+
+
+async def confirm(ctx: Ctx, owner: Owner, payment: Payment) -> None:
+    """`PENDING_CONFIRMATION` → `PENDING_CHALLENGE`, or `SUBMITTED` when SCA does not apply
+    (off, or exempted now); the caller holds the payment's row lock. Any other state is 409
+    `INVALID_STATE`."""
+    if payment.state != PENDING_CONFIRMATION:
+        raise Conflict("INVALID_STATE")
+    sca = ctx.programme.owt_sca_required
+    exemption = await sca_exemption(ctx, owner, payment.amount) if sca else None
+    payment.updated_at = ctx.now
+    if sca and exemption is None:
+        payment.state = PENDING_CHALLENGE
+        payment.due_at = ctx.now + CHALLENGE_TTL_MS
+        await ctx.db.flush()
+        await events.payment(ctx, payment)
+    else:
+        payment.exemption = exemption
+        await ctx.db.flush()
+        await submit(ctx, payment)
+
+
+async def cancel(ctx: Ctx, payment: Payment, reason: str | None) -> None:
+    """A wire transfer that has not gone yet ends `CANCELLED`, its money given back; the caller
+    holds its row lock. Any other state is 409 `INVALID_STATE`. A challenge in flight goes with
+    it: its code or push answer then finds nothing to confirm."""
+    if payment.state not in CANCELLABLE:
+        raise Conflict("INVALID_STATE")
+    payment.cancellation_reason = reason
+    await give_back(ctx, payment, CANCELLED, None)
+
+
 # Processing (D14)
 
 
@@ -240,7 +297,9 @@ def _delay_ms(ctx: Ctx, payment: Payment) -> int:
 async def step(ctx: Ctx, payment: Payment) -> None:
     """The next step of a due wire transfer past SCA (the caller holds its row lock)."""
     outcome = outcome_of(payment)
-    if payment.state == SUBMITTED:
+    if payment.state == PENDING_CONFIRMATION:  # never confirmed: it ends, its money given back
+        await give_back(ctx, payment, FAILED, CONFIRMATION_EXPIRED)
+    elif payment.state == SUBMITTED:
         if outcome == "FAILURE":
             payment.rejected_info = "SYSTEM"
             await give_back(ctx, payment, FAILED, "FAILURE")

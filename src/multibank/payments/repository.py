@@ -1,8 +1,10 @@
 """Every query on payments; each starts from the owner's own rows of one kind.
 
-The owner's reads (`get`, `page`) never see an `INVALID` payment: such a record only keeps a
-refused create's idempotency-ref taken, and `INVALID` is no state of the 3.29.1 interface
-(decisions.md D12a). The simulator and the operator read every payment (`by_id`, the portal)."""
+The owner's reads (`get`, `page`) through the 3.29.1 interface never see a payment in a state it
+lacks (`HIDDEN_FROM_3_29`): an `INVALID` record only keeps a refused create's idempotency-ref
+taken (decisions.md D12a), and the 3.63 line's states are its own (D35). The 3.63 line's reads
+see every state (`hidden=()`). The simulator and the operator read every payment (`by_id`, the
+portal)."""
 
 from __future__ import annotations
 
@@ -12,19 +14,20 @@ from dataclasses import dataclass
 from sqlalchemy import bindparam, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from multibank.payments.models import INVALID, Payment
+from multibank.payments.models import HIDDEN_FROM_3_29, Payment
 
-# What the owner sees of its payments (D12a).
-VISIBLE = Payment.state != INVALID
-
-_GET = select(Payment).where(
+_GET_ANY = select(Payment).where(
     Payment.programme_id == bindparam("programme_id"),
     Payment.identity_id == bindparam("identity_id"),
     Payment.kind == bindparam("kind"),
     Payment.id == bindparam("payment_id"),
-    VISIBLE,
 )
-_GET_FOR_UPDATE = _GET.with_for_update()
+# Built once each: the 3.29.1 reads (the hot ones) and the 3.63 line's.
+_GETS = {
+    HIDDEN_FROM_3_29: _GET_ANY.where(Payment.state.not_in(HIDDEN_FROM_3_29)),
+    (): _GET_ANY,
+}
+_GETS_FOR_UPDATE = {hidden: stmt.with_for_update() for hidden, stmt in _GETS.items()}
 
 
 async def get(
@@ -34,15 +37,17 @@ async def get(
     kind: str,
     payment_id: int,
     lock: bool = False,
+    hidden: tuple[str, ...] = HIDDEN_FROM_3_29,
 ) -> Payment | None:
-    """With `lock`, the row is held until commit (PostgreSQL): a payment's steps run in turn."""
+    """With `lock`, the row is held until commit (PostgreSQL): a payment's steps run in turn.
+    `hidden`: the states the caller's interface does not show (`HIDDEN_FROM_3_29` or ())."""
     params = {
         "programme_id": programme_id,
         "identity_id": identity_id,
         "kind": kind,
         "payment_id": payment_id,
     }
-    stmt = _GET_FOR_UPDATE if lock else _GET
+    stmt = (_GETS_FOR_UPDATE if lock else _GETS)[hidden]
     return (await db.execute(stmt, params)).scalar_one_or_none()
 
 
@@ -82,16 +87,18 @@ async def page(
     filters: Filters,
     offset: int,
     limit: int,
+    hidden: tuple[str, ...] = HIDDEN_FROM_3_29,
 ) -> tuple[int, list[Payment]]:
     """Newest first; `count` is the number matching the filters over all pages (both leave
-    out what the owner does not see)."""
+    out the states `hidden` from the caller's interface)."""
     f = filters
     stmt = select(Payment).where(
         Payment.programme_id == programme_id,
         Payment.identity_id == identity_id,
         Payment.kind == kind,
-        VISIBLE,
     )
+    if hidden:
+        stmt = stmt.where(Payment.state.not_in(hidden))
     if f.profile_id is not None:
         stmt = stmt.where(Payment.profile_id == f.profile_id)
     if f.instrument is not None:

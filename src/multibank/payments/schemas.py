@@ -298,3 +298,53 @@ class OwtPage(BaseModel):
     transfer: list[OwtRead]
     count: int
     responseCount: int
+
+
+# The 3.63 line's wire transfers (v3.63.md §5.1, §6; D35, D41): every state of the line, the
+# exemption that applied, the Confirmation of Payee outcomes and a cancel's reason.
+OwtState3_63 = Literal[
+    "INVALID",
+    "PENDING_CHALLENGE",
+    "SUBMITTED",
+    "REJECTED",
+    "APPROVED",
+    "FAILED",
+    "COMPLETED",
+    "RETURNED",
+    "CANCELLED",
+    "PENDING_CONFIRMATION",
+]
+OWT_STATES_3_63 = (*OWT_STATES, "INVALID", "CANCELLED", "PENDING_CONFIRMATION")
+CopReasonCode = Literal[
+    "ANNM", "MBAM", "BANM", "PANM", "BAMM", "PAMM", "AC01", "IVCR", "ACNS", "OPTO", "CASS", "SCNS"
+]
+# A reason a payer gives with a cancel (v3.63.md §5.1).
+CancellationReason = Annotated[str, StringConstraints(max_length=50, pattern=r"^[ a-zA-Z0-9_-]+$")]
+
+
+class CopResultRead(BaseModel):
+    match: Literal["EXACT_MATCH", "CLOSE_MATCH", "NO_MATCH"]
+    reasonCode: CopReasonCode | None = None
+    accountName: str | None = None
+
+
+class ValidationOutcomeRead(BaseModel):
+    category: Literal["UK_CONFIRMATION_OF_PAYEE"]
+    categoryResult: CopResultRead
+
+
+class OwtRead3_63(OwtRead):
+    state: OwtState3_63  # type: ignore[assignment]  # the line's states include 3.29.1's
+    challengeExemptionReason: Literal["LOW_VALUE", "TRUSTED_BENEFICIARY"] | None = None
+    validationOutcomes: list[ValidationOutcomeRead] | None = None
+    cancellationReason: str | None = None
+
+
+class OwtPage3_63(BaseModel):
+    transfer: list[OwtRead3_63]
+    count: int
+    responseCount: int
+
+
+class CancellationBody(Wire):
+    cancellationReason: CancellationReason | None = None

@@ -32,6 +32,7 @@ from multibank.payments import events
 from multibank.payments import repository as repo
 from multibank.payments.models import (
     COMPLETED,
+    HIDDEN_FROM_3_29,
     LOW_VALUE,
     OWT,
     PENDING,
@@ -536,13 +537,21 @@ async def give_back(ctx: Ctx, payment: Payment, state: str, failure: str | None)
 # Reads
 
 
-async def load(ctx: Ctx, owner: Owner, kind: str, payment_id: str, lock: bool = False) -> Payment:
-    """The owner's payment of `kind`; another identity's or an unknown one is 404."""
+async def load(
+    ctx: Ctx,
+    owner: Owner,
+    kind: str,
+    payment_id: str,
+    lock: bool = False,
+    hidden: tuple[str, ...] = HIDDEN_FROM_3_29,
+) -> Payment:
+    """The owner's payment of `kind`; another identity's, an unknown one, or one in a state the
+    caller's interface does not show (`hidden`) is 404."""
     pid = parse_id(payment_id)
     payment = (
         None
         if pid is None
-        else await repo.get(ctx.db, ctx.programme.id, owner.identity_id, kind, pid, lock)
+        else await repo.get(ctx.db, ctx.programme.id, owner.identity_id, kind, pid, lock, hidden)
     )
     if payment is None:
         raise NotFound(f"{NAMES[kind]} not found")
@@ -553,7 +562,15 @@ NAMES = {TRANSFER: "Transfer", SEND: "Send", OWT: "Outgoing wire transfer"}
 
 
 async def page(
-    ctx: Ctx, owner: Owner, kind: str, filters: repo.Filters, offset: int, limit: int | None
+    ctx: Ctx,
+    owner: Owner,
+    kind: str,
+    filters: repo.Filters,
+    offset: int,
+    limit: int | None,
+    hidden: tuple[str, ...] = HIDDEN_FROM_3_29,
 ) -> tuple[int, list[Payment]]:
     size = 100 if limit is None else min(limit, 100)
-    return await repo.page(ctx.db, ctx.programme.id, owner.identity_id, kind, filters, offset, size)
+    return await repo.page(
+        ctx.db, ctx.programme.id, owner.identity_id, kind, filters, offset, size, hidden
+    )

@@ -3,6 +3,7 @@ external beneficiary by SEPA (EUR) or Faster Payments (GBP), confirmed by SCA, t
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import Query, Request
@@ -79,24 +80,29 @@ OWT_QUERY = QueryFilters(
 )
 
 
-async def owt_filters(
-    request: Request,
-    profileId: Id | None = None,
-    state: Annotated[list[str] | None, Query(max_length=20)] = None,
-    createdFrom: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
-    createdTo: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
-    tag: Annotated[Tag | None, Query()] = None,
-) -> repository.Filters:
-    objects = OWT_QUERY.read(request)
-    return repository.Filters(
-        profile_id=profile_filter(profileId),
-        source=instrument_filter(objects.get("sourceInstrument"), "sourceInstrument"),
-        instrument=instrument_filter(objects.get("instrument"), "instrument"),
-        states=known_states(state, OWT_STATES),
-        created_from=createdFrom,
-        created_to=createdTo,
-        tag=tag,
-    )
+def owt_filters_of(states: tuple[str, ...]) -> Callable[..., Awaitable[repository.Filters]]:
+    """The list's filters, for a version whose wire transfers have `states`."""
+
+    async def owt_filters(
+        request: Request,
+        profileId: Id | None = None,
+        state: Annotated[list[str] | None, Query(max_length=20)] = None,
+        createdFrom: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
+        createdTo: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
+        tag: Annotated[Tag | None, Query()] = None,
+    ) -> repository.Filters:
+        objects = OWT_QUERY.read(request)
+        return repository.Filters(
+            profile_id=profile_filter(profileId),
+            source=instrument_filter(objects.get("sourceInstrument"), "sourceInstrument"),
+            instrument=instrument_filter(objects.get("instrument"), "instrument"),
+            states=known_states(state, states),
+            created_from=createdFrom,
+            created_to=createdTo,
+            tag=tag,
+        )
+
+    return owt_filters
 
 
 add_payment_operations(
@@ -121,7 +127,7 @@ add_payment_operations(
         `idempotency-ref` (the same ref and payload answer the same 409, another payload 400);
         no list, get or webhook shows it.""",
         create_responses=conflicts(*CREATE_CONFLICTS),
-        filters=owt_filters,
+        filters=owt_filters_of(OWT_STATES),
         query=OWT_QUERY,
         list_doc="""The logged-in identity's outgoing wire transfers, newest first, in pages of
         at most 100; `sourceInstrument[id]` (or `sourceInstrument.id`) needs

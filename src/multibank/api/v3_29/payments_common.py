@@ -26,7 +26,7 @@ from multibank.factors.schemas import SCAOtpChannel, SCAPushChannel
 from multibank.kernel.errors import BadRequest
 from multibank.kernel.validation import parse_id
 from multibank.payments import repository, sca, service
-from multibank.payments.models import Payment
+from multibank.payments.models import HIDDEN_FROM_3_29, Payment
 from multibank.payments.schemas import VerificationCodeBody
 from multibank.programmes.context import Ctx
 
@@ -92,11 +92,19 @@ def page_body(key: str, total: int, items: list[dict[str, Any]]) -> dict[str, An
     return {key: items, "count": total, "responseCount": len(items)}
 
 
-def add_challenges(router: APIRouter, path: str, kind: str, prefix: str, what: str) -> None:
-    """`{path}/{id}/challenges/otp/{channel}`, its `/verify`, and `…/push/{channel}`."""
+def add_challenges(
+    router: APIRouter,
+    path: str,
+    kind: str,
+    prefix: str,
+    what: str,
+    hidden: tuple[str, ...] = HIDDEN_FROM_3_29,
+) -> None:
+    """`{path}/{id}/challenges/otp/{channel}`, its `/verify`, and `…/push/{channel}`; a payment
+    in a state of `hidden` is 404 to them, as to the version's get."""
 
     async def otp_start(id: PaymentId, channel: SCAOtpChannel, session: LoggedIn) -> Response:
-        payment = await service.load(session.ctx, owner(session), kind, id, lock=True)
+        payment = await service.load(session.ctx, owner(session), kind, id, True, hidden)
         await sca.start_otp(session.ctx, session.auth, payment)
         return Response(status_code=204)
 
@@ -118,7 +126,7 @@ def add_challenges(router: APIRouter, path: str, kind: str, prefix: str, what: s
     async def otp_verify(
         id: PaymentId, channel: SCAOtpChannel, body: VerificationCodeBody, session: LoggedIn
     ) -> Response:
-        payment = await service.load(session.ctx, owner(session), kind, id, lock=True)
+        payment = await service.load(session.ctx, owner(session), kind, id, True, hidden)
         await sca.verify_otp(session.ctx, session.auth, payment, body.verificationCode)
         return Response(status_code=204)
 
@@ -139,7 +147,7 @@ def add_challenges(router: APIRouter, path: str, kind: str, prefix: str, what: s
     )
 
     async def push_start(id: PaymentId, channel: SCAPushChannel, session: LoggedIn) -> Response:
-        payment = await service.load(session.ctx, owner(session), kind, id, lock=True)
+        payment = await service.load(session.ctx, owner(session), kind, id, True, hidden)
         await sca.start_push(session.ctx, session.auth, payment, channel.value)
         return Response(status_code=204)
 
@@ -187,6 +195,9 @@ class PaymentOperations:
     query: QueryFilters
     list_doc: str
     challenges: bool
+    # The states this version does not show (payments.models.HIDDEN_FROM_3_29, or () on the
+    # 3.63 line, which has them all).
+    hidden: tuple[str, ...] = HIDDEN_FROM_3_29
 
 
 def _typed(fn: Callable[..., Any], **annotations: Any) -> None:
@@ -221,7 +232,7 @@ def add_payment_operations(router: APIRouter, k: PaymentOperations) -> None:
         session: StepUpRequired, filters: Any, offset: Offset = 0, limit: Limit = None
     ) -> dict[str, Any]:
         total, rows = await service.page(
-            session.ctx, owner(session), k.kind, filters, offset, limit
+            session.ctx, owner(session), k.kind, filters, offset, limit, k.hidden
         )
         return page_body(k.key, total, [k.body(p) for p in rows])
 
@@ -239,7 +250,7 @@ def add_payment_operations(router: APIRouter, k: PaymentOperations) -> None:
     )
 
     async def get(id: PaymentId, session: StepUpRequired) -> dict[str, Any]:
-        return k.body(await service.load(session.ctx, owner(session), k.kind, id))
+        return k.body(await service.load(session.ctx, owner(session), k.kind, id, False, k.hidden))
 
     get.__doc__ = f"One of the logged-in identity's {k.what}s; another identity's is 404."
     router.add_api_route(
@@ -252,4 +263,4 @@ def add_payment_operations(router: APIRouter, k: PaymentOperations) -> None:
         responses=STEP_UP_RESPONSES,
     )
     if k.challenges:
-        add_challenges(router, k.path, k.kind, k.prefix, k.what)
+        add_challenges(router, k.path, k.kind, k.prefix, k.what, k.hidden)

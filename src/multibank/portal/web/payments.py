@@ -16,7 +16,7 @@ from sqlalchemy import ColumnElement, Subquery, and_, case, or_, select
 from multibank.kernel.money import ISO_4217, minor_unit_exponent
 from multibank.kernel.validation import parse_id
 from multibank.payments.models import OWT, SEND, TRANSFER, Payment
-from multibank.payments.schemas import OWT_STATES, SEND_STATES, TRANSFER_STATES
+from multibank.payments.schemas import OWT_STATES_3_63, SEND_STATES, TRANSFER_STATES
 from multibank.portal import card_payments, payment_detail
 from multibank.portal.web.actions import show
 from multibank.portal.web.common import (
@@ -41,7 +41,9 @@ PAYMENT_KINDS = {
     **{kind: kind for kind in card_payments.CARD_KINDS.values()},
 }
 PAYMENT_STATES = tuple(
-    dict.fromkeys((*TRANSFER_STATES, *SEND_STATES, *OWT_STATES, *card_payments.CARD_STATES))
+    dict.fromkeys(
+        (*TRANSFER_STATES, *SEND_STATES, *OWT_STATES_3_63, *card_payments.CARD_STATES)
+    )
 )
 # What the operator has to settle or reject (sandbox wires waiting at the bank) comes first.
 NEEDS_ACTION = ("SUBMITTED", "APPROVED")

@@ -1,0 +1,33 @@
+"""confirmation of payee: an OWT's check outcomes and a payment's cancellation reason (issue 43
+§6, decision 0084)
+
+- `payments.validation_outcomes`: the Confirmation of Payee outcomes of a GBP wire transfer made
+  through the 3.63 line (`validationOutcomes`), as answered at its create.
+- `payments.cancellation_reason`: the reason its payer gave when cancelling it.
+
+Revision ID: 0029
+Revises: 0028
+Create Date: 2026-12-08 00:00:00
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0029"
+down_revision: str | None = "0028"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("payments") as batch:
+        batch.add_column(sa.Column("validation_outcomes", sa.JSON(), nullable=True))
+        batch.add_column(sa.Column("cancellation_reason", sa.String(50), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("payments") as batch:
+        batch.drop_column("cancellation_reason")
+        batch.drop_column("validation_outcomes")
