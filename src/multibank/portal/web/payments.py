@@ -41,9 +41,7 @@ PAYMENT_KINDS = {
     **{kind: kind for kind in card_payments.CARD_KINDS.values()},
 }
 PAYMENT_STATES = tuple(
-    dict.fromkeys(
-        (*TRANSFER_STATES, *SEND_STATES, *OWT_STATES_3_63, *card_payments.CARD_STATES)
-    )
+    dict.fromkeys((*TRANSFER_STATES, *SEND_STATES, *OWT_STATES_3_63, *card_payments.CARD_STATES))
 )
 # What the operator has to settle or reject (sandbox wires waiting at the bank) comes first.
 NEEDS_ACTION = ("SUBMITTED", "APPROVED")
