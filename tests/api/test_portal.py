@@ -252,7 +252,7 @@ async def test_duplicate_programme_name_is_refused(client, admin_headers):
         ({}, "name", "REQUIRED"),
         ({"currencies": ["XYZ"]}, "currencies", "REGEX"),
         ({"currencies": ["EUR", "ABC"]}, "currencies", "REGEX"),
-        ({"currencies": ["eur"]}, "currencies.0", "REGEX"),
+        ({"currencies": ["eur"]}, "currencies[0]", "REGEX"),
         ({"currencies": []}, "currencies", "SIZE"),
         ({"colour": "blue"}, "colour", "NOT_IN"),
         ({"mode": "test"}, "mode", "IN"),
@@ -667,7 +667,7 @@ async def test_update_unknown_profile_is_404(client, admin_headers):
         ({"kind": "consumer"}, "currencies", "REQUIRED"),
         ({"kind": "consumer", "currencies": []}, "currencies", "SIZE"),
         ({"kind": "consumer", "currencies": ["XYZ"]}, "currencies", "REGEX"),
-        ({"kind": "consumer", "currencies": ["EURO"]}, "currencies.0", "REGEX"),
+        ({"kind": "consumer", "currencies": ["EURO"]}, "currencies[0]", "REGEX"),
         ({"kind": "consumer", "currencies": ["EUR"], "tier": 1}, "tier", "NOT_IN"),
     ],
 )

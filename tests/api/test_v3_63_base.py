@@ -38,10 +38,13 @@ async def test_the_line_has_its_own_description_with_every_3_29_1_operation_but_
     latest = (await client.get("/multi/openapi.json")).json()
     assert line["info"]["version"] == "3.63.4"
     assert latest["info"]["version"] == "3.29.1"
-    # Confirmation of Payee's two operations are the line's own (decision 0084).
+    # Confirmation of Payee's and scheduling's operations are the line's own (0084, 0085).
     assert set(operations(line)) == set(operations(latest)) - {"managedCardSpendRulesSet"} | {
         "outgoingWireTransferConfirm",
         "outgoingWireTransferSingleCancel",
+        "transferCancel",
+        "sendCancel",
+        "outgoingWireTransferCancel",
     }
     assert "put" not in line["paths"]["/managed_cards/{id}/spend_rules"]
     assert "not served yet" in line["info"]["description"]
@@ -52,7 +55,9 @@ async def test_the_per_resource_challenges_are_deprecated_on_the_line_only(
 ) -> None:
     line = operations((await client.get(f"{LINE}/openapi.json")).json())
     latest = operations((await client.get("/multi/openapi.json")).json())
-    assert {op for op, body in line.items() if body.get("deprecated")} == DEPRECATED
+    assert {op for op, body in line.items() if body.get("deprecated")} == DEPRECATED | {
+        "outgoingWireTransferCancel"  # the bulk cancel, for the single one (v3.63.md §5.2)
+    }
     assert {op for op, body in latest.items() if body.get("deprecated")} == {
         "managedCardSpendRulesSet"
     }
@@ -116,16 +121,22 @@ async def test_the_line_refuses_the_callers_every_base_refuses(
 
 async def test_the_lines_new_operations_are_not_served_yet(client, programme) -> None:
     """D35: none of the line's new paths is served on 3.29.1 or 3.1.0, and on the line itself
-    they come with issue 43's later parts; until then each answers 404, not 405 or 500."""
+    those of issue 43's later parts answer 404 too until they come, not 405 or 500."""
     p = await programme()
     ident = await sign_up(client, p)
+    later = (
+        ("GET", "/beneficiaries"),
+        ("POST", "/challenges/otp/SMS"),
+        ("GET", "/linked_accounts"),
+    )
+    served = (
+        ("POST", "/transfers/bulk/cancel"),
+        ("POST", "/sends/bulk/cancel"),
+        ("POST", "/outgoing_wire_transfers/bulk/cancel"),
+        ("POST", "/outgoing_wire_transfers/1/confirm"),
+        ("POST", "/outgoing_wire_transfers/1/cancel"),
+    )
     for base in ("/multi", "/3.29.1/multi", "/3.1.0/multi", LINE):
-        for method, path in (
-            ("GET", "/beneficiaries"),
-            ("POST", "/challenges/otp/SMS"),
-            ("GET", "/linked_accounts"),
-            ("POST", "/transfers/bulk/cancel"),
-            ("POST", "/outgoing_wire_transfers/1/confirm"),
-        ):
+        for method, path in (*later, *served) if base != LINE else later:
             r = await client.request(method, f"{base}{path}", headers=ident.headers)
             assert r.status_code == 404, (base, method, path, r.status_code)

@@ -47,10 +47,18 @@ _ERROR_KIND = {
 
 
 def _field_name(loc: Sequence[Any]) -> str:
-    parts = [str(p) for p in loc]
+    """The field as the reference names it: `cancellations[0].cancellationReason` (an item of
+    a list by its index in brackets, as its validation messages write it)."""
+    parts = list(loc)
     if parts and parts[0] in ("body", "query", "path", "header"):
         parts = parts[1:]
-    return ".".join(parts) or "body"
+    name = ""
+    for part in parts:
+        if isinstance(part, int):
+            name += f"[{part}]"
+        else:
+            name += f".{part}" if name else str(part)
+    return name or "body"
 
 
 def _params(err: dict[str, Any]) -> list[str]:

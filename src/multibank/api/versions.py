@@ -122,7 +122,7 @@ DEPRECATED_IN_3_63 = frozenset(
     f"{kind}{operation}"
     for kind in ("send", "outgoingWireTransfer")
     for operation in ("SCAChallenge", "SCAVerify", "SCAChallengePush")
-)
+) | {"outgoingWireTransferCancel"}  # the bulk cancel, for the single one (v3.63.md §5.2)
 REMOVED_IN_3_63 = ("managedCardSpendRulesSet",)
 
 

@@ -21,6 +21,20 @@ def _instrument(kind: str | None, instrument_id: int | None) -> dict[str, str]:
     return {"type": kind or "managed_accounts", "id": str(instrument_id)}
 
 
+def _line(p: Payment) -> dict[str, Any]:
+    """The 3.63 line's fields (v3.63.md §5.4, D40, D41, D43), when the payment has them."""
+    line: dict[str, Any] = {}
+    if p.scheduled_at is not None:
+        line["scheduledTimestamp"] = str(p.scheduled_at)
+    if p.executed_at is not None and p.scheduled_at is not None:
+        line["executionTimestamp"] = str(p.executed_at)
+    if p.cancellation_reason is not None:
+        line["cancellationReason"] = p.cancellation_reason
+    if p.validation_outcomes is not None:
+        line["validationOutcomes"] = p.validation_outcomes
+    return line
+
+
 def _conflict(p: Payment) -> str:
     """The reference's internal `conflict` code: why a payment did not go through."""
     if p.failure is None:
@@ -50,13 +64,14 @@ async def payment(ctx: Ctx, p: Payment, event: str | None = None) -> None:
                     "state": p.state,
                     "creationTimestamp": ms(p.created_at),
                     "conflict": _conflict(p),
+                    **_line(p),
                 },
                 "publishedTimestamp": ms(ctx.now),
             },
         )
     elif p.kind == SEND:
         if event is None:
-            waiting = ("PENDING", "PENDING_CHALLENGE", "COMPLETED")
+            waiting = ("PENDING", "PENDING_CHALLENGE", "COMPLETED", "SCHEDULED", "CANCELLED")
             event = p.state if p.state in waiting else "FAILED"
         await emit(
             ctx,
@@ -78,6 +93,7 @@ async def payment(ctx: Ctx, p: Payment, event: str | None = None) -> None:
                     "challengeExemptionReason": p.exemption or "NO_EXEMPTION",
                     "conflict": _conflict(p),
                     "creationTimestamp": ms(p.created_at),
+                    **_line(p),
                 },
                 "publishedTimestamp": ms(ctx.now),
             },
@@ -106,12 +122,6 @@ def _owt(ctx: Ctx, p: Payment) -> dict[str, Any]:
             "accountNumber": bank.get("accountNumber", ""),
             "sortCode": bank.get("sortCode", ""),
         }
-    # The 3.63 line's fields (v3.63.md §5.4, D41, D43), when the payment has them.
-    line: dict[str, Any] = {}
-    if p.validation_outcomes is not None:
-        line["validationOutcomes"] = p.validation_outcomes
-    if p.cancellation_reason is not None:
-        line["cancellationReason"] = p.cancellation_reason
     return {
         "eventType": p.state,
         "owner": ref(p.identity_type, p.identity_id),
@@ -130,7 +140,7 @@ def _owt(ctx: Ctx, p: Payment) -> dict[str, Any]:
             "transactionAmount": unsigned_money(p.currency, p.amount),
             "transactionFee": unsigned_money(p.currency, p.fee),
             "conflict": _conflict(p),
-            **line,
+            **_line(p),
         },
         "publishedTimestamp": ms(ctx.now),
     }

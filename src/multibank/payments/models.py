@@ -28,9 +28,13 @@ RETURNED = "RETURNED"
 # payee's name (Confirmation of Payee, D41), and a payment its payer cancelled before it went.
 PENDING_CONFIRMATION = "PENDING_CONFIRMATION"
 CANCELLED = "CANCELLED"
+# A payment whose payer chose when it goes (D40): it waits for `scheduled_at`, nothing held.
+SCHEDULED = "SCHEDULED"
 # What the 3.29.1 interface never shows its clients (D12a, D35): lists leave such payments out
 # and their ids answer 404 there, until they reach a state 3.29.1 knows (CANCELLED never does).
-HIDDEN_FROM_3_29 = (INVALID, PENDING_CONFIRMATION, CANCELLED)
+HIDDEN_FROM_3_29 = (INVALID, PENDING_CONFIRMATION, CANCELLED, SCHEDULED)
+# Where a payment ends: it is executed (`executed_at`) when it reaches one of these.
+EXECUTED = (COMPLETED, FAILED, REJECTED, RETURNED)
 # States in which a payment waits for its SCA challenge.
 AWAITING_SCA = (PENDING, PENDING_CHALLENGE)
 LOW_VALUE = "LOW_VALUE"
@@ -79,6 +83,10 @@ class Payment(Base):
     validation_outcomes: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     # The payer's reason, given with a cancel (3.63 line, D40).
     cancellation_reason: Mapped[str | None] = mapped_column(String(50), nullable=True)
+    # Scheduling (3.63 line, D40): when its payer asked it to go (programme clock, epoch ms),
+    # and when it reached the state it ended in (`EXECUTED`).
+    scheduled_at: Mapped[int | None] = mapped_column(nullable=True)
+    executed_at: Mapped[int | None] = mapped_column(nullable=True)
     # The ledger transaction that moved or reserved the money (its id is the payment's).
     transaction_id: Mapped[int | None] = mapped_column(nullable=True)
     # Amount + fee held on the source (available down, actual not yet) while the payment waits;

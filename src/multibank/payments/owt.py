@@ -40,6 +40,7 @@ from multibank.payments.models import (
     PENDING_CONFIRMATION,
     REJECTED,
     RETURNED,
+    SCHEDULED,
     SUBMITTED,
     Payment,
 )
@@ -47,6 +48,7 @@ from multibank.payments.schemas import (
     DESCRIPTION_LIMIT,
     FPS_TEXT,
     INT64_MAX,
+    InstrumentId,
     OwtCreate,
     SepaBankDetails,
 )
@@ -54,8 +56,10 @@ from multibank.payments.service import (
     CHALLENGE_TTL_MS,
     MANAGED_ACCOUNTS,
     Owner,
+    check_source,
     check_verified,
     details_of,
+    failure_of,
     fee_of,
     give_back,
     hold,
@@ -65,6 +69,7 @@ from multibank.payments.service import (
     pay_out,
     profile_of,
     sca_exemption,
+    schedule,
 )
 from multibank.programmes import repository as programmes
 from multibank.programmes.context import Ctx
@@ -100,7 +105,7 @@ DELAYED_FACTOR = 10  # DELAYED_RESPONSE takes ten processing delays
 CONFIRMATION_TTL_MS = CHALLENGE_TTL_MS
 CONFIRMATION_EXPIRED = "CONFIRMATION_EXPIRED"
 # What its payer may cancel (3.63 line, D40, D41): what has not gone yet.
-CANCELLABLE = (PENDING_CHALLENGE, PENDING_CONFIRMATION)
+CANCELLABLE = (PENDING_CHALLENGE, PENDING_CONFIRMATION, SCHEDULED)
 
 
 def _bad(field: str, message: str, error: str = "REGEX") -> BadRequest:
@@ -152,9 +157,16 @@ def outcome_of(payment: Payment) -> str | None:
     return CANNED.get(_normal_iban(iban)) if isinstance(iban, str) else None
 
 
-async def create(ctx: Ctx, owner: Owner, data: OwtCreate, confirm_payee: bool = False) -> Payment:
+async def create(
+    ctx: Ctx,
+    owner: Owner,
+    data: OwtCreate,
+    confirm_payee: bool = False,
+    scheduled_at: int | None = None,
+) -> Payment:
     """`confirm_payee`: made through the 3.63 line, whose GBP wire transfers a sandbox checks
-    for Confirmation of Payee (D41)."""
+    for Confirmation of Payee (D41). `scheduled_at` (the line, D40): past its confirmation and
+    SCA it is `SCHEDULED`; its funds are not checked, nor held, before its time."""
     scheme = scheme_of(data)
     checks_payee = confirm_payee and scheme == FASTER_PAYMENTS and ctx.sandbox
     check_beneficiary(data, scheme, ctx.sandbox)
@@ -197,8 +209,9 @@ async def create(ctx: Ctx, owner: Owner, data: OwtCreate, confirm_payee: bool = 
     # its payer abandons takes no exempted place.
     sca = ctx.programme.owt_sca_required
     exemption = await sca_exemption(ctx, owner, amount) if sca and not checks_payee else None
+    payment.scheduled_at = scheduled_at
     refusal = _refusal(source, scheme, amount, fee)
-    if refusal is None:
+    if refusal is None and scheduled_at is None:
         try:
             # A savepoint: a hold refused for funds leaves no half-written transaction.
             async with ctx.db.begin_nested():
@@ -227,8 +240,38 @@ async def create(ctx: Ctx, owner: Owner, data: OwtCreate, confirm_payee: bool = 
     else:
         payment.exemption = exemption
         await ctx.db.flush()
-        await submit(ctx, payment)
+        await _go(ctx, payment)
     return payment
+
+
+async def _go(ctx: Ctx, payment: Payment) -> None:
+    """Past its confirmation and SCA: submitted now, or scheduled for its time."""
+    if payment.scheduled_at is not None:
+        await schedule(ctx, payment)
+    else:
+        await submit(ctx, payment)
+
+
+async def execute(ctx: Ctx, payment: Payment) -> None:
+    """A scheduled wire transfer whose time has come (the caller holds its row lock and saw it
+    `SCHEDULED`): its source and due diligence checked again, amount + fee held, then
+    `SUBMITTED` and on as any other; a check that fails ends it `FAILED` with why."""
+    wanted = InstrumentId.model_validate({"type": MANAGED_ACCOUNTS, "id": str(payment.source_id)})
+    found = await instruments(ctx, [wanted])
+    source = found.get((MANAGED_ACCOUNTS, payment.source_id))
+    try:
+        if source is None:
+            raise Conflict("SOURCE_NOT_FOUND")
+        check_source(source)
+        await check_verified(ctx, payment.identity_id)
+        # A savepoint: a hold refused for funds leaves no half-written transaction.
+        async with ctx.db.begin_nested():
+            await hold(ctx, payment, source, details_of(payment, source, None))
+    except Conflict as refusal:
+        await give_back(ctx, payment, FAILED, failure_of(refusal))
+        return
+    await ctx.db.flush()
+    await submit(ctx, payment)
 
 
 def _refusal(source: ManagedAccount, scheme: str, amount: int, fee: int) -> tuple[str, str] | None:
@@ -264,7 +307,7 @@ async def confirm(ctx: Ctx, owner: Owner, payment: Payment) -> None:
     else:
         payment.exemption = exemption
         await ctx.db.flush()
-        await submit(ctx, payment)
+        await _go(ctx, payment)
 
 
 async def cancel(ctx: Ctx, payment: Payment, reason: str | None) -> None:

@@ -77,6 +77,9 @@ class Filters:
     created_from: int | None = None
     created_to: int | None = None
     tag: str | None = None
+    # The 3.63 line's: when it was executed (`executed_at`, D40).
+    executed_from: int | None = None
+    executed_to: int | None = None
 
 
 async def page(
@@ -124,6 +127,10 @@ async def page(
         stmt = stmt.where(Payment.created_at <= f.created_to)
     if f.tag is not None:
         stmt = stmt.where(Payment.tag == f.tag)
+    if f.executed_from is not None:
+        stmt = stmt.where(Payment.executed_at >= f.executed_from)
+    if f.executed_to is not None:
+        stmt = stmt.where(Payment.executed_at <= f.executed_to)
     total = (await db.execute(select(func.count()).select_from(stmt.subquery()))).scalar_one()
     ordered = stmt.order_by(Payment.created_at.desc(), Payment.id.desc())
     rows = (await db.execute(ordered.offset(offset).limit(limit))).scalars().all()

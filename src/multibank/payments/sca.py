@@ -33,7 +33,7 @@ from multibank.payments.models import (
     SEND,
     Payment,
 )
-from multibank.payments.service import CHALLENGE_TTL_MS, give_back, pay_out
+from multibank.payments.service import CHALLENGE_TTL_MS, give_back, pay_out, schedule
 from multibank.programmes.context import Ctx
 
 SMS = "SMS"
@@ -161,7 +161,9 @@ async def _wrong_answer(ctx: Ctx, payment: Payment) -> None:
 
 async def passed(ctx: Ctx, payment: Payment) -> None:
     payment.sca_at = ctx.now
-    if payment.kind == SEND:
+    if payment.scheduled_at is not None:  # it goes at its time, nothing held till then (D40)
+        await schedule(ctx, payment)
+    elif payment.kind == SEND:
         await pay_out(ctx, payment)
     else:
         await owt.submit(ctx, payment)

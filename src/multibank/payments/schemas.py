@@ -311,10 +311,11 @@ OwtState3_63 = Literal[
     "FAILED",
     "COMPLETED",
     "RETURNED",
+    "SCHEDULED",
     "CANCELLED",
     "PENDING_CONFIRMATION",
 ]
-OWT_STATES_3_63 = (*OWT_STATES, "INVALID", "CANCELLED", "PENDING_CONFIRMATION")
+OWT_STATES_3_63 = (*OWT_STATES, "INVALID", "SCHEDULED", "CANCELLED", "PENDING_CONFIRMATION")
 CopReasonCode = Literal[
     "ANNM", "MBAM", "BANM", "PANM", "BAMM", "PAMM", "AC01", "IVCR", "ACNS", "OPTO", "CASS", "SCNS"
 ]
@@ -337,6 +338,8 @@ class OwtRead3_63(OwtRead):
     state: OwtState3_63  # type: ignore[assignment]  # the line's states include 3.29.1's
     challengeExemptionReason: Literal["LOW_VALUE", "TRUSTED_BENEFICIARY"] | None = None
     validationOutcomes: list[ValidationOutcomeRead] | None = None
+    scheduledTimestamp: DigitsId | None = None
+    executionTimestamp: DigitsId | None = None
     cancellationReason: str | None = None
 
 
@@ -348,3 +351,90 @@ class OwtPage3_63(BaseModel):
 
 class CancellationBody(Wire):
     cancellationReason: CancellationReason | None = None
+
+
+# Scheduling on the 3.63 line (v3.63.md §5, D40): a create's time, the answers' timestamps, and
+# the bulk cancel.
+ScheduledTimestamp = Annotated[
+    str,
+    StringConstraints(pattern=r"^[0-9]+$"),
+    Field(
+        description="When the payment is to go: epoch milliseconds of the programme's clock, "
+        "after now and at most 365 days ahead (else 409 `SCHEDULED_TIMESTAMP_INVALID`). It "
+        "waits `SCHEDULED`, nothing held, and its funds are checked when it goes."
+    ),
+]
+TransferState3_63 = Literal[
+    "INITIALISED", "COMPLETED", "REJECTED", "FAILED", "PENDING", "SCHEDULED", "CANCELLED"
+]
+TRANSFER_STATES_3_63 = (*TRANSFER_STATES, "SCHEDULED", "CANCELLED")
+SendState3_63 = Literal[
+    "INVALID",
+    "INITIALISED",
+    "COMPLETED",
+    "REJECTED",
+    "FAILED",
+    "PENDING",
+    "PENDING_CHALLENGE",
+    "APPROVED",
+    "RETURNED",
+    "SCHEDULED",
+    "CANCELLED",
+]
+SEND_STATES_3_63 = (*SEND_STATES, "INVALID", "RETURNED", "SCHEDULED", "CANCELLED")
+
+
+class TransferCreate3_63(TransferCreate):
+    scheduledTimestamp: ScheduledTimestamp | None = None
+
+
+class OwtCreate3_63(OwtCreate):
+    scheduledTimestamp: ScheduledTimestamp | None = None
+
+
+class TransferRead3_63(TransferRead):
+    state: TransferState3_63  # type: ignore[assignment]  # the line's states include 3.29.1's
+    scheduledTimestamp: DigitsId | None = None
+    executionTimestamp: DigitsId | None = None
+    cancellationReason: str | None = None
+
+
+class TransfersPage3_63(BaseModel):
+    transfer: list[TransferRead3_63]
+    count: int
+    responseCount: int
+
+
+class SendRead3_63(SendRead):
+    state: SendState3_63  # type: ignore[assignment]  # the line's states include 3.29.1's
+    challengeExemptionReason: Literal["LOW_VALUE", "TRUSTED_BENEFICIARY"] | None = None
+    scheduledTimestamp: DigitsId | None = None
+    executionTimestamp: DigitsId | None = None
+    cancellationReason: str | None = None
+
+
+class SendsPage3_63(BaseModel):
+    send: list[SendRead3_63]
+    count: int
+    responseCount: int
+
+
+class CancelItem(Wire):
+    id: Annotated[str, StringConstraints(pattern=r"^[0-9]+$")]
+    cancellationReason: CancellationReason | None = None
+
+
+class BulkCancelBody(Wire):
+    cancellations: Annotated[list[CancelItem], Field(min_length=1, max_length=100)]
+
+
+class CancelResultRead(BaseModel):
+    id: str
+    state: Literal["SUCCESS", "ERROR"]
+    errorCode: Literal["GENERIC", "TRANSACTION_NOT_SCHEDULED", "FORBIDDEN", "NOT_FOUND"] | None = (
+        None
+    )
+
+
+class BulkCancelRead(BaseModel):
+    cancellations: list[CancelResultRead]

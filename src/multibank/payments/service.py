@@ -31,12 +31,16 @@ from multibank.ledger.models import REVENUE, SETTLEMENT
 from multibank.payments import events
 from multibank.payments import repository as repo
 from multibank.payments.models import (
+    CANCELLED,
     COMPLETED,
+    EXECUTED,
+    FAILED,
     HIDDEN_FROM_3_29,
     LOW_VALUE,
     OWT,
     PENDING,
     PROFILE_KIND,
+    SCHEDULED,
     SEND,
     TRANSFER,
     Payment,
@@ -54,6 +58,8 @@ DEBIT_MODE = "DEBIT_MODE"
 # the ledger account with the card's id, D23; a debit card holds none and is refused).
 Instrument = ManagedAccount | ManagedCard
 CHALLENGE_TTL_MS = 5 * 60_000  # D13: a payment waits 5 minutes for its challenge
+# How far ahead a payment may be scheduled (D40), on the programme clock.
+SCHEDULE_HORIZON_MS = 365 * 86_400_000
 
 
 @dataclass(frozen=True)
@@ -202,10 +208,102 @@ async def _priced(
     return currency, amount, fee
 
 
+# Scheduling (3.63 line, D40): a payment made now to go later. Nothing is held meanwhile; when
+# its time comes (`execute`, from the due-work scheduler, a read of it or the simulator) the
+# create's checks run again and the money moves then, or it ends FAILED with why.
+
+
+def scheduled_time(ctx: Ctx, value: str | None) -> int | None:
+    """A create's `scheduledTimestamp` (digits, epoch ms of the programme clock), or None for a
+    payment that goes now; at or before now, or more than a year ahead, is 409
+    `SCHEDULED_TIMESTAMP_INVALID`."""
+    if value is None:
+        return None
+    at = int(value)
+    if at <= ctx.now or at > ctx.now + SCHEDULE_HORIZON_MS:
+        raise Conflict("SCHEDULED_TIMESTAMP_INVALID")
+    return at
+
+
+async def schedule(ctx: Ctx, payment: Payment) -> None:
+    """Past its SCA (or with none to pass), a scheduled payment waits for its time."""
+    payment.state = SCHEDULED
+    payment.due_at = payment.scheduled_at
+    payment.updated_at = ctx.now
+    await ctx.db.flush()
+    await events.payment(ctx, payment)
+
+
+def ended(ctx: Ctx, payment: Payment, state: str, failure: str | None = None) -> None:
+    """The payment is in `state` now; executed when that is where it ends (`EXECUTED`)."""
+    payment.state = state
+    payment.failure = failure
+    payment.due_at = None
+    payment.updated_at = ctx.now
+    if state in EXECUTED and payment.executed_at is None:
+        payment.executed_at = ctx.now
+
+
+def failure_of(refusal: Conflict) -> str:
+    """What a refusal at execution is kept as (the reference's internal names)."""
+    code = refusal.error_code
+    return "INSUFFICIENT_FUNDS" if code == "FUNDS_INSUFFICIENT" else code
+
+
+async def execute(ctx: Ctx, payment: Payment) -> None:
+    """A scheduled transfer or send whose time has come (the caller holds its row lock and saw
+    it `SCHEDULED`): the create's checks again, then the money moves at once (`COMPLETED`); a
+    check that fails ends it `FAILED` with why, nothing moved."""
+    wanted = [
+        InstrumentId.model_validate({"type": kind, "id": str(instrument_id)})
+        for kind, instrument_id in (
+            (payment.source_type, payment.source_id),
+            (payment.destination_type, payment.destination_id),
+        )
+    ]
+    found = await instruments(ctx, wanted)
+    source = found.get((payment.source_type, payment.source_id))
+    destination = found.get((payment.destination_type or "", payment.destination_id or 0))
+    try:
+        if source is None:
+            raise Conflict("SOURCE_NOT_FOUND")
+        if destination is None:
+            raise Conflict("DESTINATION_NOT_FOUND")
+        check_source(source)
+        check_destination(destination)
+        await check_verified(ctx, payment.identity_id)
+        ids = [payment.identity_id, destination.identity_id]
+        holders = await holder_names(ctx, [i for i in ids if i is not None])
+        # A savepoint: a move refused for funds leaves no half-written transaction.
+        async with ctx.db.begin_nested():
+            await move_now(ctx, payment, source, destination, holders)
+    except Conflict as refusal:
+        ended(ctx, payment, FAILED, failure_of(refusal))
+    else:
+        ended(ctx, payment, COMPLETED)
+    await ctx.db.flush()
+    await events.payment(ctx, payment)
+
+
+async def cancel_scheduled(ctx: Ctx, payment: Payment, reason: str | None) -> None:
+    """A scheduled payment its payer stops before its time: `CANCELLED` (nothing was held);
+    any other state is `TRANSACTION_NOT_SCHEDULED`. The caller holds its row lock, so a cancel
+    and an execution of one payment are decided by the row: one of them finds it SCHEDULED."""
+    if payment.state != SCHEDULED:
+        raise Conflict("TRANSACTION_NOT_SCHEDULED")
+    payment.cancellation_reason = reason
+    ended(ctx, payment, CANCELLED)
+    await ctx.db.flush()
+    await events.payment(ctx, payment)
+
+
 # Transfers
 
 
-async def create_transfer(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payment:
+async def create_transfer(
+    ctx: Ctx, owner: Owner, data: TransferCreate, scheduled_at: int | None = None
+) -> Payment:
+    """`scheduled_at`: the 3.63 line's scheduled transfer, `SCHEDULED` with nothing moved."""
     profile = await profile_of(ctx, TRANSFER, data.profileId)
     if profile is None:
         raise NotFound("Transfer profile not found")
@@ -240,6 +338,11 @@ async def create_transfer(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payme
         fee=fee,
         state=COMPLETED,
     )
+    if scheduled_at is not None:
+        payment.scheduled_at = scheduled_at
+        ctx.db.add(payment)
+        await schedule(ctx, payment)
+        return payment
     await move_now(ctx, payment, source, destination)
     ctx.db.add(payment)
     await ctx.db.flush()
@@ -250,10 +353,13 @@ async def create_transfer(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payme
 # Sends
 
 
-async def create_send(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payment:
+async def create_send(
+    ctx: Ctx, owner: Owner, data: TransferCreate, scheduled_at: int | None = None
+) -> Payment:
     """A send to another identity of the programme: at once when SCA does not apply (the
     programme's `sendsScaRequired` off, or the low-value exemption), else held and `PENDING`
-    until its challenge is verified (or expires after 5 minutes)."""
+    until its challenge is verified (or expires after 5 minutes). `scheduled_at` (3.63 line):
+    `SCHEDULED` once past SCA, nothing held before its time."""
     profile = await profile_of(ctx, SEND, data.profileId)
     if profile is None:
         raise Conflict("PROFILE_NOT_FOUND")
@@ -295,6 +401,17 @@ async def create_send(ctx: Ctx, owner: Owner, data: TransferCreate) -> Payment:
     exemption = (
         await sca_exemption(ctx, owner, amount) if ctx.programme.sends_sca_required else None
     )
+    if scheduled_at is not None:
+        payment.scheduled_at = scheduled_at
+        ctx.db.add(payment)
+        if not ctx.programme.sends_sca_required or exemption is not None:
+            payment.exemption = exemption
+            await schedule(ctx, payment)
+        else:
+            payment.due_at = ctx.now + CHALLENGE_TTL_MS
+            await ctx.db.flush()
+            await events.payment(ctx, payment, "PENDING_CHALLENGE")
+        return payment
     holders = await holder_names(ctx, [owner.identity_id, destination.identity_id])
     if not ctx.programme.sends_sca_required or exemption is not None:
         payment.exemption = exemption
@@ -460,6 +577,7 @@ async def move_now(
     except ledger.InsufficientFunds:
         raise Conflict("FUNDS_INSUFFICIENT") from None
     payment.transaction_id = tx.id
+    payment.executed_at = ctx.now
 
 
 async def hold(ctx: Ctx, payment: Payment, source: Instrument, details: dict[str, Any]) -> None:
@@ -507,9 +625,7 @@ async def pay_out(ctx: Ctx, payment: Payment) -> None:
         now_ms=ctx.now,
     )
     payment.reserved = 0
-    payment.state = COMPLETED
-    payment.due_at = None
-    payment.updated_at = ctx.now
+    ended(ctx, payment, COMPLETED)
     await events.payment(ctx, payment)
 
 
@@ -527,10 +643,7 @@ async def give_back(ctx: Ctx, payment: Payment, state: str, failure: str | None)
             state=state,
         )
     payment.reserved = 0
-    payment.state = state
-    payment.failure = failure
-    payment.due_at = None
-    payment.updated_at = ctx.now
+    ended(ctx, payment, state, failure)
     await events.payment(ctx, payment)
 
 

@@ -17,8 +17,8 @@ from sqlalchemy import String, literal_column, select
 
 from multibank.accounts import service as accounts
 from multibank.accounts.models import ManagedAccount
-from multibank.payments import owt, sca
-from multibank.payments.models import AWAITING_SCA, Payment
+from multibank.payments import owt, sca, service
+from multibank.payments.models import AWAITING_SCA, OWT, SCHEDULED, Payment
 from multibank.programmes.context import Ctx
 from multibank.programmes.due import BATCH, NOW, DueWork
 from multibank.programmes.models import Programme
@@ -32,9 +32,19 @@ async def step(ctx: Ctx, payment: Payment) -> None:
     """The payment's due step (the caller holds its row lock and saw it due)."""
     if payment.state in AWAITING_SCA:
         await sca.expire(ctx, payment)
+    elif payment.state == SCHEDULED:
+        await execute(ctx, payment)
     else:
         await owt.step(ctx, payment)
     await ctx.db.flush()
+
+
+async def execute(ctx: Ctx, payment: Payment) -> None:
+    """A scheduled payment, now (its time has come, or the simulator says so)."""
+    if payment.kind == OWT:
+        await owt.execute(ctx, payment)
+    else:
+        await service.execute(ctx, payment)
 
 
 async def payment_step(ctx: Ctx, payment: Payment) -> bool:

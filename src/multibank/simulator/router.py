@@ -19,14 +19,15 @@ from multibank.audit import service as audit
 from multibank.factors import service as factors
 from multibank.identities import service as identities
 from multibank.identities.models import CONSUMER, CORPORATE
-from multibank.kernel.errors import NotFound
+from multibank.kernel.errors import Conflict, NotFound
 from multibank.kernel.money import FASTER_PAYMENTS_LIMIT, SEPA_LIMIT
 from multibank.kernel.validation import parse_id
 from multibank.kernel.wire import StrictBody
 from multibank.payments import owt as payment_owt
 from multibank.payments import repository as payments_repo
 from multibank.payments import sca as payment_sca
-from multibank.payments.models import OWT, SEND, Payment
+from multibank.payments import steps as payment_steps
+from multibank.payments.models import FAILED, OWT, SCHEDULED, SEND, TRANSFER, Payment
 from multibank.programmes.context import Ctx
 from multibank.programmes.service import advance_clock
 from multibank.simulator import card_pin, secure_session
@@ -494,6 +495,47 @@ async def challenge_expire(payment_id: PaymentPath, ctx: SimCtx) -> PaymentCode:
     if payment is None or payment.kind not in (SEND, OWT):
         raise NotFound("Payment not found")
     return PaymentCode(code=await payment_sca.expire_now(ctx, payment))
+
+
+# Scheduled payments (3.63 line, D40, D42): one goes now, whatever its time.
+
+SCHEDULED_KINDS = {"transfers": TRANSFER, "sends": SEND, "outgoing_wire_transfers": OWT}
+
+
+class ScheduledRun(BaseModel):
+    state: Literal["SUCCESS", "ERROR"]
+    errorCode: str | None = None
+
+
+@router.post(
+    "/{kind}/{payment_id}/scheduled_execute",
+    operation_id="simulateScheduledExecute",
+    dependencies=[SimulatorIdempotent],
+    response_model_exclude_none=True,
+    responses={
+        **conflicts("TRANSACTION_NOT_SCHEDULED"),
+        404: {"description": "No payment of that kind and id in this programme"},
+    },
+)
+async def scheduled_execute(
+    kind: Literal["transfers", "sends", "outgoing_wire_transfers"],
+    payment_id: PaymentPath,
+    ctx: SimCtx,
+) -> ScheduledRun:
+    """Runs a `SCHEDULED` transfer, send or outgoing wire transfer now, as its time would: the
+    checks of a create again, then the money moves (a wire transfer is `SUBMITTED` and on).
+    `SUCCESS`, or `ERROR` with why it ended `FAILED` (e.g. `FUNDS_INSUFFICIENT`); a payment not
+    scheduled is 409 `TRANSACTION_NOT_SCHEDULED`."""
+    payment = await _payment(ctx, payment_id, SCHEDULED_KINDS[kind], "Payment")
+    if payment.state != SCHEDULED:
+        raise Conflict("TRANSACTION_NOT_SCHEDULED")
+    await payment_steps.execute(ctx, payment)
+    if payment.state == FAILED:
+        code = payment.failure or "GENERIC"
+        return ScheduledRun(
+            state="ERROR", errorCode="FUNDS_INSUFFICIENT" if code == "INSUFFICIENT_FUNDS" else code
+        )
+    return ScheduledRun(state="SUCCESS")
 
 
 ROUTERS: list[APIRouter] = [

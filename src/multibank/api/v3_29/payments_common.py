@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from pydantic import BaseModel, StringConstraints
 
 from multibank.api.deps import (
@@ -198,6 +198,9 @@ class PaymentOperations:
     # The states this version does not show (payments.models.HIDDEN_FROM_3_29, or () on the
     # 3.63 line, which has them all).
     hidden: tuple[str, ...] = HIDDEN_FROM_3_29
+    # What a get does with the payment it read before answering it (the 3.63 line: a scheduled
+    # payment whose time has come goes first, D40).
+    on_read: Callable[[Request, Session, Payment], Awaitable[Payment]] | None = None
 
 
 def _typed(fn: Callable[..., Any], **annotations: Any) -> None:
@@ -249,8 +252,11 @@ def add_payment_operations(router: APIRouter, k: PaymentOperations) -> None:
         openapi_extra={"parameters": k.query.openapi()},
     )
 
-    async def get(id: PaymentId, session: StepUpRequired) -> dict[str, Any]:
-        return k.body(await service.load(session.ctx, owner(session), k.kind, id, False, k.hidden))
+    async def get(request: Request, id: PaymentId, session: StepUpRequired) -> dict[str, Any]:
+        payment = await service.load(session.ctx, owner(session), k.kind, id, False, k.hidden)
+        if k.on_read is not None:
+            payment = await k.on_read(request, session, payment)
+        return k.body(payment)
 
     get.__doc__ = f"One of the logged-in identity's {k.what}s; another identity's is 404."
     router.add_api_route(

@@ -3,6 +3,7 @@ confirmed by SCA unless the programme turns it off or the low-value exemption ap
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Query, Request
@@ -64,23 +65,28 @@ SEND_QUERY = QueryFilters(
 )
 
 
-async def send_filters(
-    request: Request,
-    profileId: Id | None = None,
-    state: Annotated[list[str] | None, Query(max_length=20)] = None,
-    createdFrom: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
-    createdTo: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
-    tag: Annotated[Tag | None, Query()] = None,
-) -> repository.Filters:
-    objects = SEND_QUERY.read(request)
-    return repository.Filters(
-        profile_id=profile_filter(profileId),
-        source=instrument_filter(objects.get("source"), "source"),
-        states=known_states(state, SEND_STATES),
-        created_from=createdFrom,
-        created_to=createdTo,
-        tag=tag,
-    )
+def send_filters_of(states: tuple[str, ...]) -> Callable[..., Awaitable[repository.Filters]]:
+    """The list's filters, for a version whose sends have `states`."""
+
+    async def send_filters(
+        request: Request,
+        profileId: Id | None = None,
+        state: Annotated[list[str] | None, Query(max_length=20)] = None,
+        createdFrom: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
+        createdTo: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
+        tag: Annotated[Tag | None, Query()] = None,
+    ) -> repository.Filters:
+        objects = SEND_QUERY.read(request)
+        return repository.Filters(
+            profile_id=profile_filter(profileId),
+            source=instrument_filter(objects.get("source"), "source"),
+            states=known_states(state, states),
+            created_from=createdFrom,
+            created_to=createdTo,
+            tag=tag,
+        )
+
+    return send_filters
 
 
 add_payment_operations(
@@ -102,7 +108,7 @@ add_payment_operations(
         `COMPLETED` when SCA does not apply; otherwise `PENDING`, amount + fee held, until a
         challenge on it is verified (5 minutes).""",
         create_responses=conflicts(*CREATE_CONFLICTS),
-        filters=send_filters,
+        filters=send_filters_of(SEND_STATES),
         query=SEND_QUERY,
         list_doc="""The logged-in identity's sends, newest first, in pages of at most 100;
         `source[id]` (or `source.id`) needs `source[type]` (or `source.type`). A query key

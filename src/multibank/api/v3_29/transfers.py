@@ -3,6 +3,7 @@ logged-in identity. 3.1.0 has none (its base URL answers 404)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import Query, Request
@@ -75,23 +76,28 @@ TRANSFER_QUERY = QueryFilters(
 )
 
 
-async def transfer_filters(
-    request: Request,
-    profileId: Id | None = None,
-    state: Annotated[list[str] | None, Query(max_length=20)] = None,
-    createdFrom: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
-    createdTo: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
-    tag: Annotated[Tag | None, Query()] = None,
-) -> repository.Filters:
-    objects = TRANSFER_QUERY.read(request)
-    return repository.Filters(
-        profile_id=profile_filter(profileId),
-        instrument=instrument_filter(objects.get("instrumentId"), "instrumentId"),
-        states=known_states(state, TRANSFER_STATES),
-        created_from=createdFrom,
-        created_to=createdTo,
-        tag=tag,
-    )
+def transfer_filters_of(states: tuple[str, ...]) -> Callable[..., Awaitable[repository.Filters]]:
+    """The list's filters, for a version whose transfers have `states`."""
+
+    async def transfer_filters(
+        request: Request,
+        profileId: Id | None = None,
+        state: Annotated[list[str] | None, Query(max_length=20)] = None,
+        createdFrom: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
+        createdTo: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
+        tag: Annotated[Tag | None, Query()] = None,
+    ) -> repository.Filters:
+        objects = TRANSFER_QUERY.read(request)
+        return repository.Filters(
+            profile_id=profile_filter(profileId),
+            instrument=instrument_filter(objects.get("instrumentId"), "instrumentId"),
+            states=known_states(state, states),
+            created_from=createdFrom,
+            created_to=createdTo,
+            tag=tag,
+        )
+
+    return transfer_filters
 
 
 add_payment_operations(
@@ -116,7 +122,7 @@ add_payment_operations(
             **conflicts(*CREATE_CONFLICTS),
             **not_found("no transfer profile of the programme has this profileId"),
         },
-        filters=transfer_filters,
+        filters=transfer_filters_of(TRANSFER_STATES),
         query=TRANSFER_QUERY,
         list_doc="""The logged-in identity's transfers, newest first, in pages of at most 100;
         `instrumentId[id]` with `instrumentId[type]` (or `instrumentId.id` with

@@ -1,7 +1,8 @@
 """Outgoing Wire Transfers on the 3.63 line (v3.63.md §5, §6; D35, D40, D41): the 3.29.1
 operations on the same wire transfers, showing every state of the line (`INVALID`,
-`PENDING_CONFIRMATION`, `CANCELLED`) with the line's fields, plus Confirmation of Payee's
-confirm and the cancel of a wire transfer that has not gone yet."""
+`PENDING_CONFIRMATION`, `SCHEDULED`, `CANCELLED`) with the line's fields, `scheduledTimestamp`
+on create, plus Confirmation of Payee's confirm, the cancel of a wire transfer that has not gone
+yet, and the (deprecated) bulk cancel of scheduled ones."""
 
 from __future__ import annotations
 
@@ -23,20 +24,25 @@ from multibank.api.v3_29.payments_common import (
     add_payment_operations,
     owner,
 )
+from multibank.api.v3_63.scheduling import (
+    EVERY_STATE,
+    add_bulk_cancel,
+    due_first,
+    scheduling,
+    with_executed,
+)
 from multibank.payments import owt, service
 from multibank.payments.models import OWT, Payment
 from multibank.payments.schemas import (
     OWT_STATES_3_63,
     CancellationBody,
-    OwtCreate,
+    OwtCreate3_63,
     OwtPage3_63,
     OwtRead3_63,
 )
 from multibank.programmes.context import Ctx
 
 router = UnitOfWorkRouter(tags=["Outgoing Wire Transfers"])
-# Nothing is hidden from the line: its clients know every state a wire transfer can be in.
-EVERY_STATE: tuple[str, ...] = ()
 
 
 def owt_body_3_63(p: Payment) -> dict[str, Any]:
@@ -44,12 +50,13 @@ def owt_body_3_63(p: Payment) -> dict[str, Any]:
         **owt_body(p),
         "challengeExemptionReason": p.exemption,
         "validationOutcomes": p.validation_outcomes,
-        "cancellationReason": p.cancellation_reason,
+        **scheduling(p),
     }
 
 
-async def create_confirming_payee(ctx: Ctx, who: service.Owner, data: OwtCreate) -> Payment:
-    return await owt.create(ctx, who, data, confirm_payee=True)
+async def create_confirming_payee(ctx: Ctx, who: service.Owner, data: OwtCreate3_63) -> Payment:
+    at = service.scheduled_time(ctx, data.scheduledTimestamp)
+    return await owt.create(ctx, who, data, confirm_payee=True, scheduled_at=at)
 
 
 add_payment_operations(
@@ -63,7 +70,7 @@ add_payment_operations(
         body=owt_body_3_63,
         read_model=OwtRead3_63,
         page_model=OwtPage3_63,
-        create_model=OwtCreate,
+        create_model=OwtCreate3_63,
         create=create_confirming_payee,
         create_doc="""Pays `transferAmount` from the caller's account (which needs its IBAN)
         to `destinationBeneficiary`: SEPA bank details for EUR, Faster Payments for GBP (`type`
@@ -82,9 +89,14 @@ add_payment_operations(
         (unless SCA does not apply: then `SUBMITTED` at once, with its
         `challengeExemptionReason`), then `SUBMITTED`, `APPROVED` and `COMPLETED` after the
         programme's processing delay. A create refused for the source's state, the amount or
-        the funds answers 409, keeps its `idempotency-ref` and is kept `INVALID`.""",
-        create_responses=conflicts(*CREATE_CONFLICTS),
-        filters=owt_filters_of(OWT_STATES_3_63),
+        the funds answers 409, keeps its `idempotency-ref` and is kept `INVALID`.
+
+        With `scheduledTimestamp`, once confirmed and past SCA it is `SCHEDULED`: its funds are
+        neither checked nor held until the programme's clock reaches that time; then its
+        source, due diligence and funds are checked and it is `SUBMITTED` and on, or `FAILED`.
+        Until then `POST /outgoing_wire_transfers/{id}/cancel` stops it.""",
+        create_responses=conflicts(*CREATE_CONFLICTS, "SCHEDULED_TIMESTAMP_INVALID"),
+        filters=with_executed(owt_filters_of(OWT_STATES_3_63)),
         query=OWT_QUERY,
         list_doc="""The logged-in identity's outgoing wire transfers in every state of the
         line, newest first, in pages of at most 100; `sourceInstrument[id]` (or
@@ -93,7 +105,15 @@ add_payment_operations(
         have (`sourceInstrument[foo]`, `foo[bar]`, `foo.bar`) is a 400, never ignored.""",
         challenges=True,
         hidden=EVERY_STATE,
+        on_read=due_first,
     ),
+)
+add_bulk_cancel(
+    router,
+    "/outgoing_wire_transfers",
+    OWT,
+    "outgoingWireTransferCancel",
+    "outgoing wire transfer",
 )
 
 
@@ -126,9 +146,9 @@ async def owt_cancel(
     session: StepUpRequired,
     body: Annotated[CancellationBody | None, Body()] = None,
 ) -> dict[str, Any]:
-    """Stops a wire transfer that has not gone yet (`PENDING_CONFIRMATION` or
-    `PENDING_CHALLENGE`): it is `CANCELLED`, with the `cancellationReason` given, and its
-    amount and fee are back in the account's available balance. Any other state is 409
+    """Stops a wire transfer that has not gone yet (`PENDING_CONFIRMATION`,
+    `PENDING_CHALLENGE` or `SCHEDULED`): it is `CANCELLED`, with the `cancellationReason` given,
+    and what it held is back in the account's available balance. Any other state is 409
     `INVALID_STATE`."""
     payment = await service.load(session.ctx, owner(session), OWT, id, True, EVERY_STATE)
     await owt.cancel(session.ctx, payment, None if body is None else body.cancellationReason)
