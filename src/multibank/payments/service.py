@@ -272,16 +272,17 @@ async def execute(ctx: Ctx, payment: Payment) -> None:
         check_source(source)
         check_destination(destination)
         await check_verified(ctx, payment.identity_id)
-        ids = [payment.identity_id, destination.identity_id]
-        holders = await holder_names(ctx, [i for i in ids if i is not None])
-        # A savepoint: a move refused for funds leaves no half-written transaction.
+        holders = None  # a transfer's statement entries name no holders (`create_transfer`)
+        if payment.kind == SEND and destination.identity_id is not None:
+            holders = await holder_names(ctx, [payment.identity_id, destination.identity_id])
+        # A savepoint: a move refused for funds leaves no half-written transaction. The
+        # payment's end is written with it (one UPDATE as the savepoint is released).
         async with ctx.db.begin_nested():
             await move_now(ctx, payment, source, destination, holders)
+            ended(ctx, payment, COMPLETED)
     except Conflict as refusal:
         ended(ctx, payment, FAILED, failure_of(refusal))
-    else:
-        ended(ctx, payment, COMPLETED)
-    await ctx.db.flush()
+        await ctx.db.flush()
     await events.payment(ctx, payment)
 
 
