@@ -121,7 +121,8 @@ async def test_trigger_writes_the_real_event_and_replay_sends_it_again(
 
 
 # One of each kind of step (the simulator's KYC, wire transfer and card steps, a payment waiting
-# for SCA); transfers.COMPLETED above. Each run makes its own customers.
+# for SCA, a scheduled payment cancelled through the 3.63 line); transfers.COMPLETED above. Each
+# run makes its own customers.
 @pytest.mark.parametrize(
     "event",
     [
@@ -129,6 +130,7 @@ async def test_trigger_writes_the_real_event_and_replay_sends_it_again(
         "outgoing_wire_transfers.RETURNED",
         "managed_cards/expiries.CARD_EXPIRED",
         "send.PENDING_CHALLENGE",
+        "send.CANCELLED",
         "managed_cards/settlements.SALE_PURCHASE",
         "managed_cards/adjustments.LOST_STOLEN_REPLACEMENT_BALANCE_TRANSFER",
     ],
@@ -177,6 +179,10 @@ COMPANIONS: dict[str, set[str]] = {
         "outgoing_wire_transfers.COMPLETED",
     },
     "outgoing_wire_transfers.CANCELLED": {"outgoing_wire_transfers.PENDING_CONFIRMATION"},
+    # A scheduled payment within the low-value exemption is SCHEDULED at once (no challenge);
+    # its cancel cannot be without it.
+    "transfers.CANCELLED": {"transfers.SCHEDULED"},
+    "send.CANCELLED": {"send.SCHEDULED"},
 }
 
 

@@ -51,6 +51,34 @@ def test_the_customer_is_verified_and_logged_in(multibank_customer):
     SEEN.append(c.programme.programme_id)
 
 
+def test_a_scheduled_transfer_waits_then_goes_on_the_programme_clock(multibank_customer):
+    c = multibank_customer
+    base = f"{c.programme.base_url}/3.63.4/multi/transfers"
+    t = c.schedule_transfer(1_500, in_seconds=120)
+    assert (t["state"], t["destinationAmount"]["amount"]) == ("SCHEDULED", 1_500)
+    source, destination = t["source"]["id"], t["destination"]["id"]
+    balance = f"{c.programme.base_url}/multi/managed_accounts/{source}"
+    assert httpx.get(balance, headers=c.headers).json()["balances"]["availableBalance"] == 1_500
+    assert c.programme.advance(119) < int(t["scheduledTimestamp"])
+    assert httpx.get(f"{base}/{t['id']}", headers=c.headers).json()["state"] == "SCHEDULED"
+    assert c.programme.advance(1) >= int(t["scheduledTimestamp"])
+    done = httpx.get(f"{base}/{t['id']}", headers=c.headers).json()
+    assert done["state"] == "COMPLETED", done
+    assert httpx.get(balance, headers=c.headers).json()["balances"]["availableBalance"] == 0
+
+    # At a time of the programme's clock, between given accounts; run at once by the simulator.
+    funded = c.account(funds=700)
+    at = c.programme.now_ms() + 86_400_000
+    again = c.schedule_transfer(700, at_ms=at, source=funded, destination=destination)
+    assert (again["state"], again["scheduledTimestamp"]) == ("SCHEDULED", str(at))
+    assert c.programme.scheduled_execute("transfers", again["id"]) == {"state": "SUCCESS"}
+    # A clock moved past the session's 5 idle minutes: the customer logs in again.
+    c.programme.advance(600)
+    assert httpx.get(f"{base}/{again['id']}", headers=c.headers).status_code == 401
+    c = c.login()
+    assert httpx.get(f"{base}/{again['id']}", headers=c.headers).json()["state"] == "COMPLETED"
+
+
 def test_each_test_has_a_programme_of_its_own(multibank_programme, multibank_server):
     assert multibank_programme.programme_id != multibank_server.programme_id
     assert multibank_programme.programme_id not in SEEN
@@ -117,7 +145,7 @@ def test_a_client_project_runs_its_tests_on_the_installed_wheel(tmp_path):
     )
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
-    assert "3 passed" in out, out
+    assert "4 passed" in out, out
     # The plugin came from the installed wheel, not from this source tree.
     where = _run(
         [str(python), "-c", "import multibank.testing.pytest_plugin as p; print(p.__file__)"],

@@ -26,7 +26,7 @@ from sqlalchemy import select
 
 from multibank.app import build_container, create_app, startup
 from multibank.identities.samples import consumer_signup, corporate_signup
-from multibank.kernel.clock import Clock
+from multibank.kernel.clock import Clock, ProgrammeClock
 from multibank.kernel.codes import SANDBOX_CODE
 from multibank.kernel.db import Database
 from multibank.programmes import service
@@ -67,6 +67,9 @@ class Sandbox:
 
     client: SeedClient
     profiles: dict[str, str]
+    # The programme's clock (the server's plus its sandbox offset): a scheduled payment's time
+    # is on it.
+    clock: ProgrammeClock = field(default_factory=lambda: ProgrammeClock(Clock(), 0))
     made: dict[str, Person] = field(default_factory=dict)
 
     @staticmethod
@@ -270,10 +273,13 @@ class Sandbox:
 
 MONEY = {"currency": CURRENCY, "amount": 500}
 GBP = "GBP"
-# The 3.63 line's base: Confirmation of Payee is its alone (D41).
+# The 3.63 line's base: Confirmation of Payee (D41) and scheduled payments (D40) are its alone.
 LINE = "/3.63.4/multi"
 # Over the default low-value exemption (30.00): a send or wire transfer of it waits for SCA.
 CHALLENGED = {"currency": CURRENCY, "amount": 5000}
+# How far ahead a triggered payment is scheduled (D40: after now, at most a year ahead): a day,
+# so it stays SCHEDULED until cancelled or the programme's clock is moved on.
+SCHEDULE_AHEAD_MS = 86_400_000
 
 
 # Access and customers
@@ -531,6 +537,124 @@ async def _owt_cancelled(s: Sandbox) -> None:
         )
 
 
+def _later(s: Sandbox) -> str:
+    """A scheduled payment's `scheduledTimestamp`: a day ahead on the programme's clock."""
+    return str(s.clock.now_ms() + SCHEDULE_AHEAD_MS)
+
+
+async def _scheduled_transfer(s: Sandbox) -> tuple[Person, str]:
+    """A transfer between two accounts of the consumer, made through the 3.63 line to go a day
+    later: it waits, SCHEDULED, with nothing moved."""
+    who = await s.funded()
+    second = await s.account(who)
+    with s.loud():
+        made = await s.call(
+            "scheduled transfer (3.63 line)",
+            "POST",
+            f"{LINE}/transfers",
+            token=who.token,
+            body={
+                "profileId": s.profiles["transfers"],
+                "source": {"type": "managed_accounts", "id": who.account_id},
+                "destination": {"type": "managed_accounts", "id": second},
+                "destinationAmount": MONEY,
+                "scheduledTimestamp": _later(s),
+            },
+        )
+    return who, str(made["id"])
+
+
+async def _transfer_scheduled(s: Sandbox) -> None:
+    await _scheduled_transfer(s)
+
+
+async def _scheduled_send(s: Sandbox) -> tuple[Person, str]:
+    """A send through the 3.63 line to go a day later; within the low-value exemption it is
+    SCHEDULED at once (else its challenge is answered, and then it is)."""
+    who = await s.funded()
+    to = await s.with_account("corporates")
+    with s.loud():
+        made = await s.call(
+            "scheduled send (3.63 line)",
+            "POST",
+            f"{LINE}/sends",
+            token=who.token,
+            body={
+                "profileId": s.profiles["sends"],
+                "source": {"type": "managed_accounts", "id": who.account_id},
+                "destination": {"type": "managed_accounts", "id": to.account_id},
+                "destinationAmount": MONEY,
+                "scheduledTimestamp": _later(s),
+            },
+        )
+        if made["state"] == "PENDING":
+            await s.otp(who, f"{LINE}/sends/{made['id']}")
+    return who, str(made["id"])
+
+
+async def _send_scheduled(s: Sandbox) -> None:
+    await _scheduled_send(s)
+
+
+async def _scheduled_owt(s: Sandbox) -> None:
+    """A wire transfer through the 3.63 line to go a day later (EUR, so no Confirmation of
+    Payee); within the low-value exemption it is SCHEDULED at once (else its challenge is
+    answered, and then it is). Nothing is held before its time."""
+    who = await s.with_iban()
+    with s.loud():
+        made = await s.call(
+            "scheduled outgoing wire transfer (3.63 line)",
+            "POST",
+            f"{LINE}/outgoing_wire_transfers",
+            token=who.token,
+            body={
+                "profileId": s.profiles["outgoingWireTransfers"],
+                "sourceInstrument": {"type": "managed_accounts", "id": who.account_id},
+                "transferAmount": MONEY,
+                "description": "Triggered",
+                "destinationBeneficiary": {
+                    "name": "Ada Lovelace",
+                    "bankAccountDetails": {
+                        "iban": "DE89370400440532013000",
+                        "bankIdentifierCode": "COBADEFFXXX",
+                    },
+                },
+                "scheduledTimestamp": _later(s),
+            },
+        )
+        if made["state"] == "PENDING_CHALLENGE":
+            await s.otp(who, f"{LINE}/outgoing_wire_transfers/{made['id']}")
+
+
+async def _cancel_scheduled(s: Sandbox, who: Person, path: str, payment: str) -> None:
+    """The payer cancels its scheduled payment with the line's bulk cancel (`path`: transfers,
+    sends), which answers each item."""
+    answer = await s.call(
+        "cancel (3.63 line)",
+        "POST",
+        f"{LINE}/{path}/bulk/cancel",
+        token=who.token,
+        body={"cancellations": [{"id": payment, "cancellationReason": "triggered"}]},
+    )
+    item = answer["cancellations"][0]
+    if item["state"] != "SUCCESS":
+        raise TriggerError(f"the cancel was answered {item.get('errorCode', item['state'])}")
+
+
+async def _transfer_cancelled(s: Sandbox) -> None:
+    """A scheduled transfer cancelled by its payer (the scheduled transfer is what the cancel
+    cannot happen without)."""
+    who, transfer = await _scheduled_transfer(s)
+    with s.loud():
+        await _cancel_scheduled(s, who, "transfers", transfer)
+
+
+async def _send_cancelled(s: Sandbox) -> None:
+    who, send = await _scheduled_send(s)
+    with s.loud():
+        await _cancel_scheduled(s, who, "sends", send)
+
+
 async def _owt_then(s: Sandbox, *steps: str) -> None:
     """A submitted wire transfer, then the simulator's `steps` (accept, reject, return): each
     is what the event asked for cannot happen without."""
@@ -756,14 +880,19 @@ TRIGGERS: dict[str, Step] = {
     "managed_accounts/deposits.COMPLETED": _deposited,
     "fees.COMPLETED": _fee,
     "transfers.COMPLETED": _transfer,
+    "transfers.SCHEDULED": _transfer_scheduled,
+    "transfers.CANCELLED": _transfer_cancelled,
     "send.PENDING_CHALLENGE": _send_waiting,
     "send.COMPLETED": _send,
+    "send.SCHEDULED": _send_scheduled,
+    "send.CANCELLED": _send_cancelled,
     "outgoing_wire_transfers.COMPLETED": _owt_completed,
     "outgoing_wire_transfers.REJECTED": _owt_rejected,
     "outgoing_wire_transfers.RETURNED": _owt_returned,
     "outgoing_wire_transfers.PENDING_CHALLENGE": _owt_waiting,
     "outgoing_wire_transfers.PENDING_CONFIRMATION": _owt_confirmation,
     "outgoing_wire_transfers.CANCELLED": _owt_cancelled,
+    "outgoing_wire_transfers.SCHEDULED": _scheduled_owt,
     "outgoing_wire_transfers.SUBMITTED": _owt_then,
     "managed_cards/state_change.BLOCKED": _card_blocked,
     "managed_cards/state_change.UNBLOCKED": _card_unblocked,
@@ -830,7 +959,9 @@ async def trigger(db: Database, settings: Settings, programme: str, event_type: 
             )
             async with httpx.AsyncClient(transport=transport, base_url="http://multibank") as http:
                 sandbox = Sandbox(
-                    SeedClient(http, description.apiKey), description.profiles.model_dump()
+                    SeedClient(http, description.apiKey),
+                    description.profiles.model_dump(),
+                    ProgrammeClock(container.clock, offset),
                 )
                 try:
                     with events.staging():

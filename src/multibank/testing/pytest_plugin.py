@@ -13,6 +13,15 @@ pyproject.toml), it gives a client's tests three fixtures:
   verified, its password created, its KYB approved by the simulator and logged in; its
   `headers` authorise the client API's calls.
 
+For scheduled payments (the 3.63 line's `scheduledTimestamp`, on the programme's clock), the
+customer opens accounts (`account(currency, funds=...)`: with its IBAN, and money deposited by
+the simulator) and schedules a transfer between two of them (`schedule_transfer(amount,
+in_seconds=... | at_ms=...)`, the transfer's JSON as `POST /3.63.4/multi/transfers` answers it,
+`SCHEDULED`); the programme runs it when its time comes (`advance(seconds)`, the simulator's
+clock, which executes what is then due) or at once (`scheduled_execute("transfers", id)`).
+Moving the clock more than 5 minutes on ends the customer's session: `login()` answers the same
+customer logged in again.
+
 Everything goes through the server's public HTTP interface with plain httpx: the server under
 test runs no code path of its own for tests. Only pytest imports this module (the server never
 does), so pytest stays a dependency of the client's tests, not of multibank.
@@ -28,13 +37,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 API = "/multi"
+LINE = "/3.63.4/multi"  # the 3.63 line: scheduled payments are its alone
 SIMULATOR = "/simulate/api"
 OPERATOR_API = "/portal/api"
 SANDBOX_CODE = "123456"  # every one-time code of a sandbox programme
@@ -82,6 +92,33 @@ class MultibankProgramme:
         """The simulator's header (`/simulate/api/...`): the programme's key."""
         return {"programme-key": self.api_key}
 
+    def advance(self, seconds: int) -> int:
+        """Moves the programme's clock `seconds` (at least 1) on, as the simulator does: what is
+        then due (a scheduled payment whose time has come, an expiry) happens. Answers the
+        programme's time after it, in epoch ms."""
+        body = {"seconds": seconds}
+        answer = self._simulate("clock advance (simulator)", "/clock/advance", body)
+        now: int = answer["now"]
+        return now
+
+    def now_ms(self) -> int:
+        """The programme's time (epoch ms), read as the simulator answers it: the clock moves one
+        second on (the least it moves)."""
+        return self.advance(1)
+
+    def scheduled_execute(self, kind: str, payment_id: str) -> dict[str, Any]:
+        """Runs a `SCHEDULED` payment now, whatever its time (`kind`: transfers, sends or
+        outgoing_wire_transfers): `{"state": "SUCCESS"}`, or `ERROR` with its `errorCode`."""
+        path = f"/{kind}/{payment_id}/scheduled_execute"
+        ran: dict[str, Any] = self._simulate("scheduled execution (simulator)", path)
+        return ran
+
+    def _simulate(self, what: str, path: str, body: Any = None) -> Any:
+        import httpx
+
+        with httpx.Client(base_url=self.base_url, timeout=30) as client:
+            return _call(client, what, "POST", f"{SIMULATOR}{path}", self.simulator_headers, body)
+
 
 @dataclass(frozen=True)
 class MultibankCustomer:
@@ -94,6 +131,81 @@ class MultibankCustomer:
     password: str
     token: str
     headers: dict[str, str] = field(repr=False)  # `api-key` and `authorization: Bearer ...`
+
+    def login(self) -> MultibankCustomer:
+        """The customer logged in again (a new token and headers): a session ends after 5
+        minutes of the programme's clock without a call, as `programme.advance` can make."""
+        import httpx
+
+        key = self.programme.headers
+        body = {"email": self.email, "password": {"value": self.password}}
+        with httpx.Client(base_url=self.programme.base_url, timeout=30) as client:
+            login = _call(client, "login", "POST", f"{API}/login_with_password", key, body)
+        token = login["token"]
+        return replace(self, token=token, headers={**key, "authorization": f"Bearer {token}"})
+
+    def account(self, currency: str = "EUR", funds: int = 0) -> str:
+        """A new managed account of the customer with its IBAN; with `funds` (minor units), that
+        much deposited by the simulator. Answers its id."""
+        import httpx
+
+        sim = self.programme.simulator_headers
+        body = {
+            "profileId": self.programme.profiles["corporateManagedAccount"],
+            "friendlyName": "Test account",
+            "currency": currency,
+        }
+        with httpx.Client(base_url=self.programme.base_url, timeout=30) as client:
+            made = _call(client, "account", "POST", f"{API}/managed_accounts", self.headers, body)
+            account = str(made["id"])
+            url = f"{API}/managed_accounts/{account}/iban"
+            iban = _call(client, "IBAN request", "POST", url, self.headers)
+            if iban["state"] != "ALLOCATED":
+                url = f"{SIMULATOR}/managed_accounts/{account}/iban/allocate"
+                answer = client.post(url, headers=sim)
+                if answer.status_code not in (204, 409):  # 409: allocated meanwhile
+                    raise AssertionError(f"IBAN allocation: HTTP {answer.status_code}")
+            if funds:
+                url = f"{SIMULATOR}/accounts/{account}/deposit"
+                money = {"depositAmount": {"currency": currency, "amount": funds}}
+                _call(client, "deposit (simulator)", "POST", url, sim, money)
+        return account
+
+    def schedule_transfer(
+        self,
+        amount: int,
+        *,
+        in_seconds: int | None = None,
+        at_ms: int | None = None,
+        currency: str = "EUR",
+        source: str | None = None,
+        destination: str | None = None,
+    ) -> dict[str, Any]:
+        """A transfer of `amount` (minor units) between two of the customer's accounts, made
+        through the 3.63 line to go at `at_ms` (epoch ms of the programme's clock) or
+        `in_seconds` from now (`programme.now_ms()`; 60 when neither is given): the answer's
+        JSON, `SCHEDULED`, nothing moved yet. Without `source`, a new account holding `amount`
+        pays; without `destination`, a new empty account is paid."""
+        import httpx
+
+        if at_ms is not None and in_seconds is not None:
+            raise ValueError("give in_seconds or at_ms, not both")
+        source = source or self.account(currency, funds=amount)
+        destination = destination or self.account(currency)
+        if at_ms is None:  # read last: the accounts' calls take their time
+            at_ms = self.programme.now_ms() + 1000 * (60 if in_seconds is None else in_seconds)
+        body = {
+            "profileId": self.programme.profiles["transfers"],
+            "source": {"type": "managed_accounts", "id": source},
+            "destination": {"type": "managed_accounts", "id": destination},
+            "destinationAmount": {"currency": currency, "amount": amount},
+            "scheduledTimestamp": str(at_ms),
+        }
+        with httpx.Client(base_url=self.programme.base_url, timeout=30) as client:
+            made: dict[str, Any] = _call(
+                client, "scheduled transfer", "POST", f"{LINE}/transfers", self.headers, body
+            )
+        return made
 
 
 class MultibankStartError(RuntimeError):

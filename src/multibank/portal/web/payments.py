@@ -1,7 +1,8 @@
 """A programme's payments: the list of its transfers, sends, wire transfers and card steps
 (`portal.card_payments`), filtered by state, kind, dates and amounts, wire transfers waiting at
-the bank first; and a payment's page: its parties by name, history, postings and webhook events
-(`portal.payment_detail`)."""
+the bank first; a payment's page: its parties by name, history, postings and webhook events
+(`portal.payment_detail`); and the cancel of a scheduled payment (3.63 line, D40), an operator's
+back-office action in a sandbox or live programme alike."""
 
 from __future__ import annotations
 
@@ -11,25 +12,43 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
+from fastapi.responses import RedirectResponse
+from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import ColumnElement, Subquery, and_, case, or_, select
 
 from multibank.kernel.money import ISO_4217, minor_unit_exponent
 from multibank.kernel.validation import parse_id
-from multibank.payments.models import OWT, SEND, TRANSFER, Payment
-from multibank.payments.schemas import OWT_STATES_3_63, SEND_STATES, TRANSFER_STATES
-from multibank.portal import card_payments, payment_detail
-from multibank.portal.web.actions import show
+from multibank.payments import repository as payments_repo
+from multibank.payments import service
+from multibank.payments.models import OWT, SCHEDULED, SEND, TRANSFER, Payment
+from multibank.payments.schemas import (
+    OWT_STATES_3_63,
+    SEND_STATES_3_63,
+    TRANSFER_STATES_3_63,
+    CancellationReason,
+)
+from multibank.portal import card_payments, payment_detail, sessions
+from multibank.portal.web.actions import Flash, act, confirmed, done, show
 from multibank.portal.web.common import (
     PAGE,
     Offset,
     count_rows,
     db_of,
+    find_programme,
+    money,
     not_found,
     open_programme,
     pager,
     portal_router,
+    posted_form,
+    programme_ctx,
+    render,
+    signed_in,
+    to_login,
+    when,
 )
-from multibank.portal.web.forms import MOST_MINOR
+from multibank.portal.web.forms import MOST_MINOR, Refused
+from multibank.programmes.models import Programme
 
 pages = portal_router()
 
@@ -40,8 +59,16 @@ PAYMENT_KINDS = {
     "OWT": OWT,
     **{kind: kind for kind in card_payments.CARD_KINDS.values()},
 }
+# Every state a payment can be in, the 3.63 line's (SCHEDULED, CANCELLED...) among them.
 PAYMENT_STATES = tuple(
-    dict.fromkeys((*TRANSFER_STATES, *SEND_STATES, *OWT_STATES_3_63, *card_payments.CARD_STATES))
+    dict.fromkeys(
+        (
+            *TRANSFER_STATES_3_63,
+            *SEND_STATES_3_63,
+            *OWT_STATES_3_63,
+            *card_payments.CARD_STATES,
+        )
+    )
 )
 # What the operator has to settle or reject (sandbox wires waiting at the bank) comes first.
 NEEDS_ACTION = ("SUBMITTED", "APPROVED")
@@ -255,3 +282,138 @@ BANK_FIELDS = {
     "sortCode": "Sort code",
     "accountNumber": "Account number",
 }
+
+
+# Cancelling a scheduled payment (3.63 line, D40): what its payer can do with the line's cancels,
+# the operator does on the payer's behalf, in any programme (a back-office action, recorded in
+# the audit log as `payment.cancel` by `act`). It asks first, on a page with the optional reason.
+
+REASON_LONGEST = 50
+_REASON: TypeAdapter[str] = TypeAdapter(CancellationReason)
+
+
+def _cancel_url(request: Request, programme: Programme, payment: Payment) -> str:
+    suffix = "?from=detail" if request.query_params.get("from") == "detail" else ""
+    return f"/portal/programmes/{programme.id}/payments/{payment.id}/cancel{suffix}"
+
+
+def _cancel_back(request: Request, programme: Programme, payment: Payment) -> str:
+    """The payment's page when the cancel was started there (`?from=detail`), else the list."""
+    base = f"/portal/programmes/{programme.id}/payments"
+    return f"{base}/{payment.id}" if request.query_params.get("from") == "detail" else base
+
+
+def _not_scheduled(payment: Payment) -> str:
+    name = payment_detail.KIND_NAMES[payment.kind].lower()
+    return (
+        f"Not cancelled: the {name} is {payment.state}; only a SCHEDULED payment can be "
+        "cancelled. Nothing changed."
+    )
+
+
+def _reason(raw: str) -> str | None:
+    """The reason typed (surrounding spaces dropped), None when none; one the API would refuse
+    is `Refused` in plain words."""
+    text = raw.strip()
+    if not text:
+        return None
+    try:
+        return _REASON.validate_python(text)
+    except ValidationError:
+        raise Refused(
+            f"The reason may have at most {REASON_LONGEST} characters, each a letter, a digit, "
+            "a space, - or _."
+        ) from None
+
+
+async def _scheduled_payment(
+    request: Request, programme_id: str, payment_id: str, posted: bool
+) -> tuple[sessions.Signed, dict[str, str], Programme, Payment] | Response:
+    """The signed-in operator (and, for a post, its form with a valid CSRF token) and the
+    programme's transfer, send or wire transfer, locked for a post; or the answer instead."""
+    if posted:
+        signed, form, refused = await posted_form(request)
+        if refused is not None or signed is None:
+            return refused or to_login()
+    else:
+        signed, form = await signed_in(request), {}
+        if signed is None:
+            return to_login()
+    programme = await find_programme(request, programme_id)
+    number = parse_id(payment_id)
+    if programme is None or number is None:
+        return not_found("payment")
+    payment = await payments_repo.by_id(db_of(request), programme.id, number, lock=posted)
+    if payment is None:
+        return not_found("payment")
+    return signed, form, programme, payment
+
+
+def _cancel_form(
+    request: Request,
+    signed: sessions.Signed,
+    programme: Programme,
+    payment: Payment,
+    reason: str = "",
+    problem: str | None = None,
+) -> Response:
+    name = payment_detail.KIND_NAMES[payment.kind].lower()
+    return render(
+        "payment_cancel.html",
+        status=400 if problem else 200,
+        title="Cancel a scheduled payment",
+        programme=programme,
+        csrf=signed.csrf,
+        msg=problem,
+        error=problem is not None,
+        text=(
+            f"Cancel the scheduled {name} {payment.id} of "
+            f"{money(payment.amount, payment.currency)}, due {when(payment.scheduled_at)} "
+            "(UTC, programme clock)? It ends CANCELLED and never goes; it cannot be undone."
+        ),
+        action=_cancel_url(request, programme, payment),
+        back=_cancel_back(request, programme, payment),
+        reason=reason,
+        longest=REASON_LONGEST,
+    )
+
+
+@pages.get("/programmes/{programme_id}/payments/{payment_id}/cancel")
+async def payment_cancel_form(request: Request, programme_id: str, payment_id: str) -> Response:
+    opened = await _scheduled_payment(request, programme_id, payment_id, posted=False)
+    if isinstance(opened, Response):
+        return opened
+    signed, _, programme, payment = opened
+    if payment.state != SCHEDULED:  # gone, or cancelled, since the page linking here
+        back = _cancel_back(request, programme, payment)
+        flash = Flash(_not_scheduled(payment), error=True, code="TRANSACTION_NOT_SCHEDULED")
+        return done(request, signed, back, flash)
+    return _cancel_form(request, signed, programme, payment)
+
+
+@pages.post("/programmes/{programme_id}/payments/{payment_id}/cancel")
+async def payment_cancel(request: Request, programme_id: str, payment_id: str) -> Response:
+    """Cancels a scheduled payment with the reason given (`service.cancel_scheduled`, the line's
+    own cancel); a bad reason shows the form again, a payment no longer SCHEDULED is refused with
+    why, and neither changes anything."""
+    opened = await _scheduled_payment(request, programme_id, payment_id, posted=True)
+    if isinstance(opened, Response):
+        return opened
+    signed, form, programme, payment = opened
+    if not confirmed(form):
+        return RedirectResponse(_cancel_url(request, programme, payment), 303)
+    typed = form.get("reason", "")[: REASON_LONGEST * 4]  # shown again: not all of a huge one
+    try:
+        reason = _reason(typed)
+    except Refused as exc:
+        return _cancel_form(request, signed, programme, payment, typed, str(exc))
+    ctx = programme_ctx(request, programme)
+
+    async def work() -> Flash:
+        if payment.state != SCHEDULED:
+            raise Refused(_not_scheduled(payment), "TRANSACTION_NOT_SCHEDULED")
+        await service.cancel_scheduled(ctx, payment, reason)
+        name = payment_detail.KIND_NAMES[payment.kind]
+        return Flash(f"Cancelled: the scheduled {name.lower()} will not go.")
+
+    return await act(request, signed, _cancel_back(request, programme, payment), work)
