@@ -204,9 +204,8 @@ async def create(
         state=INVALID,
     )
     # Before the hold: the exemption locks the identity's row, and every payment takes that
-    # lock before any balance's (a send does the same), so two never wait on each other.
-    # One waiting for confirmation decides its exemption when confirmed (`confirm`): a payment
-    # its payer abandons takes no exempted place.
+    # lock before any balance's (a send does the same), so two never wait on each other. One
+    # to be confirmed decides it when confirmed (`confirm`): an abandoned one takes no place.
     sca = ctx.programme.owt_sca_required
     exemption = await sca_exemption(ctx, owner, amount) if sca and not checks_payee else None
     payment.scheduled_at = scheduled_at
@@ -227,11 +226,7 @@ async def create(
         raise Conflict(code).keeping_changes().storing_answer()
     ctx.db.add(payment)
     if checks_payee:
-        payment.validation_outcomes = cop.sandbox_outcomes(payment.beneficiary or {})
-        payment.state = PENDING_CONFIRMATION
-        payment.due_at = ctx.now + CONFIRMATION_TTL_MS
-        await ctx.db.flush()
-        await events.payment(ctx, payment)
+        await _to_confirm(ctx, payment)
     elif sca and exemption is None:
         payment.state = PENDING_CHALLENGE
         payment.due_at = ctx.now + CHALLENGE_TTL_MS
@@ -242,6 +237,15 @@ async def create(
         await ctx.db.flush()
         await _go(ctx, payment)
     return payment
+
+
+async def _to_confirm(ctx: Ctx, payment: Payment) -> None:
+    """The sandbox's Confirmation of Payee answer; the payer confirms or cancels next."""
+    payment.validation_outcomes = cop.sandbox_outcomes(payment.beneficiary or {})
+    payment.state = PENDING_CONFIRMATION
+    payment.due_at = ctx.now + CONFIRMATION_TTL_MS
+    await ctx.db.flush()
+    await events.payment(ctx, payment)
 
 
 async def _go(ctx: Ctx, payment: Payment) -> None:
