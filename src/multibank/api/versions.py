@@ -58,9 +58,10 @@ PAYMENTS = {
         "sandbox's GBP wire transfer waits for **Confirmation of Payee** "
         "(`POST /outgoing_wire_transfers/{id}/confirm` or `…/cancel`). Transfers, sends and "
         "wire transfers may be **scheduled** (`scheduledTimestamp`, programme clock) and "
-        "cancelled before their time (`…/bulk/cancel`). Trusted beneficiaries, batch "
-        "`/challenges` and linked accounts are not served yet: their paths answer 404 and are "
-        "not in this description.\n"
+        "cancelled before their time (`…/bulk/cancel`), and one **batch challenge** "
+        "(`/challenges`) confirms several sends or wire transfers. Trusted beneficiaries and "
+        "linked accounts are not served yet: their paths answer 404 and are not in this "
+        "description.\n"
     ),
     "3.29.1": "\n**Payments** (transfers, sends and outgoing wire transfers) exist on 3.29.1 only "
     "(`/multi` and `/3.29.1/multi`), as do additional factors and step-up.\n",

@@ -83,6 +83,8 @@ class Payment(Base):
     validation_outcomes: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     # The payer's reason, given with a cancel (3.63 line, D40).
     cancellation_reason: Mapped[str | None] = mapped_column(String(50), nullable=True)
+    # The batch challenge (3.63 line's `/challenges`, D37) the payment was put in, if any.
+    batch_challenge_id: Mapped[int | None] = mapped_column(nullable=True, index=True)
     # Scheduling (3.63 line, D40): when its payer asked it to go (programme clock, epoch ms),
     # and when it reached the state it ended in (`EXECUTED`).
     scheduled_at: Mapped[int | None] = mapped_column(nullable=True)
@@ -103,3 +105,30 @@ class Payment(Base):
     due_at: Mapped[int | None] = mapped_column(nullable=True)
     created_at: Mapped[int]
     updated_at: Mapped[int]
+
+
+# A batch challenge's states (D37): waiting for its answer, passed, or ended without passing
+# (wrong answers past the limit, its time up, a push denied).
+BATCH_PENDING, BATCH_COMPLETED, BATCH_FAILED = "PENDING", "COMPLETED", "FAILED"
+
+
+class BatchChallenge(Base):
+    """One SCA challenge confirming several sends or wire transfers of one identity at once
+    (the 3.63 line's `/challenges`, D37: PSD2 dynamic linking over a list). Its payments name it
+    (`Payment.batch_challenge_id`) and each carries the challenge's channel and user as a
+    per-resource challenge would, so a payment is in one open challenge at most."""
+
+    __tablename__ = "batch_challenges"
+
+    id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
+    programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
+    identity_id: Mapped[int]
+    user_id: Mapped[int]  # who started it: only they may answer it
+    session_id: Mapped[int]
+    resource_type: Mapped[str] = mapped_column(String(40))  # sends | outgoing_wire_transfers
+    channel: Mapped[str] = mapped_column(String(10))  # SMS | AUTHY | BIOMETRIC
+    status: Mapped[str] = mapped_column(String(10))  # PENDING | COMPLETED | FAILED
+    failures: Mapped[int] = mapped_column(default=0, server_default="0")
+    created_at: Mapped[int]
+    expires_at: Mapped[int]
+    settled_at: Mapped[int | None] = mapped_column(nullable=True)

@@ -64,7 +64,7 @@ def _can_start(payment: Payment) -> None:
         raise Conflict("STATE_INVALID")
 
 
-def _started(ctx: Ctx, payment: Payment, auth: AuthSession, channel: str) -> None:
+def started(ctx: Ctx, payment: Payment, auth: AuthSession, channel: str) -> None:
     payment.challenge_channel = channel
     payment.challenge_user_id = auth.user_id
     payment.challenge_started_at = ctx.now
@@ -90,7 +90,7 @@ async def start_otp(ctx: Ctx, auth: AuthSession, payment: Payment) -> None:
         "It expires in 5 minutes.",
         now_ms=ctx.now,
     )
-    _started(ctx, payment, auth, SMS)
+    started(ctx, payment, auth, SMS)
 
 
 async def start_push(ctx: Ctx, auth: AuthSession, payment: Payment, channel: str) -> int:
@@ -109,7 +109,7 @@ async def start_push(ctx: Ctx, auth: AuthSession, payment: Payment, channel: str
         payment_id=payment.id,
     )
     ctx.db.add(row)
-    _started(ctx, payment, auth, channel)
+    started(ctx, payment, auth, channel)
     await ctx.db.flush()
     return row.id
 
@@ -117,7 +117,8 @@ async def start_push(ctx: Ctx, auth: AuthSession, payment: Payment, channel: str
 async def verify_otp(ctx: Ctx, auth: AuthSession, payment: Payment, code: str) -> None:
     """The SMS code of the payment's challenge: a send completes, a wire transfer is submitted.
     A refusal that counts (a wrong code, an expiry) is kept although the answer is a 409."""
-    if payment.state != PENDING_CHALLENGE or payment.challenge_channel != SMS:
+    waiting = payment.state == PENDING_CHALLENGE and payment.challenge_channel == SMS
+    if not waiting or payment.batch_challenge_id is not None:  # a batch's code is the batch's
         if payment.failure == CHALLENGE_EXPIRED:
             raise Conflict("VERIFICATION_CODE_EXPIRED")
         raise Conflict("STATE_INVALID")
@@ -125,8 +126,8 @@ async def verify_otp(ctx: Ctx, auth: AuthSession, payment: Payment, code: str) -
         # The challenge is the starting user's: another user of the identity cannot answer it.
         raise Conflict("CHANNEL_NOT_REGISTERED")
     await factors.registered_mobile(ctx, auth)
-    started = payment.challenge_started_at or payment.created_at
-    if ctx.now >= started + CHALLENGE_TTL_MS:
+    since = payment.challenge_started_at or payment.created_at
+    if ctx.now >= since + CHALLENGE_TTL_MS:
         await expire(ctx, payment)
         raise Conflict("VERIFICATION_CODE_EXPIRED").keeping_changes()
     try:
@@ -143,11 +144,11 @@ async def verify_otp(ctx: Ctx, auth: AuthSession, payment: Payment, code: str) -
         await expire(ctx, payment)
         raise Conflict("VERIFICATION_CODE_EXPIRED").keeping_changes() from None
     except codes.CodeInvalid:
-        await _wrong_answer(ctx, payment)
+        await wrong_answer(ctx, payment)
     await passed(ctx, payment)
 
 
-async def _wrong_answer(ctx: Ctx, payment: Payment) -> None:
+async def wrong_answer(ctx: Ctx, payment: Payment) -> None:
     payment.challenge_failures += 1
     payment.updated_at = ctx.now
     limit = ctx.programme.sca_challenge_limit
@@ -171,7 +172,13 @@ async def passed(ctx: Ctx, payment: Payment) -> None:
 
 async def expire(ctx: Ctx, payment: Payment) -> None:
     """The payment's time for SCA is up: it ends, the hold released."""
-    await give_back(ctx, payment, _ended_state(payment), CHALLENGE_EXPIRED)
+    await end(ctx, payment, CHALLENGE_EXPIRED)
+
+
+async def end(ctx: Ctx, payment: Payment, why: str) -> None:
+    """Its challenge not passed: a send ends `REJECTED`, a wire transfer `FAILED`, the hold
+    released, with `why`."""
+    await give_back(ctx, payment, _ended_state(payment), why)
 
 
 async def settle_push(ctx: Ctx, row: ScaChallenge, payment: Payment, outcome: str) -> str:
@@ -194,7 +201,7 @@ async def settle_push(ctx: Ctx, row: ScaChallenge, payment: Payment, outcome: st
         payment.challenge_channel = None
         # Counted; the simulator's answer is the device's, not the count's.
         with contextlib.suppress(Conflict):
-            await _wrong_answer(ctx, payment)
+            await wrong_answer(ctx, payment)
     else:
         await expire(ctx, payment)
     await ctx.db.flush()

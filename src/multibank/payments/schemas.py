@@ -438,3 +438,37 @@ class CancelResultRead(BaseModel):
 
 class BulkCancelRead(BaseModel):
     cancellations: list[CancelResultRead]
+
+
+# Batch SCA challenges on the 3.63 line (v3.63.md §3, D37).
+MultipleScaResourceType = Literal["outgoing_wire_transfers", "sends", "linked_account_declaration"]
+
+
+class MultipleScaBody(Wire):
+    resourceType: MultipleScaResourceType
+    resourceIds: Annotated[
+        list[Annotated[str, StringConstraints(pattern=r"^[0-9]{1,}$", max_length=19)]],
+        Field(
+            min_length=1,
+            max_length=100,
+            json_schema_extra={"uniqueItems": True},
+            description="1 to 100 ids of the caller's identity's resources of `resourceType`, "
+            "each once; any that is not one answers 404 and no challenge is made.",
+        ),
+    ]
+
+    @field_validator("resourceIds")
+    @classmethod
+    def _each_once(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise PydanticCustomError("unique_items", "must not repeat an id", {})
+        return value
+
+
+class MultipleScaVerifyBody(Wire):
+    verificationCode: Annotated[str, StringConstraints(pattern=r"^[0-9]{6}$")]
+    resourceType: MultipleScaResourceType
+
+
+class ScaChallengeIdRead(BaseModel):
+    scaChallengeId: DigitsId

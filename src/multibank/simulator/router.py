@@ -23,6 +23,7 @@ from multibank.kernel.errors import Conflict, NotFound
 from multibank.kernel.money import FASTER_PAYMENTS_LIMIT, SEPA_LIMIT
 from multibank.kernel.validation import parse_id
 from multibank.kernel.wire import StrictBody
+from multibank.payments import batch_sca
 from multibank.payments import owt as payment_owt
 from multibank.payments import repository as payments_repo
 from multibank.payments import sca as payment_sca
@@ -347,6 +348,9 @@ async def _settle(ctx: Ctx, credentials_id: str, challenge_id: str, outcome: str
     user_id, number = parse_id(credentials_id), parse_id(challenge_id)
     if user_id is None or number is None:
         raise NotFound("Challenge not found")
+    batch = await batch_sca.push_of(ctx, number, user_id)
+    if batch is not None:  # a batch's push (the 3.63 line's `/challenges`, D37)
+        return ChallengeCode(code=await batch_sca.settle_push(ctx, batch, outcome))
     found = await payment_sca.push_challenge_of(ctx, user_id, number)
     if found is not None:
         return ChallengeCode(code=await payment_sca.settle_push(ctx, *found, outcome))
@@ -495,6 +499,44 @@ async def challenge_expire(payment_id: PaymentPath, ctx: SimCtx) -> PaymentCode:
     if payment is None or payment.kind not in (SEND, OWT):
         raise NotFound("Payment not found")
     return PaymentCode(code=await payment_sca.expire_now(ctx, payment))
+
+
+# A batch challenge's push answered as the reference's sandbox names it (D37, D42): `authy` is
+# the AUTHY channel, `okay` the BIOMETRIC one; each says "not found" its own way (as observed).
+
+PUSH_VENDORS = {"authy": ("AUTHY", "NOT_FOUND"), "okay": ("BIOMETRIC", "REQUEST_NOT_FOUND")}
+
+
+@router.post(
+    "/{vendor}/challenge/{sca_challenge_id}/{decision}",
+    operation_id="simulateMultipleChallengePush",
+    status_code=204,
+    response_class=Response,
+    dependencies=[SimulatorIdempotent],
+    responses=conflicts("NOT_FOUND", "REQUEST_NOT_FOUND", "ALREADY_COMPLETED"),
+)
+async def batch_push(
+    vendor: Literal["authy", "okay"],
+    sca_challenge_id: ChallengePath,
+    decision: Literal["accept", "reject"],
+    ctx: SimCtx,
+) -> Response:
+    """The device accepts or rejects the push of a batch challenge (`POST /challenges/push/
+    {channel}` on the 3.63 line): accept passes every payment in it, reject ends the challenge
+    (its payments may be challenged again, the rejection counted as a wrong answer). 409
+    `NOT_FOUND` (authy) or `REQUEST_NOT_FOUND` (okay) when no push on that channel has this id;
+    `ALREADY_COMPLETED` when it was answered already or its time is up."""
+    channel, missing = PUSH_VENDORS[vendor]
+    number = parse_id(sca_challenge_id)
+    row = None if number is None else await batch_sca.push_of(ctx, number)
+    if row is None or row.channel != channel:
+        raise Conflict(missing)
+    outcome = factors.COMPLETED if decision == "accept" else factors.DENIED
+    try:
+        await batch_sca.settle_push(ctx, row, outcome)
+    except Conflict:
+        raise Conflict("ALREADY_COMPLETED") from None
+    return Response(status_code=204)
 
 
 # Scheduled payments (3.63 line, D40, D42): one goes now, whatever its time.
