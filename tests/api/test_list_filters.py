@@ -196,7 +196,7 @@ async def test_account_reason_filters_in_both_spellings(client, programme):
     assert await ids(client, ident, "/managed_accounts", "state[destroyedReason]=USER") == set()
     path = "/managed_accounts"
     assert await refused(client, ident, path, "state[blockedReason]=FOO") == (
-        "state[blockedReason].0"
+        "state[blockedReason][0]"
     )
     assert await refused(client, ident, path, "state[foo]=x") == "state[foo]"
     assert await refused(client, ident, path, "state.foo=x") == "state.foo"
