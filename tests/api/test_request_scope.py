@@ -86,6 +86,9 @@ def served(app: FastAPI) -> dict[str, FastAPI]:
     return {r.path: r.app for r in app.routes if isinstance(r, Mount) and r.path in BASES}
 
 
+LINE_FILTERS = ("executedFrom", "executedTo")
+
+
 @pytest.mark.any_database  # its own SQLite file, or no database at all
 def test_the_documents_declare_security_as_before(container: Container) -> None:
     """Each operation served at d90f356 is described as it was there: the same security
@@ -111,6 +114,9 @@ def test_the_documents_declare_security_as_before(container: Container) -> None:
                 "responses": sorted(s for s in operation["responses"] if s != "409"),
                 "parameters": [[p["in"], p["name"]] for p in operation.get("parameters", [])],
             }
+            if base == "/3.63.4/multi":
+                # The line's own filters of its payment lists (D40): no credentials either.
+                now["parameters"] = [p for p in now["parameters"] if p[1] not in LINE_FILTERS]
             was = {**was, "responses": [s for s in was["responses"] if s != "409"]}
             assert now == was, f"{base} {key}"
 
