@@ -179,6 +179,7 @@ COMPANIONS: dict[str, set[str]] = {
         "outgoing_wire_transfers.COMPLETED",
     },
     "outgoing_wire_transfers.CANCELLED": {"outgoing_wire_transfers.PENDING_CONFIRMATION"},
+    "beneficiaries/batch.CHALLENGE_COMPLETED": {"beneficiaries/batch.PENDING_CHALLENGE"},
     # A scheduled payment within the low-value exemption is SCHEDULED at once (no challenge);
     # its cancel cannot be without it.
     "transfers.CANCELLED": {"transfers.SCHEDULED"},

@@ -199,7 +199,15 @@ ORDER: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ),
     ("ledger", (("multibank.ledger",),)),
     ("accounts", (("multibank.accounts",),)),
-    ("money movement", (("multibank.cards",), ("multibank.payments",), ("multibank.fees",))),
+    (
+        "money movement",
+        (
+            ("multibank.cards",),
+            ("multibank.beneficiaries",),
+            ("multibank.payments",),
+            ("multibank.fees",),
+        ),
+    ),
     ("due work", (("multibank.due_work",),)),
     ("webhook delivery", (("multibank.webhooks",),)),
     ("reconciliation", (("multibank.reconciliation",),)),

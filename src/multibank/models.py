@@ -7,6 +7,7 @@ def load_all() -> None:
     import multibank.accounts.iban
     import multibank.accounts.models
     import multibank.audit.models
+    import multibank.beneficiaries.models
     import multibank.cards.authorisations
     import multibank.cards.models
     import multibank.factors.models

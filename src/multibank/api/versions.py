@@ -59,9 +59,10 @@ PAYMENTS = {
         "(`POST /outgoing_wire_transfers/{id}/confirm` or `…/cancel`). Transfers, sends and "
         "wire transfers may be **scheduled** (`scheduledTimestamp`, programme clock) and "
         "cancelled before their time (`…/bulk/cancel`), and one **batch challenge** "
-        "(`/challenges`) confirms several sends or wire transfers. Trusted beneficiaries and "
-        "linked accounts are not served yet: their paths answer 404 and are not in this "
-        "description.\n"
+        "(`/challenges`) confirms several sends or wire transfers. **Trusted beneficiaries** "
+        "(`/beneficiaries`) are added and removed in batches confirmed by one challenge, and "
+        "sends and wire transfers to them need no SCA. Linked accounts are not served yet: "
+        "their paths answer 404 and are not in this description.\n"
     ),
     "3.29.1": "\n**Payments** (transfers, sends and outgoing wire transfers) exist on 3.29.1 only "
     "(`/multi` and `/3.29.1/multi`), as do additional factors and step-up.\n",

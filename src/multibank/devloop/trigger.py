@@ -859,6 +859,59 @@ async def _card_balance_moved(s: Sandbox) -> None:
         )
 
 
+async def _beneficiary_batch(
+    s: Sandbox, iban: str = "DE89370400440532013000"
+) -> tuple[Person, str]:
+    """A batch adding a trusted beneficiary (SEPA bank details) through the 3.63 line: valid,
+    it waits for its challenge; with an unknown instrument it fails."""
+    who = await s.enrolled()
+    details: dict[str, Any] = (
+        {"bankAccountDetails": {"iban": iban, "bankIdentifierCode": "COBADEFFXXX"}}
+        if iban
+        else {"instrument": {"type": "managed_accounts", "id": "1"}}
+    )
+    with s.loud():
+        made = await s.call(
+            "beneficiary batch (3.63 line)",
+            "POST",
+            f"{LINE}/beneficiaries",
+            token=who.token,
+            body={
+                "beneficiaries": [
+                    {
+                        "trustLevel": "TRUSTED",
+                        "beneficiaryInformation": {"fullName": "Ada Lovelace"},
+                        "beneficiaryDetails": details,
+                    }
+                ]
+            },
+        )
+    return who, str(made["operationBatchId"]["batchId"])
+
+
+async def _beneficiaries_waiting(s: Sandbox) -> None:
+    await _beneficiary_batch(s)
+
+
+async def _beneficiaries_failed(s: Sandbox) -> None:
+    await _beneficiary_batch(s, iban="")
+
+
+async def _beneficiaries_confirmed(s: Sandbox) -> None:
+    """Confirmed by its SMS code (the batch it is is what it cannot happen without)."""
+    who, batch = await _beneficiary_batch(s)
+    with s.loud():
+        otp = f"{LINE}/beneficiaries/batch/{batch}/challenges/otp/SMS"
+        await s.call("beneficiary challenge", "POST", otp, token=who.token)
+        await s.call(
+            "beneficiary challenge verification",
+            "POST",
+            f"{otp}/verify",
+            token=who.token,
+            body={"verificationCode": SANDBOX_CODE},
+        )
+
+
 Step = Callable[[Sandbox], Awaitable[None]]
 
 # Event type (`{topic}.{type}`, as the operator API's deliveries show it) -> what causes it.
@@ -894,6 +947,9 @@ TRIGGERS: dict[str, Step] = {
     "outgoing_wire_transfers.CANCELLED": _owt_cancelled,
     "outgoing_wire_transfers.SCHEDULED": _scheduled_owt,
     "outgoing_wire_transfers.SUBMITTED": _owt_then,
+    "beneficiaries/batch.PENDING_CHALLENGE": _beneficiaries_waiting,
+    "beneficiaries/batch.FAILED": _beneficiaries_failed,
+    "beneficiaries/batch.CHALLENGE_COMPLETED": _beneficiaries_confirmed,
     "managed_cards/state_change.BLOCKED": _card_blocked,
     "managed_cards/state_change.UNBLOCKED": _card_unblocked,
     "managed_cards/state_change.DESTROYED": _card_destroyed,

@@ -38,6 +38,7 @@ EXECUTED = (COMPLETED, FAILED, REJECTED, RETURNED)
 # States in which a payment waits for its SCA challenge.
 AWAITING_SCA = (PENDING, PENDING_CHALLENGE)
 LOW_VALUE = "LOW_VALUE"
+TRUSTED_BENEFICIARY = "TRUSTED_BENEFICIARY"  # paid to a trusted beneficiary (D38)
 # The profile kind (D12) that configures each payment kind.
 PROFILE_KIND = {TRANSFER: "transfers", SEND: "sends", OWT: "outgoingWireTransfers"}
 
@@ -83,6 +84,8 @@ class Payment(Base):
     validation_outcomes: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     # The payer's reason, given with a cancel (3.63 line, D40).
     cancellation_reason: Mapped[str | None] = mapped_column(String(50), nullable=True)
+    # The trusted beneficiary it pays (3.63 line, D38), when its payer named one.
+    beneficiary_id: Mapped[int | None] = mapped_column(nullable=True)
     # The batch challenge (3.63 line's `/challenges`, D37) the payment was put in, if any.
     batch_challenge_id: Mapped[int | None] = mapped_column(nullable=True, index=True)
     # Scheduling (3.63 line, D40): when its payer asked it to go (programme clock, epoch ms),

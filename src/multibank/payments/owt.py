@@ -59,6 +59,7 @@ from multibank.payments.service import (
     check_source,
     check_verified,
     details_of,
+    exemption_of,
     failure_of,
     fee_of,
     give_back,
@@ -68,7 +69,6 @@ from multibank.payments.service import (
     own_account,
     pay_out,
     profile_of,
-    sca_exemption,
     schedule,
 )
 from multibank.programmes import repository as programmes
@@ -163,10 +163,12 @@ async def create(
     data: OwtCreate,
     confirm_payee: bool = False,
     scheduled_at: int | None = None,
+    beneficiary_id: int | None = None,
 ) -> Payment:
     """`confirm_payee`: made through the 3.63 line, whose GBP wire transfers a sandbox checks
     for Confirmation of Payee (D41). `scheduled_at` (the line, D40): past its confirmation and
-    SCA it is `SCHEDULED`; its funds are not checked, nor held, before its time."""
+    SCA it is `SCHEDULED`; its funds are not checked, nor held, before its time.
+    `beneficiary_id` (the line, D38): to a trusted beneficiary, exempt from SCA."""
     scheme = scheme_of(data)
     checks_payee = confirm_payee and scheme == FASTER_PAYMENTS and ctx.sandbox
     check_beneficiary(data, scheme, ctx.sandbox)
@@ -207,16 +209,10 @@ async def create(
     # lock before any balance's (a send does the same), so two never wait on each other. One
     # to be confirmed decides it when confirmed (`confirm`): an abandoned one takes no place.
     sca = ctx.programme.owt_sca_required
-    exemption = await sca_exemption(ctx, owner, amount) if sca and not checks_payee else None
+    payment.beneficiary_id = beneficiary_id
+    exemption = None if checks_payee else await exemption_of(ctx, owner, payment, sca)
     payment.scheduled_at = scheduled_at
-    refusal = _refusal(source, scheme, amount, fee)
-    if refusal is None and scheduled_at is None:
-        try:
-            # A savepoint: a hold refused for funds leaves no half-written transaction.
-            async with ctx.db.begin_nested():
-                await hold(ctx, payment, source, details_of(payment, source, None))
-        except Conflict:
-            refusal = ("FUNDS_INSUFFICIENT", "INSUFFICIENT_FUNDS")
+    refusal = await _held_or_refused(ctx, payment, source)
     if refusal is not None:
         # Kept, INVALID, with why; the answer is the refusal, and the ref keeps it (D12). No
         # webhook: INVALID is no state of the 3.29.1 interface, whose clients never see it (D12a).
@@ -278,6 +274,22 @@ async def execute(ctx: Ctx, payment: Payment) -> None:
     await submit(ctx, payment)
 
 
+async def _held_or_refused(
+    ctx: Ctx, payment: Payment, source: ManagedAccount
+) -> tuple[str, str] | None:
+    """Amount + fee held (not for a scheduled one: nothing is held before its time), or why
+    the create is refused (`_refusal`, or the funds)."""
+    refusal = _refusal(source, payment.scheme or SEPA, payment.amount, payment.fee)
+    if refusal is None and payment.scheduled_at is None:
+        try:
+            # A savepoint: a hold refused for funds leaves no half-written transaction.
+            async with ctx.db.begin_nested():
+                await hold(ctx, payment, source, details_of(payment, source, None))
+        except Conflict:
+            refusal = ("FUNDS_INSUFFICIENT", "INSUFFICIENT_FUNDS")
+    return refusal
+
+
 def _refusal(source: ManagedAccount, scheme: str, amount: int, fee: int) -> tuple[str, str] | None:
     """(errorCode, the stored validation failure) of a create that is kept as INVALID."""
     if source.state == "DESTROYED":
@@ -301,7 +313,7 @@ async def confirm(ctx: Ctx, owner: Owner, payment: Payment) -> None:
     if payment.state != PENDING_CONFIRMATION:
         raise Conflict("INVALID_STATE")
     sca = ctx.programme.owt_sca_required
-    exemption = await sca_exemption(ctx, owner, payment.amount) if sca else None
+    exemption = await exemption_of(ctx, owner, payment, sca)
     payment.updated_at = ctx.now
     if sca and exemption is None:
         payment.state = PENDING_CHALLENGE

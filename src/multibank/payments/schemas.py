@@ -300,6 +300,16 @@ class OwtPage(BaseModel):
     responseCount: int
 
 
+class BeneficiaryRef(Wire):
+    """A trusted beneficiary of the caller's identity (D38), paid without SCA."""
+
+    beneficiaryId: Annotated[str, StringConstraints(pattern=r"^[0-9]+$", max_length=19)]
+
+
+class BeneficiaryIdRead(BaseModel):
+    beneficiaryId: DigitsId
+
+
 # The 3.63 line's wire transfers (v3.63.md §5.1, §6; D35, D41): every state of the line, the
 # exemption that applied, the Confirmation of Payee outcomes and a cancel's reason.
 OwtState3_63 = Literal[
@@ -335,6 +345,7 @@ class ValidationOutcomeRead(BaseModel):
 
 
 class OwtRead3_63(OwtRead):
+    destination: BeneficiaryRead | BeneficiaryIdRead  # type: ignore[assignment]
     state: OwtState3_63  # type: ignore[assignment]  # the line's states include 3.29.1's
     challengeExemptionReason: Literal["LOW_VALUE", "TRUSTED_BENEFICIARY"] | None = None
     validationOutcomes: list[ValidationOutcomeRead] | None = None
@@ -388,8 +399,15 @@ class TransferCreate3_63(TransferCreate):
     scheduledTimestamp: ScheduledTimestamp | None = None
 
 
+class SendCreate3_63(TransferCreate3_63):
+    # An instrument, or a trusted beneficiary's (v3.63.md §2.4).
+    destination: InstrumentId | BeneficiaryRef  # type: ignore[assignment]
+
+
 class OwtCreate3_63(OwtCreate):
     scheduledTimestamp: ScheduledTimestamp | None = None
+    # Bank details, or a trusted beneficiary's (v3.63.md §2.4).
+    destinationBeneficiary: Beneficiary | BeneficiaryRef  # type: ignore[assignment]
 
 
 class TransferRead3_63(TransferRead):
@@ -406,6 +424,7 @@ class TransfersPage3_63(BaseModel):
 
 
 class SendRead3_63(SendRead):
+    destination: InstrumentIdRead | BeneficiaryIdRead  # type: ignore[assignment]
     state: SendState3_63  # type: ignore[assignment]  # the line's states include 3.29.1's
     challengeExemptionReason: Literal["LOW_VALUE", "TRUSTED_BENEFICIARY"] | None = None
     scheduledTimestamp: DigitsId | None = None

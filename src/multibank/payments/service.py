@@ -43,6 +43,7 @@ from multibank.payments.models import (
     SCHEDULED,
     SEND,
     TRANSFER,
+    TRUSTED_BENEFICIARY,
     Payment,
 )
 from multibank.payments.schemas import INT64_MAX, InstrumentId, TransferCreate
@@ -355,12 +356,17 @@ async def create_transfer(
 
 
 async def create_send(
-    ctx: Ctx, owner: Owner, data: TransferCreate, scheduled_at: int | None = None
+    ctx: Ctx,
+    owner: Owner,
+    data: TransferCreate,
+    scheduled_at: int | None = None,
+    beneficiary_id: int | None = None,
 ) -> Payment:
     """A send to another identity of the programme: at once when SCA does not apply (the
     programme's `sendsScaRequired` off, or the low-value exemption), else held and `PENDING`
     until its challenge is verified (or expires after 5 minutes). `scheduled_at` (3.63 line):
-    `SCHEDULED` once past SCA, nothing held before its time."""
+    `SCHEDULED` once past SCA, nothing held before its time. `beneficiary_id` (3.63 line): to
+    a trusted beneficiary's instrument, exempt from SCA (`TRUSTED_BENEFICIARY`, D38)."""
     profile = await profile_of(ctx, SEND, data.profileId)
     if profile is None:
         raise Conflict("PROFILE_NOT_FOUND")
@@ -399,9 +405,8 @@ async def create_send(
         state=PENDING,
     )
     # The exemption locks the identity's row before any balance is touched (see owt.create).
-    exemption = (
-        await sca_exemption(ctx, owner, amount) if ctx.programme.sends_sca_required else None
-    )
+    payment.beneficiary_id = beneficiary_id
+    exemption = await exemption_of(ctx, owner, payment, ctx.programme.sends_sca_required)
     if scheduled_at is not None:
         payment.scheduled_at = scheduled_at
         ctx.db.add(payment)
@@ -437,6 +442,14 @@ async def _elsewhere(ctx: Ctx, wanted: InstrumentId) -> bool:
     stmt = select(table.programme_id).where(table.id == instrument_id)
     programme_id = (await ctx.db.execute(stmt)).scalar_one_or_none()
     return programme_id is not None and programme_id != ctx.programme.id
+
+
+async def exemption_of(ctx: Ctx, owner: Owner, payment: Payment, sca: bool) -> str | None:
+    """Why SCA does not apply to the payment, if it does not: a trusted beneficiary (D38; it
+    takes no low-value place), else the low-value exemption when the programme asks for SCA."""
+    if payment.beneficiary_id is not None:
+        return TRUSTED_BENEFICIARY
+    return await sca_exemption(ctx, owner, payment.amount) if sca else None
 
 
 async def sca_exemption(ctx: Ctx, owner: Owner, amount: int) -> str | None:

@@ -16,6 +16,7 @@ from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp
 from multibank.api.routing import UnitOfWorkRouter, after_commit
 from multibank.audit import service as audit
+from multibank.beneficiaries import service as beneficiaries
 from multibank.factors import service as factors
 from multibank.identities import service as identities
 from multibank.identities.models import CONSUMER, CORPORATE
@@ -536,6 +537,38 @@ async def batch_push(
         await batch_sca.settle_push(ctx, row, outcome)
     except Conflict:
         raise Conflict("ALREADY_COMPLETED") from None
+    return Response(status_code=204)
+
+
+@router.post(
+    "/{vendor}/beneficiary_management/{batch_id}/{decision}",
+    operation_id="simulateBeneficiaryBatchPush",
+    status_code=204,
+    response_class=Response,
+    dependencies=[SimulatorIdempotent],
+    responses=conflicts("NOT_FOUND", "REQUEST_NOT_FOUND", "ALREADY_COMPLETED"),
+)
+async def beneficiary_batch_push(
+    vendor: Literal["authy", "okay"],
+    batch_id: ChallengePath,
+    decision: Literal["accept", "reject"],
+    ctx: SimCtx,
+) -> Response:
+    """The device accepts or rejects the push of a beneficiary batch's challenge (D38, D42):
+    accept completes the batch, reject fails it. 409 `NOT_FOUND` (authy) or `REQUEST_NOT_FOUND`
+    (okay) when no push on that channel is open on the batch; `ALREADY_COMPLETED` when it was
+    decided already."""
+    channel, missing = PUSH_VENDORS[vendor]
+    number = parse_id(batch_id)
+    why = (
+        "missing"
+        if number is None
+        else await beneficiaries.push_answered(ctx, number, channel, decision == "accept")
+    )
+    if why == "missing":
+        raise Conflict(missing)
+    if why == "decided":
+        raise Conflict("ALREADY_COMPLETED").keeping_changes()
     return Response(status_code=204)
 
 

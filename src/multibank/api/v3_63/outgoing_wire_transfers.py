@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Body
+from pydantic import ValidationError
 
 from multibank.api.deps import STEP_UP_RESPONSES, StepUpRequired, conflicts
 from multibank.api.routing import UnitOfWorkRouter
@@ -31,15 +32,20 @@ from multibank.api.v3_63.scheduling import (
     scheduling,
     with_executed,
 )
+from multibank.beneficiaries import service as beneficiaries
+from multibank.beneficiaries.models import BANK, Beneficiary
+from multibank.kernel.errors import Conflict
 from multibank.payments import owt, service
 from multibank.payments.models import OWT, Payment
 from multibank.payments.schemas import (
     OWT_STATES_3_63,
+    BeneficiaryRef,
     CancellationBody,
     OwtCreate3_63,
     OwtPage3_63,
     OwtRead3_63,
 )
+from multibank.payments.schemas import Beneficiary as PaymentBeneficiary
 from multibank.programmes.context import Ctx
 
 router = UnitOfWorkRouter(tags=["Outgoing Wire Transfers"])
@@ -51,12 +57,52 @@ def owt_body_3_63(p: Payment) -> dict[str, Any]:
         "challengeExemptionReason": p.exemption,
         "validationOutcomes": p.validation_outcomes,
         **scheduling(p),
+        # Paid to a trusted beneficiary: named so (v3.63.md §2.4).
+        **(
+            {}
+            if p.beneficiary_id is None
+            else {"destination": {"beneficiaryId": str(p.beneficiary_id)}}
+        ),
     }
 
 
 async def create_confirming_payee(ctx: Ctx, who: service.Owner, data: OwtCreate3_63) -> Payment:
     at = service.scheduled_time(ctx, data.scheduledTimestamp)
-    return await owt.create(ctx, who, data, confirm_payee=True, scheduled_at=at)
+    payee = None
+    if isinstance(data.destinationBeneficiary, BeneficiaryRef):
+        payee = await beneficiaries.payable(
+            ctx, who.identity_id, data.destinationBeneficiary.beneficiaryId, BANK
+        )
+        data = data.model_copy(update={"destinationBeneficiary": _bank_details(payee)})
+    return await owt.create(
+        ctx,
+        who,
+        data,
+        confirm_payee=True,
+        scheduled_at=at,
+        beneficiary_id=None if payee is None else payee.id,
+    )
+
+
+def _bank_details(payee: Beneficiary) -> PaymentBeneficiary:
+    """A trusted beneficiary's bank details as a wire transfer's; ones a wire transfer cannot
+    carry (a SEPA beneficiary with no BIC) are `BENEFICIARY_BANK_DETAILS_INVALID`."""
+    info, details = payee.information, payee.details
+    bank = dict(details.get("bankAccountDetails") or {})
+    bank.pop("secondaryReference", None)
+    fields = {
+        k: details[k] for k in ("address", "bankName", "bankAddress", "bankCountry") if k in details
+    }
+    try:
+        return PaymentBeneficiary.model_validate(
+            {
+                "name": info.get("businessName") or info.get("fullName"),
+                **fields,
+                "bankAccountDetails": bank,
+            }
+        )
+    except ValidationError:
+        raise Conflict("BENEFICIARY_BANK_DETAILS_INVALID") from None
 
 
 add_payment_operations(
@@ -94,8 +140,20 @@ add_payment_operations(
         With `scheduledTimestamp`, once confirmed and past SCA it is `SCHEDULED`: its funds are
         neither checked nor held until the programme's clock reaches that time; then its
         source, due diligence and funds are checked and it is `SUBMITTED` and on, or `FAILED`.
-        Until then `POST /outgoing_wire_transfers/{id}/cancel` stops it.""",
-        create_responses=conflicts(*CREATE_CONFLICTS, "SCHEDULED_TIMESTAMP_INVALID"),
+        Until then `POST /outgoing_wire_transfers/{id}/cancel` stops it.
+
+        `destinationBeneficiary` may name a trusted beneficiary instead
+        (`{"beneficiaryId": ...}`, an `ACTIVE` bank-details beneficiary of the identity): no SCA
+        (`challengeExemptionReason` `TRUSTED_BENEFICIARY`), and the answer's `destination` names
+        it. Unknown or another identity's: `BENEFICIARY_NOT_FOUND`; an instrument one or one not
+        `ACTIVE`: `BENEFICIARY_TYPE_INVALID`.""",
+        create_responses=conflicts(
+            *CREATE_CONFLICTS,
+            "SCHEDULED_TIMESTAMP_INVALID",
+            "BENEFICIARY_NOT_FOUND",
+            "BENEFICIARY_TYPE_INVALID",
+            "BENEFICIARY_BANK_DETAILS_INVALID",
+        ),
         filters=with_executed(owt_filters_of(OWT_STATES_3_63)),
         query=OWT_QUERY,
         list_doc="""The logged-in identity's outgoing wire transfers in every state of the
