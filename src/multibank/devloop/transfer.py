@@ -5,7 +5,8 @@ The document holds the programme's settings (its webhook URL only when asked for
 row of the programme in
 `TABLES` (profiles, fee types, customers, users with their password hashes as stored, factors,
 accounts, cards with their data as stored, sealed, and their authorisations, the ledger's
-accounts, transactions and postings, payments), each column as stored. API keys, sessions,
+accounts, transactions and postings, payments, and the 3.63 line's batch challenges and trusted
+beneficiaries), each column as stored. API keys, sessions,
 one-time codes and webhook events are not in it: an imported programme gets a new API key.
 
 An import writes a new sandbox programme in one transaction, under a new name and new ids:
@@ -67,7 +68,13 @@ TABLES = (
     "card_movements",
     "card_authorisations",
     "card_data_tokens",
+    "batch_challenges",
+    "beneficiary_batches",
+    "beneficiaries",
 )
+# Tables that came after documents of version 2 were first written: a document without them
+# holds none of their rows (the 3.63 line's, issue 43).
+LATER_TABLES = frozenset({"batch_challenges", "beneficiary_batches", "beneficiaries"})
 # The programme's own columns that are not its settings.
 NOT_SETTINGS = ("id", "name", "mode", "created_at", "webhook_secret")
 # Columns ending in `_id` that hold no id of ours: a caller's own reference.
@@ -201,7 +208,7 @@ def _as_read(document: Any, tables: dict[str, Table]) -> Any:
             programme["settings"] = {WEBHOOK_URL: None, **programme["settings"]}
         out["programme"] = programme
     if isinstance(rows, dict):
-        rows = dict(rows)
+        rows = {**{name: [] for name in LATER_TABLES}, **rows}
         for name, table in tables.items():
             listed = rows.get(name)
             if isinstance(listed, list):
