@@ -3,7 +3,8 @@ one authenticated read, to see where a request's CPU goes while changing the req
 Not a substitute for the wrk figures; a quick loop for profiling (e.g. under py-spy or cProfile).
 
 Usage: .venv/bin/python bench/inproc.py [--requests 3000] [--database-url URL]
-       [--path acct|corp|list|health|fee|transfer|login|purchase] [--profile FILE] [--statements]
+       [--path acct|corp|list|health|fee|transfer|bsend|login|purchase] [--profile FILE]
+       [--statements]
        [--spread] [--files]
 """
 
@@ -33,6 +34,73 @@ from common import corporate_signup
 PACKAGE = str(Path(__file__).resolve().parents[1] / "src" / "multibank")
 DENIED = -200  # a purchase answered 200 whose code is not APPROVED
 NAMES = {DENIED: "200 not APPROVED"}
+
+
+async def _trusted_beneficiary(
+    c: httpx.AsyncClient, key: str, profiles: dict[str, Any], h: dict[str, str]
+) -> str:
+    """Another corporate's account, made an ACTIVE trusted beneficiary of the caller (`h`)
+    through the 3.63 line: its batch confirmed by the caller's SMS factor (sandbox code)."""
+    email = f"p{secrets.token_hex(4)}@example.com"
+    payee = (
+        await c.post(
+            "/multi/corporates",
+            headers={"api-key": key},
+            json=corporate_signup(profiles["corporate"], email),
+        )
+    ).json()
+    await c.post(
+        f"/simulate/api/corporates/{payee['id']['id']}/verify", headers={"programme-key": key}
+    )
+    uid = payee["rootUser"]["id"]["id"]
+    token = (
+        await c.post(
+            f"/multi/passwords/{uid}/create",
+            headers={"api-key": key},
+            json={"password": {"value": "Bench-1234!"}},
+        )
+    ).json()["token"]
+    theirs = (
+        await c.post(
+            "/multi/managed_accounts",
+            headers={"api-key": key, "authorization": f"Bearer {token}"},
+            json={
+                "profileId": profiles["corporateManagedAccount"],
+                "friendlyName": "payee",
+                "currency": "EUR",
+            },
+        )
+    ).json()["id"]
+    otp = "/multi/authentication_factors/otp/SMS"
+    await c.post(otp, headers=h)
+    await c.post(f"{otp}/verify", headers=h, json={"verificationCode": "123456"})
+    made = (
+        await c.post(
+            "/3.63.4/multi/beneficiaries",
+            headers=h,
+            json={
+                "beneficiaries": [
+                    {
+                        "trustLevel": "TRUSTED",
+                        "beneficiaryInformation": {"businessName": payee["company"]["name"]},
+                        "beneficiaryDetails": {
+                            "instrument": {"type": "managed_accounts", "id": theirs}
+                        },
+                    }
+                ]
+            },
+        )
+    ).json()
+    batch = made["operationBatchId"]["batchId"]
+    challenge = f"/3.63.4/multi/beneficiaries/batch/{batch}/challenges/otp/SMS"
+    await c.post(challenge, headers=h)
+    await c.post(f"{challenge}/verify", headers=h, json={"verificationCode": "123456"})
+    listed = (
+        await c.get("/3.63.4/multi/beneficiaries", headers=h, params={"batchId": batch})
+    ).json()["beneficiaries"]
+    if [b["state"] for b in listed] != ["ACTIVE"]:
+        sys.exit(f"the beneficiary the run pays is not ACTIVE: {listed}")
+    return str(listed[0]["id"])
 
 
 async def main() -> None:
@@ -115,7 +183,7 @@ async def main() -> None:
                 accounts.append(acc["id"])
             method, body = "GET", b""
             card: dict[str, Any] = {}
-            if args.path in ("fee", "transfer", "purchase"):
+            if args.path in ("fee", "transfer", "bsend", "purchase"):
                 sim = {"programme-key": key}
                 iban = (await c.post(f"/multi/managed_accounts/{acc['id']}/iban", headers=h)).json()
                 if iban["state"] == "PENDING_ALLOCATION":
@@ -164,8 +232,17 @@ async def main() -> None:
                         json={"spendLimit": [limit]},
                     )
                     h = {"programme-key": key}
+                if args.path == "bsend":  # a send to a trusted beneficiary (issue 43 §3)
+                    beneficiary = await _trusted_beneficiary(c, key, profiles, h)
                 body = json.dumps(
                     {
+                        "profileId": profiles["sends"],
+                        "source": {"type": "managed_accounts", "id": acc["id"]},
+                        "destination": {"beneficiaryId": beneficiary},
+                        "destinationAmount": {"currency": "EUR", "amount": 100},
+                    }
+                    if args.path == "bsend"
+                    else {
                         "merchantName": "Bench Merchant",
                         "transactionAmount": {"currency": "EUR", "amount": 100},
                     }
@@ -197,6 +274,7 @@ async def main() -> None:
             "health": ("/healthz", b""),
             "fee": ("/multi/corporates/fees/charge", b""),
             "transfer": ("/multi/transfers", b""),
+            "bsend": ("/3.63.4/multi/sends", b""),
             "login": ("/multi/login_with_password", b""),
             "purchase": (f"/simulate/api/cards/{card['id']}/purchase" if card else "", b""),
         }[args.path]
