@@ -48,6 +48,15 @@ async def test_the_line_has_its_own_description_with_every_3_29_1_operation_but_
         "multipleSCAChallenge",
         "multipleSCAVerify",
         "multipleSCAChallengePush",
+        # Linked accounts (0087).
+        "linkedAccountsGet",
+        "linkedAccountCreate",
+        "linkedAccountGet",
+        "linkedAccountUpdate",
+        "linkedAccountRemove",
+        "linkedAccountBlock",
+        "linkedAccountUnblock",
+        "linkedAccountVerificationsGet",
     }
     assert "put" not in line["paths"]["/managed_cards/{id}/spend_rules"]
     assert "not served yet" in line["info"]["description"]
@@ -127,7 +136,7 @@ async def test_the_lines_new_operations_are_not_served_yet(client, programme) ->
     those of issue 43's later parts answer 404 too until they come, not 405 or 500."""
     p = await programme()
     ident = await sign_up(client, p)
-    later = (("GET", "/beneficiaries"), ("GET", "/linked_accounts"))
+    later = (("GET", "/beneficiaries"),)
     served = (
         ("POST", "/transfers/bulk/cancel"),
         ("POST", "/sends/bulk/cancel"),
@@ -135,6 +144,8 @@ async def test_the_lines_new_operations_are_not_served_yet(client, programme) ->
         ("POST", "/outgoing_wire_transfers/1/confirm"),
         ("POST", "/outgoing_wire_transfers/1/cancel"),
         ("POST", "/challenges/otp/SMS"),
+        ("GET", "/linked_accounts"),
+        ("POST", "/linked_accounts/1/block"),
     )
     for base in ("/multi", "/3.29.1/multi", "/3.1.0/multi", LINE):
         for method, path in (*later, *served) if base != LINE else later:

@@ -59,9 +59,12 @@ PAYMENTS = {
         "(`POST /outgoing_wire_transfers/{id}/confirm` or `…/cancel`). Transfers, sends and "
         "wire transfers may be **scheduled** (`scheduledTimestamp`, programme clock) and "
         "cancelled before their time (`…/bulk/cancel`), and one **batch challenge** "
-        "(`/challenges`) confirms several sends or wire transfers. Trusted beneficiaries and "
-        "linked accounts are not served yet: their paths answer 404 and are not in this "
-        "description.\n"
+        "(`/challenges`) confirms several sends or wire transfers. **Linked accounts** "
+        "(`/linked_accounts`): an identity's own accounts at other banks, verified (the root "
+        "user's declaration by a batch challenge, a transfer instruction, internal checks; in "
+        "the sandbox `/simulate/api/linked_accounts/{id}/verify` and `…/set`) before they are "
+        "`ACTIVE`. Trusted beneficiaries are not served yet: their paths answer 404 and are "
+        "not in this description.\n"
     ),
     "3.29.1": "\n**Payments** (transfers, sends and outgoing wire transfers) exist on 3.29.1 only "
     "(`/multi` and `/3.29.1/multi`), as do additional factors and step-up.\n",

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from multibank.api.v3_63 import challenges, outgoing_wire_transfers, sends, transfers
+from multibank.api.v3_63 import (
+    challenges,
+    linked_accounts,
+    outgoing_wire_transfers,
+    sends,
+    transfers,
+)
 
 OVERRIDES: list[APIRouter] = [
     transfers.router,
     sends.router,
     outgoing_wire_transfers.router,
     challenges.router,
+    linked_accounts.router,
 ]
