@@ -26,6 +26,7 @@ PROFILE_KINDS = (
     "corporateDebitManagedCard",
     "consumerPrepaidManagedCard",
     "consumerDebitManagedCard",
+    "linkedAccounts",
 )
 MOVEMENT_KINDS = ("transfers", "sends", "outgoingWireTransfers")
 DEFAULT_MOVEMENT_FEES = {

@@ -8,10 +8,10 @@ statement, those inside functions and under `TYPE_CHECKING` included):
 - the kernel imports no domain slice: the tables it owns (idempotency, outbox, server secrets, …)
   live in it, so it can be tested and replaced without the domain;
 - (issue 42 §2) every module has a place in one order of layers, `ORDER` below (kernel <
-  configuration < programmes < events < customers < ledger < accounts < money movement < due
-  work < webhook delivery < reconciliation < audit < the HTTP adapters < app < tools), and
-  reaches, directly or through others, nothing above its own; the slices import each other in
-  one direction; no module takes another's underscore names.
+  configuration < programmes < events < customers < ledger < accounts < linked accounts <
+  money movement < due work < webhook delivery < reconciliation < audit < the HTTP adapters <
+  app < tools), and reaches, directly or through others, nothing above its own; the slices
+  import each other in one direction; no module takes another's underscore names.
 
 The graph is read with `ast`, not by importing, so a cycle hidden by a lazy import counts too."""
 
@@ -199,6 +199,7 @@ ORDER: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ),
     ("ledger", (("multibank.ledger",),)),
     ("accounts", (("multibank.accounts",),)),
+    ("linked accounts", (("multibank.linked_accounts",),)),
     (
         "money movement",
         (

@@ -20,6 +20,7 @@ def load_all() -> None:
     import multibank.kernel.secrets
     import multibank.kernel.tokens
     import multibank.ledger.models
+    import multibank.linked_accounts.models
     import multibank.payments.models
     import multibank.portal.sessions
     import multibank.programmes.models

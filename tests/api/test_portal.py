@@ -163,7 +163,12 @@ async def test_create_programme_with_settings_and_currencies(client, admin_heade
         **PAYMENT_SETTINGS,
     }
     profiles = await get_json(client, admin_headers, f"/{body['programmeId']}/profiles")
-    assert [p["currencies"] for p in profiles] == [["GBP", "USD"]] * len(PROFILE_KINDS)
+    # Every profile serves the programme's currencies; the linked-account one those of them a
+    # linked account may be in (D39: EUR and GBP).
+    assert [p["currencies"] for p in profiles] == [
+        ["GBP"] if p["kind"] == "linkedAccounts" else ["GBP", "USD"] for p in profiles
+    ]
+    assert sum(p["kind"] == "linkedAccounts" for p in profiles) == 1
 
 
 async def test_get_programme(client, admin_headers):

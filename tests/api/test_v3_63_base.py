@@ -3,7 +3,7 @@ its own description (`info.version` 3.63.4) with every 3.29.1 operation but the 
 `PUT`, which answers 404 there; the per-resource payment challenges marked deprecated there and
 only there; one core and one session model with `/multi` (a token, an identity, an account are
 the same through either); and the callers it refuses as every base does. The line's new
-operations are not served yet: their paths answer 404 on every base."""
+operations answer 404 on every other base."""
 
 from __future__ import annotations
 
@@ -57,9 +57,18 @@ async def test_the_line_has_its_own_description_with_every_3_29_1_operation_but_
         "beneficiaryBatchSCAChallenge",
         "beneficiaryBatchSCAVerify",
         "beneficiaryBatchSCAChallengePush",
+        # Linked accounts (0087).
+        "linkedAccountsGet",
+        "linkedAccountCreate",
+        "linkedAccountGet",
+        "linkedAccountUpdate",
+        "linkedAccountRemove",
+        "linkedAccountBlock",
+        "linkedAccountUnblock",
+        "linkedAccountVerificationsGet",
     }
     assert "put" not in line["paths"]["/managed_cards/{id}/spend_rules"]
-    assert "not served yet" in line["info"]["description"]
+    assert "3.63 line" in line["info"]["description"]
 
 
 async def test_the_per_resource_challenges_are_deprecated_on_the_line_only(
@@ -131,13 +140,12 @@ async def test_the_line_refuses_the_callers_every_base_refuses(
     assert (await client.get(path, headers=owner.headers)).status_code == 200
 
 
-async def test_the_lines_new_operations_are_not_served_yet(client, programme) -> None:
-    """D35: none of the line's new paths is served on 3.29.1 or 3.1.0, and on the line itself
-    those of issue 43's later parts answer 404 too until they come, not 405 or 500."""
+async def test_the_lines_new_operations_are_the_lines_alone(client, programme) -> None:
+    """D35: none of the line's new paths is served on 3.29.1 or 3.1.0: each answers 404 there,
+    not 405 or 500."""
     p = await programme()
     ident = await sign_up(client, p)
-    later = (("GET", "/linked_accounts"),)
-    served = (
+    new = (
         ("POST", "/transfers/bulk/cancel"),
         ("POST", "/sends/bulk/cancel"),
         ("POST", "/outgoing_wire_transfers/bulk/cancel"),
@@ -145,8 +153,10 @@ async def test_the_lines_new_operations_are_not_served_yet(client, programme) ->
         ("POST", "/outgoing_wire_transfers/1/cancel"),
         ("POST", "/challenges/otp/SMS"),
         ("GET", "/beneficiaries"),
+        ("GET", "/linked_accounts"),
+        ("POST", "/linked_accounts/1/block"),
     )
-    for base in ("/multi", "/3.29.1/multi", "/3.1.0/multi", LINE):
-        for method, path in (*later, *served) if base != LINE else later:
+    for base in ("/multi", "/3.29.1/multi", "/3.1.0/multi"):
+        for method, path in new:
             r = await client.request(method, f"{base}{path}", headers=ident.headers)
             assert r.status_code == 404, (base, method, path, r.status_code)

@@ -70,7 +70,10 @@ async def test_programmes_of_an_older_database_get_their_payment_profiles(fresh_
             "corporateDebitManagedCard",
             "consumerPrepaidManagedCard",
             "consumerDebitManagedCard",
+            # Migration 0031 (D39): and the linked-account profile, over EUR and GBP.
+            "linkedAccounts",
         }
+        assert profiles["linkedAccounts"].currencies == ["EUR", "GBP"]
         assert profiles["corporatePrepaidManagedCard"].currencies == ["EUR", "GBP"]
         assert profiles["consumerDebitManagedCard"].fees is None
         assert profiles["corporate"].fees is None and profiles["corporate"].id == 11

@@ -14,6 +14,7 @@ from multibank.cards import events as cards
 from multibank.factors import events as factors
 from multibank.fees import events as fees
 from multibank.identities import events as identities
+from multibank.linked_accounts import events as linked_accounts
 from multibank.payments import events as payments
 from multibank.webhooks import events
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.any_database
 
 
 def test_the_slices_register_every_path_the_server_emits() -> None:
-    owned = [access, accounts, cards, factors, fees, identities, payments]
+    owned = [access, accounts, cards, factors, fees, identities, linked_accounts, payments]
     assert events.paths() == {path for slice_ in owned for path in slice_.PATHS}
     assert events.paths() == {
         "/login/watch",
@@ -43,6 +44,7 @@ def test_the_slices_register_every_path_the_server_emits() -> None:
         "/managed_cards/expiries/watch",
         "/managed_cards/physical_cards_upgrade/watch",
         "/managed_cards/replacement/watch",
+        "/linked_accounts/watch",
     }
 
 

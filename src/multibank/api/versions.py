@@ -61,8 +61,11 @@ PAYMENTS = {
         "cancelled before their time (`…/bulk/cancel`), and one **batch challenge** "
         "(`/challenges`) confirms several sends or wire transfers. **Trusted beneficiaries** "
         "(`/beneficiaries`) are added and removed in batches confirmed by one challenge, and "
-        "sends and wire transfers to them need no SCA. Linked accounts are not served yet: "
-        "their paths answer 404 and are not in this description.\n"
+        "sends and wire transfers to them need no SCA. **Linked accounts** "
+        "(`/linked_accounts`): an identity's own accounts at other banks, verified (the root "
+        "user's declaration by a batch challenge, a transfer instruction, internal checks; in "
+        "the sandbox `/simulate/api/linked_accounts/{id}/verify` and `…/set`) before they are "
+        "`ACTIVE`.\n"
     ),
     "3.29.1": "\n**Payments** (transfers, sends and outgoing wire transfers) exist on 3.29.1 only "
     "(`/multi` and `/3.29.1/multi`), as do additional factors and step-up.\n",

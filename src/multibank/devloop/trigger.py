@@ -963,7 +963,10 @@ TRIGGERS: dict[str, Step] = {
 }
 # Paths the server emits that no trigger makes yet, and why; the test of TRIGGERS allows only
 # these to be missing.
-NOT_YET: dict[str, str] = {}
+NOT_YET: dict[str, str] = {
+    "/linked_accounts/watch": "linked accounts are new on the 3.63 line (issue 43 §4); their "
+    "trigger comes with the devloop's support of the line",
+}
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from multibank.kernel.errors import Conflict, Forbidden, NotFound
 from multibank.kernel.ids import new_id
 from multibank.kernel.money import Money
 from multibank.kernel.tokens import AuthSession
+from multibank.linked_accounts import service as linked
 from multibank.payments import repository as repo
 from multibank.payments import sca
 from multibank.payments.models import (
@@ -61,9 +62,6 @@ async def _resources(
 ) -> list[Payment]:
     """The caller's identity's payments named, locked in id order; 404 for any that is not one
     (unknown, another identity's, of the other kind)."""
-    if resource_type == DECLARATIONS:
-        # Linked accounts are not served yet (issue 43 §4): no declaration awaits its challenge.
-        raise NotFound("Linked account not found")
     kind = KINDS[resource_type]
     found = []
     for number in sorted({int(i) for i in ids}):
@@ -86,9 +84,16 @@ def _can_include(payment: Payment) -> None:
 async def _start(
     ctx: Ctx, auth: AuthSession, resource_type: str, ids: Sequence[str], channel: str
 ) -> tuple[BatchChallenge, list[Payment]]:
-    payments = await _resources(ctx, auth, resource_type, ids)
-    for payment in payments:
-        _can_include(payment)
+    declared: list[str] | None = None
+    payments: list[Payment] = []
+    if resource_type == DECLARATIONS:
+        # Linked accounts whose ownership declaration awaits the root user (D37, D39).
+        accounts = await linked.awaiting_declaration(ctx, auth.identity_id, ids, refuse_state=True)
+        declared = [str(a.id) for a in accounts]
+    else:
+        payments = await _resources(ctx, auth, resource_type, ids)
+        for payment in payments:
+            _can_include(payment)
     row = BatchChallenge(
         id=new_id(),
         programme_id=ctx.programme.id,
@@ -101,6 +106,7 @@ async def _start(
         failures=0,
         created_at=ctx.now,
         expires_at=ctx.now + CHALLENGE_TTL_MS,
+        resource_ids=declared,
     )
     ctx.db.add(row)
     for payment in payments:
@@ -184,6 +190,14 @@ async def _payments(ctx: Ctx, row: BatchChallenge) -> list[Payment]:
 async def _passed(ctx: Ctx, row: BatchChallenge) -> None:
     row.status = BATCH_COMPLETED
     row.settled_at = ctx.now
+    if row.resource_ids is not None:  # declarations: each still awaited is done
+        for account_id in row.resource_ids:
+            try:
+                found = await linked.awaiting_declaration(ctx, row.identity_id, [account_id])
+            except NotFound:
+                continue  # removed or decided meanwhile
+            await linked.declaration_passed(ctx, found[0])
+        return
     for payment in await _payments(ctx, row):
         await sca.passed(ctx, payment)
 

@@ -135,3 +135,6 @@ class BatchChallenge(Base):
     created_at: Mapped[int]
     expires_at: Mapped[int]
     settled_at: Mapped[int | None] = mapped_column(nullable=True)
+    # A declaration challenge's linked accounts (ids as sent); None for payments, which name
+    # their batch themselves (`Payment.batch_challenge_id`).
+    resource_ids: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)

@@ -81,7 +81,11 @@ CARD_KINDS = (
     "consumerPrepaidManagedCard",
     "consumerDebitManagedCard",
 )
-PROFILE_KINDS = IDENTITY_AND_ACCOUNT_KINDS + MOVEMENT_KINDS + CARD_KINDS
+# Linked accounts (the 3.63 line, D39): one profile per programme, over EUR and GBP (those of
+# the programme's currencies), every country.
+LINKED_ACCOUNTS_KIND = "linkedAccounts"
+LINKED_ACCOUNT_CURRENCIES = ("EUR", "GBP")
+PROFILE_KINDS = IDENTITY_AND_ACCOUNT_KINDS + MOVEMENT_KINDS + CARD_KINDS + (LINKED_ACCOUNTS_KIND,)
 DEFAULT_MOVEMENT_FEES = {"transfers": 0, "sends": 0, "outgoingWireTransfers": 100}
 
 

@@ -54,6 +54,7 @@ ProfileKind = Literal[
     "transfers",
     "sends",
     "outgoingWireTransfers",
+    "linkedAccounts",
 ]
 # A movement profile's fee per currency, in minor units (D12).
 MovementFees = Annotated[
@@ -142,6 +143,7 @@ class ProgrammeProfiles(BaseModel):
     corporateDebitManagedCard: str
     consumerPrepaidManagedCard: str
     consumerDebitManagedCard: str
+    linkedAccounts: str
 
 
 class MovementFeesRead(BaseModel):

@@ -17,6 +17,8 @@ from multibank.programmes import repository as repo
 from multibank.programmes.card_fees import card_fees, with_fee
 from multibank.programmes.models import (
     DEFAULT_MOVEMENT_FEES,
+    LINKED_ACCOUNT_CURRENCIES,
+    LINKED_ACCOUNTS_KIND,
     MOVEMENT_KINDS,
     PROFILE_KINDS,
     ApiKey,
@@ -84,7 +86,7 @@ async def create_programme(
                 id=new_id(),
                 programme_id=programme.id,
                 kind=kind,
-                currencies=list(data.currencies),
+                currencies=_profile_currencies(kind, list(data.currencies)),
                 active=True,
                 fees={c: DEFAULT_MOVEMENT_FEES[kind] for c in data.currencies}
                 if movement
@@ -104,6 +106,14 @@ async def create_programme(
     _, key = await _add_key(session, clock, programme, label="initial")
     await session.flush()
     return programme, key
+
+
+def _profile_currencies(kind: str, currencies: list[str]) -> list[str]:
+    """A new profile's currencies: the programme's; a linked-account profile's, those of them
+    a linked account may be in (D39)."""
+    if kind == LINKED_ACCOUNTS_KIND:
+        return [c for c in currencies if c in LINKED_ACCOUNT_CURRENCIES]
+    return currencies
 
 
 async def _add_key(

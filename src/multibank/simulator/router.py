@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, StringConstraints
 from multibank import due_work
 from multibank.accounts import repository as accounts_repo
 from multibank.accounts import service as accounts
+from multibank.accounts.models import ManagedAccount
 from multibank.api.deps import AppContainer, Db, conflicts
 from multibank.api.errors import install_error_handlers
 from multibank.api.openapi import DescribedApp
@@ -24,6 +25,8 @@ from multibank.kernel.errors import Conflict, NotFound
 from multibank.kernel.money import FASTER_PAYMENTS_LIMIT, SEPA_LIMIT
 from multibank.kernel.validation import parse_id
 from multibank.kernel.wire import StrictBody
+from multibank.linked_accounts import service as linked_accounts
+from multibank.linked_accounts.schemas import SimulatedDecision, SimulatedSteps
 from multibank.payments import batch_sca
 from multibank.payments import owt as payment_owt
 from multibank.payments import repository as payments_repo
@@ -267,6 +270,7 @@ async def deposit_by_id(
         _details(body),
         tx_id=body.txId,
     )
+    await _linked_transfer(ctx, account, code, body.reference)
     return Code(code=code)
 
 
@@ -287,7 +291,17 @@ async def deposit_by_iban(body: DepositByIban, ctx: SimCtx) -> Code:
         _details(body),
         tx_id=body.txId,
     )
+    await _linked_transfer(ctx, account, code, body.reference)
     return Code(code=code)
+
+
+async def _linked_transfer(
+    ctx: Ctx, account: ManagedAccount | None, code: str, reference: str | None
+) -> None:
+    """A deposit credited with a linked account's transfer-instruction reference completes
+    that step (D39, D42): the deposit is the transfer the instruction asked for."""
+    if account is not None and code == "COMPLETED" and reference:
+        await linked_accounts.transfer_arrived(ctx, account, reference)
 
 
 @router.post(
@@ -611,6 +625,56 @@ async def scheduled_execute(
             state="ERROR", errorCode="FUNDS_INSUFFICIENT" if code == "INSUFFICIENT_FUNDS" else code
         )
     return ScheduledRun(state="SUCCESS")
+
+
+# Linked accounts (3.63 line, v3.63.md §4.3, D42).
+
+LinkedAccountPath = Annotated[str, Path(pattern=r"^[0-9]+$", max_length=19)]
+
+
+async def _linked_account_id(value: str) -> int:
+    number = parse_id(value)
+    if number is None:
+        raise NotFound("Linked account not found")
+    return number
+
+
+@router.post(
+    "/linked_accounts/{account_id}/set",
+    operation_id="simulateLinkedAccountSet",
+    status_code=204,
+    response_class=Response,
+    dependencies=[SimulatorIdempotent],
+    responses=conflicts("ALREADY_COMPLETED", "ALREADY_REJECTED"),
+)
+async def linked_account_set(
+    account_id: LinkedAccountPath, body: SimulatedDecision, ctx: SimCtx
+) -> Response:
+    """Decides a linked account's verification at once, whatever its steps: `VERIFIED` (the
+    account `ACTIVE`) or `REJECTED`, with `overriddenReason` `SIMULATOR`. An account no longer
+    `PENDING_VERIFICATION` is 409 `ALREADY_COMPLETED` (`ALREADY_REJECTED` if rejected)."""
+    number = await _linked_account_id(account_id)
+    await linked_accounts.simulate_set(ctx, number, body.state)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/linked_accounts/{account_id}/verify",
+    operation_id="simulateLinkedAccountVerify",
+    status_code=204,
+    response_class=Response,
+    dependencies=[SimulatorIdempotent],
+    responses=conflicts("ALREADY_COMPLETED", "ALREADY_REJECTED"),
+)
+async def linked_account_verify(
+    account_id: LinkedAccountPath, body: SimulatedSteps, ctx: SimCtx
+) -> Response:
+    """Ends the steps named of a linked account's verification run with `result`: when every
+    step is `COMPLETED` the account is `ACTIVE`; a step `REJECTED` rejects it. A step the run
+    does not have (`MICRO_DEPOSIT`) is 400; a run already decided 409."""
+    number = await _linked_account_id(account_id)
+    await linked_accounts.simulate_verify(ctx, number, body.steps, body.result)
+    return Response(status_code=204)
 
 
 ROUTERS: list[APIRouter] = [

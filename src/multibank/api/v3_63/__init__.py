@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from multibank.api.v3_63 import (
     beneficiaries,
     challenges,
+    linked_accounts,
     outgoing_wire_transfers,
     sends,
     transfers,
@@ -19,4 +20,5 @@ OVERRIDES: list[APIRouter] = [
     outgoing_wire_transfers.router,
     challenges.router,
     beneficiaries.router,
+    linked_accounts.router,
 ]

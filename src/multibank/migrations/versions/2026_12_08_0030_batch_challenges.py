@@ -2,7 +2,8 @@
 decision 0086)
 
 - `batch_challenges`: the challenge (who started it, in which session, on which channel, over
-  which kind of payment), its state, its wrong answers and its time.
+  which kind of resource), its state, its wrong answers and its time, and the linked accounts
+  whose declaration it confirms (payments name their batch themselves).
 - `payments.batch_challenge_id`: the batch challenge a payment was put in.
 
 Revision ID: 0030
@@ -38,6 +39,7 @@ def upgrade() -> None:
         sa.Column("created_at", sa.BigInteger(), nullable=False),
         sa.Column("expires_at", sa.BigInteger(), nullable=False),
         sa.Column("settled_at", sa.BigInteger(), nullable=True),
+        sa.Column("resource_ids", sa.JSON(), nullable=True),
         sa.ForeignKeyConstraint(
             ["programme_id"],
             ["programmes.id"],

@@ -2,7 +2,7 @@
 §3, D38, decision 0088)
 
 Revision ID: 0032
-Revises: 0030
+Revises: 0031
 Create Date: 2026-12-08 01:30:00
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0032"
-down_revision: str | None = "0030"
+down_revision: str | None = "0031"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
