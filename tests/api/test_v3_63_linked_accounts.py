@@ -624,3 +624,75 @@ async def test_the_root_users_batch_challenge_completes_the_declaration(client, 
     assert steps(run)["TRANSFER_INSTRUCTION"]["status"] == "PENDING_USER"
     r = await client.post(f"{LINE}/challenges/otp/SMS", headers=ident.headers, json=body_)
     assert (r.status_code, r.json()) == (409, {"errorCode": "STATE_INVALID"})
+
+
+async def test_a_wire_transfer_to_an_active_linked_account(client, programme, admin_headers):
+    """D39, v3.63.md §4.5: `destinationBeneficiary: {type: linked_accounts, id}` pays one of the
+    identity's own ACTIVE linked accounts, with no Confirmation of Payee; while such a wire
+    transfer has not ended the account cannot be removed (LINKED_ACCOUNT_HAS_PENDING_ACTIONS)."""
+    p = await programme()
+    ident, acc = await customer(client, p, funds=100_000)
+    gbp_ident, gbp_acc = await customer(client, p, funds=100_000, currency="GBP")
+    linked = await made(client, ident)
+    waiting = await made(client, ident, accountReference={"iban": OTHER_IBAN})
+    uk = await made(client, gbp_ident, accountReference=UK, country="GB")
+    for account in (linked, uk):
+        await verify_all(client, p, account["id"])
+    wire = {
+        "profileId": p.profiles["outgoingWireTransfers"],
+        "sourceInstrument": {"type": "managed_accounts", "id": acc},
+        "transferAmount": {"currency": "EUR", "amount": 5_000},
+        "description": "To my savings",
+        "destinationBeneficiary": {"type": "linked_accounts", "id": linked["id"]},
+    }
+    path = f"{LINE}/outgoing_wire_transfers"
+    r = await client.post(path, headers=ident.headers, json=wire)
+    assert r.status_code == 200, r.text
+    owt = r.json()
+    assert owt["state"] == "PENDING_CHALLENGE"
+    assert owt["destination"] == {"type": "linked_accounts", "id": linked["id"]}
+    assert "validationOutcomes" not in owt
+    # 3.29.1 shows the bank details it pays.
+    old = (
+        await client.get(f"/multi/outgoing_wire_transfers/{owt['id']}", headers=ident.headers)
+    ).json()
+    assert old["destination"]["bankAccountDetails"]["iban"] == IBAN
+    r = await client.post(f"{LA}/{linked['id']}/remove", headers=ident.headers)
+    assert (r.status_code, r.json()) == (409, {"errorCode": "LINKED_ACCOUNT_HAS_PENDING_ACTIONS"})
+    r = await client.post(f"{path}/{owt['id']}/cancel", headers=ident.headers)
+    assert r.json()["state"] == "CANCELLED"
+    assert (
+        await client.post(f"{LA}/{linked['id']}/remove", headers=ident.headers)
+    ).status_code == 204
+    # Not one it can pay: unknown, not verified, removed; or in another currency.
+    for target in ("999999", waiting["id"], linked["id"]):
+        r = await client.post(
+            path,
+            headers=ident.headers,
+            json={**wire, "destinationBeneficiary": {"type": "linked_accounts", "id": target}},
+        )
+        assert r.json() == {"errorCode": "EXTERNAL_DESTINATION_ACCOUNT_NOT_FOUND"}, target
+    # A UK one is paid by Faster Payments, with no Confirmation of Payee either.
+    r = await client.post(
+        path,
+        headers=gbp_ident.headers,
+        json={
+            **wire,
+            "sourceInstrument": {"type": "managed_accounts", "id": gbp_acc},
+            "transferAmount": {"currency": "GBP", "amount": 5_000},
+            "description": "Savings",
+            "destinationBeneficiary": {"type": "linked_accounts", "id": uk["id"]},
+        },
+    )
+    assert r.status_code == 200, r.text
+    assert (r.json()["type"], r.json()["state"]) == ("FASTER_PAYMENTS", "PENDING_CHALLENGE")
+    r = await client.post(
+        path,
+        headers=gbp_ident.headers,
+        json={
+            **wire,
+            "sourceInstrument": {"type": "managed_accounts", "id": gbp_acc},
+            "destinationBeneficiary": {"type": "linked_accounts", "id": uk["id"]},
+        },
+    )
+    assert r.json() == {"errorCode": "CURRENCY_MISMATCH"}

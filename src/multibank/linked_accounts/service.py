@@ -301,8 +301,8 @@ async def unblock(ctx: Ctx, account: LinkedAccount) -> None:
 
 
 async def remove(ctx: Ctx, account: LinkedAccount) -> None:
-    """Final. (`LINKED_ACCOUNT_HAS_PENDING_ACTIONS` needs payments to linked accounts, which
-    are not built yet: no account has any.)"""
+    """Final. (`LINKED_ACCOUNT_HAS_PENDING_ACTIONS`, a wire transfer to it not yet ended, is
+    the route's check: payments sit above this slice.)"""
     if account.state == REMOVED:
         raise Conflict("LINKED_ACCOUNT_ALREADY_REMOVED")
     if account.state == REJECTED:

@@ -32,6 +32,10 @@ def _line(p: Payment) -> dict[str, Any]:
         line["cancellationReason"] = p.cancellation_reason
     if p.validation_outcomes is not None:
         line["validationOutcomes"] = p.validation_outcomes
+    if p.beneficiary_id is not None:
+        line["beneficiaryId"] = str(p.beneficiary_id)
+    if p.linked_account_id is not None:
+        line["externalAccountId"] = str(p.linked_account_id)
     return line
 
 

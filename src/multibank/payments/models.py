@@ -84,6 +84,8 @@ class Payment(Base):
     validation_outcomes: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     # The payer's reason, given with a cancel (3.63 line, D40).
     cancellation_reason: Mapped[str | None] = mapped_column(String(50), nullable=True)
+    # The linked account a wire transfer pays (3.63 line, D39), when its payer named one.
+    linked_account_id: Mapped[int | None] = mapped_column(nullable=True)
     # The trusted beneficiary it pays (3.63 line, D38), when its payer named one.
     beneficiary_id: Mapped[int | None] = mapped_column(nullable=True)
     # The batch challenge (3.63 line's `/challenges`, D37) the payment was put in, if any.

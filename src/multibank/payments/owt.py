@@ -18,6 +18,7 @@ money back. Unconfirmed for as long as a challenge may wait, it ends `FAILED` th
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from stdnum import iban as stdnum_iban
 
@@ -163,12 +164,13 @@ async def create(
     data: OwtCreate,
     confirm_payee: bool = False,
     scheduled_at: int | None = None,
-    beneficiary_id: int | None = None,
+    payee: Payee | None = None,
 ) -> Payment:
     """`confirm_payee`: made through the 3.63 line, whose GBP wire transfers a sandbox checks
     for Confirmation of Payee (D41). `scheduled_at` (the line, D40): past its confirmation and
     SCA it is `SCHEDULED`; its funds are not checked, nor held, before its time.
-    `beneficiary_id` (the line, D38): to a trusted beneficiary, exempt from SCA."""
+    `payee` (the line): a trusted beneficiary's (exempt from SCA, D38) or a linked account's
+    (D39) bank details, named on the payment."""
     scheme = scheme_of(data)
     checks_payee = confirm_payee and scheme == FASTER_PAYMENTS and ctx.sandbox
     check_beneficiary(data, scheme, ctx.sandbox)
@@ -209,7 +211,8 @@ async def create(
     # lock before any balance's (a send does the same), so two never wait on each other. One
     # to be confirmed decides it when confirmed (`confirm`): an abandoned one takes no place.
     sca = ctx.programme.owt_sca_required
-    payment.beneficiary_id = beneficiary_id
+    if payee is not None:
+        payment.beneficiary_id, payment.linked_account_id = payee.beneficiary, payee.linked
     exemption = None if checks_payee else await exemption_of(ctx, owner, payment, sca)
     payment.scheduled_at = scheduled_at
     refusal = await _held_or_refused(ctx, payment, source)
@@ -334,6 +337,15 @@ async def cancel(ctx: Ctx, payment: Payment, reason: str | None) -> None:
         raise Conflict("INVALID_STATE")
     payment.cancellation_reason = reason
     await give_back(ctx, payment, CANCELLED, None)
+
+
+@dataclass(frozen=True)
+class Payee:
+    """Whom the line's wire transfer pays when its payer named them by id (v3.63.md §2.4, §4.5):
+    a trusted beneficiary, or one of its linked accounts."""
+
+    beneficiary: int | None = None
+    linked: int | None = None
 
 
 # Processing (D14)

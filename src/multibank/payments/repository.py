@@ -135,3 +135,16 @@ async def page(
     ordered = stmt.order_by(Payment.created_at.desc(), Payment.id.desc())
     rows = (await db.execute(ordered.offset(offset).limit(limit))).scalars().all()
     return int(total), list(rows)
+
+
+# A wire transfer to a linked account that has not ended (D39's "pending actions").
+_NOT_ENDED = ("PENDING_CHALLENGE", "PENDING_CONFIRMATION", "SCHEDULED", "SUBMITTED", "APPROVED")
+
+
+async def open_to_linked_account(db: AsyncSession, programme_id: int, linked_id: int) -> bool:
+    stmt = select(func.count()).where(
+        Payment.programme_id == programme_id,
+        Payment.linked_account_id == linked_id,
+        Payment.state.in_(_NOT_ENDED),
+    )
+    return int((await db.execute(stmt)).scalar_one()) > 0

@@ -310,6 +310,18 @@ class BeneficiaryIdRead(BaseModel):
     beneficiaryId: DigitsId
 
 
+class LinkedAccountRef(Wire):
+    """One of the caller's identity's own linked accounts (D39)."""
+
+    type: Literal["linked_accounts"]
+    id: Annotated[str, StringConstraints(pattern=r"^[0-9]+$", max_length=19)]
+
+
+class LinkedAccountRefRead(BaseModel):
+    type: Literal["linked_accounts"]
+    id: DigitsId
+
+
 # The 3.63 line's wire transfers (v3.63.md §5.1, §6; D35, D41): every state of the line, the
 # exemption that applied, the Confirmation of Payee outcomes and a cancel's reason.
 OwtState3_63 = Literal[
@@ -345,7 +357,7 @@ class ValidationOutcomeRead(BaseModel):
 
 
 class OwtRead3_63(OwtRead):
-    destination: BeneficiaryRead | BeneficiaryIdRead  # type: ignore[assignment]
+    destination: BeneficiaryRead | BeneficiaryIdRead | LinkedAccountRefRead  # type: ignore[assignment]
     state: OwtState3_63  # type: ignore[assignment]  # the line's states include 3.29.1's
     challengeExemptionReason: Literal["LOW_VALUE", "TRUSTED_BENEFICIARY"] | None = None
     validationOutcomes: list[ValidationOutcomeRead] | None = None
@@ -407,7 +419,7 @@ class SendCreate3_63(TransferCreate3_63):
 class OwtCreate3_63(OwtCreate):
     scheduledTimestamp: ScheduledTimestamp | None = None
     # Bank details, or a trusted beneficiary's (v3.63.md §2.4).
-    destinationBeneficiary: Beneficiary | BeneficiaryRef  # type: ignore[assignment]
+    destinationBeneficiary: Beneficiary | BeneficiaryRef | LinkedAccountRef  # type: ignore[assignment]
 
 
 class TransferRead3_63(TransferRead):

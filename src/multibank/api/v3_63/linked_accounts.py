@@ -19,6 +19,7 @@ from multibank.api.deps import (
 )
 from multibank.api.openapi import not_found
 from multibank.api.routing import UnitOfWorkRouter
+from multibank.kernel.errors import Conflict
 from multibank.kernel.validation import parse_id
 from multibank.kernel.vocabulary import Currency, Tag
 from multibank.linked_accounts import repository, service
@@ -31,6 +32,7 @@ from multibank.linked_accounts.schemas import (
     LinkedAccountUpdate,
     VerificationRunsPage,
 )
+from multibank.payments import repository as payments_repo
 
 router = UnitOfWorkRouter(tags=["Linked Accounts"])
 LinkedAccountId = Annotated[str, Path(pattern=r"^[0-9]+$", max_length=19)]
@@ -178,9 +180,13 @@ async def linked_account_update(
     },
 )
 async def linked_account_remove(id: LinkedAccountId, session: LoggedIn) -> Response:
-    """`REMOVED`, for good (it can still be read). A rejected account stays as it is."""
-    account = await service.load(session.ctx, session.identity_id, id, lock=True)
-    await service.remove(session.ctx, account)
+    """`REMOVED`, for good (it can still be read). A rejected account stays as it is; one a
+    wire transfer not yet ended pays is `LINKED_ACCOUNT_HAS_PENDING_ACTIONS`."""
+    ctx = session.ctx
+    account = await service.load(ctx, session.identity_id, id, lock=True)
+    if await payments_repo.open_to_linked_account(ctx.db, ctx.programme.id, account.id):
+        raise Conflict("LINKED_ACCOUNT_HAS_PENDING_ACTIONS")
+    await service.remove(ctx, account)
     return Response(status_code=204)
 
 

@@ -35,15 +35,21 @@ from multibank.api.v3_63.scheduling import (
 from multibank.beneficiaries import service as beneficiaries
 from multibank.beneficiaries.models import BANK, Beneficiary
 from multibank.kernel.errors import Conflict
+from multibank.kernel.validation import parse_id
+from multibank.linked_accounts import repository as linked_accounts
+from multibank.linked_accounts.models import LinkedAccount
 from multibank.payments import owt, service
 from multibank.payments.models import OWT, Payment
 from multibank.payments.schemas import (
     OWT_STATES_3_63,
     BeneficiaryRef,
     CancellationBody,
+    FasterPaymentsBankDetails,
+    LinkedAccountRef,
     OwtCreate3_63,
     OwtPage3_63,
     OwtRead3_63,
+    SepaBankDetails,
 )
 from multibank.payments.schemas import Beneficiary as PaymentBeneficiary
 from multibank.programmes.context import Ctx
@@ -57,30 +63,71 @@ def owt_body_3_63(p: Payment) -> dict[str, Any]:
         "challengeExemptionReason": p.exemption,
         "validationOutcomes": p.validation_outcomes,
         **scheduling(p),
-        # Paid to a trusted beneficiary: named so (v3.63.md §2.4).
-        **(
-            {}
-            if p.beneficiary_id is None
-            else {"destination": {"beneficiaryId": str(p.beneficiary_id)}}
-        ),
+        **_named_destination(p),
     }
+
+
+def _named_destination(p: Payment) -> dict[str, Any]:
+    """Paid to a trusted beneficiary or a linked account: the destination is named so
+    (v3.63.md §2.4, §4.5)."""
+    if p.beneficiary_id is not None:
+        return {"destination": {"beneficiaryId": str(p.beneficiary_id)}}
+    if p.linked_account_id is not None:
+        return {"destination": {"type": "linked_accounts", "id": str(p.linked_account_id)}}
+    return {}
 
 
 async def create_confirming_payee(ctx: Ctx, who: service.Owner, data: OwtCreate3_63) -> Payment:
     at = service.scheduled_time(ctx, data.scheduledTimestamp)
-    payee = None
-    if isinstance(data.destinationBeneficiary, BeneficiaryRef):
-        payee = await beneficiaries.payable(
-            ctx, who.identity_id, data.destinationBeneficiary.beneficiaryId, BANK
+    named = data.destinationBeneficiary
+    if isinstance(named, BeneficiaryRef):
+        trusted = await beneficiaries.payable(ctx, who.identity_id, named.beneficiaryId, BANK)
+        data = data.model_copy(update={"destinationBeneficiary": _bank_details(trusted)})
+        payee = owt.Payee(beneficiary=trusted.id)
+    elif isinstance(named, LinkedAccountRef):
+        own = await _linked(ctx, who, named, data.transferAmount.currency)
+        data = data.model_copy(update={"destinationBeneficiary": _linked_details(own)})
+        # No Confirmation of Payee for one's own account (v3.63.md §6.3, D41).
+        return await owt.create(ctx, who, data, scheduled_at=at, payee=owt.Payee(linked=own.id))
+    else:
+        payee = None
+    return await owt.create(ctx, who, data, confirm_payee=True, scheduled_at=at, payee=payee)
+
+
+async def _linked(
+    ctx: Ctx, who: service.Owner, named: LinkedAccountRef, currency: str
+) -> LinkedAccount:
+    """The caller's `ACTIVE` linked account with bank details a wire transfer can reach, in
+    the payment's currency (D39)."""
+    number = parse_id(named.id) or 0
+    found = await linked_accounts.get(ctx.db, ctx.programme.id, who.identity_id, number)
+    reference = {} if found is None else found.account_reference
+    if (
+        found is None
+        or found.state != "ACTIVE"
+        or not (reference.get("iban") or reference.get("accountNumber"))
+    ):
+        raise Conflict("EXTERNAL_DESTINATION_ACCOUNT_NOT_FOUND")
+    if found.currency != currency:
+        raise Conflict("CURRENCY_MISMATCH")
+    return found
+
+
+def _linked_details(account: LinkedAccount) -> PaymentBeneficiary:
+    """A linked account as a wire transfer's bank details: its IBAN (SEPA; its BIC when it has
+    one) or its account number and sort code (Faster Payments)."""
+    reference = account.account_reference
+    details: SepaBankDetails | FasterPaymentsBankDetails
+    if reference.get("iban"):
+        details = SepaBankDetails.model_construct(
+            iban=reference["iban"], bankIdentifierCode=reference.get("bankIdentifierCode") or ""
         )
-        data = data.model_copy(update={"destinationBeneficiary": _bank_details(payee)})
-    return await owt.create(
-        ctx,
-        who,
-        data,
-        confirm_payee=True,
-        scheduled_at=at,
-        beneficiary_id=None if payee is None else payee.id,
+    else:
+        details = FasterPaymentsBankDetails.model_construct(
+            accountNumber=reference["accountNumber"], sortCode=reference.get("sortCode") or ""
+        )
+    return PaymentBeneficiary.model_construct(
+        name=account.name, bankCountry=account.country, bankAccountDetails=details
     )
 
 
@@ -146,13 +193,17 @@ add_payment_operations(
         (`{"beneficiaryId": ...}`, an `ACTIVE` bank-details beneficiary of the identity): no SCA
         (`challengeExemptionReason` `TRUSTED_BENEFICIARY`), and the answer's `destination` names
         it. Unknown or another identity's: `BENEFICIARY_NOT_FOUND`; an instrument one or one not
-        `ACTIVE`: `BENEFICIARY_TYPE_INVALID`.""",
+        `ACTIVE`: `BENEFICIARY_TYPE_INVALID`. Or one of the identity's own linked accounts
+        (`{"type": "linked_accounts", "id": ...}`, `ACTIVE`, in the payment's currency, else
+        `EXTERNAL_DESTINATION_ACCOUNT_NOT_FOUND` or `CURRENCY_MISMATCH`): no Confirmation of
+        Payee, SCA as any wire transfer.""",
         create_responses=conflicts(
             *CREATE_CONFLICTS,
             "SCHEDULED_TIMESTAMP_INVALID",
             "BENEFICIARY_NOT_FOUND",
             "BENEFICIARY_TYPE_INVALID",
             "BENEFICIARY_BANK_DETAILS_INVALID",
+            "EXTERNAL_DESTINATION_ACCOUNT_NOT_FOUND",
         ),
         filters=with_executed(owt_filters_of(OWT_STATES_3_63)),
         query=OWT_QUERY,

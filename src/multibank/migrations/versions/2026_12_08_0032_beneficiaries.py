@@ -1,5 +1,5 @@
-"""trusted beneficiaries: batches and beneficiaries, and the beneficiary a payment paid (issue 43
-§3, D38, decision 0088)
+"""trusted beneficiaries: batches and beneficiaries, and the beneficiary or linked account a
+payment paid (issue 43 §3 and §4, D38, D39, decisions 0087 and 0088)
 
 Revision ID: 0032
 Revises: 0031
@@ -82,10 +82,12 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("payments") as batch:
         batch.add_column(sa.Column("beneficiary_id", sa.BigInteger(), nullable=True))
+        batch.add_column(sa.Column("linked_account_id", sa.BigInteger(), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("payments") as batch:
+        batch.drop_column("linked_account_id")
         batch.drop_column("beneficiary_id")
     op.drop_index("ix_beneficiaries_owner", "beneficiaries")
     op.drop_table("beneficiaries")
