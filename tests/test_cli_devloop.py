@@ -180,6 +180,8 @@ COMPANIONS: dict[str, set[str]] = {
     },
     "outgoing_wire_transfers.CANCELLED": {"outgoing_wire_transfers.PENDING_CONFIRMATION"},
     "beneficiaries/batch.CHALLENGE_COMPLETED": {"beneficiaries/batch.PENDING_CHALLENGE"},
+    "linked_accounts.VERIFIED": {"linked_accounts.PENDING_VERIFICATION"},
+    "linked_accounts.REJECTED": {"linked_accounts.PENDING_VERIFICATION"},
     # A scheduled payment within the low-value exemption is SCHEDULED at once (no challenge);
     # its cancel cannot be without it.
     "transfers.CANCELLED": {"transfers.SCHEDULED"},
