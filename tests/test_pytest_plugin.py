@@ -79,6 +79,23 @@ def test_a_scheduled_transfer_waits_then_goes_on_the_programme_clock(multibank_c
     assert httpx.get(f"{base}/{again['id']}", headers=c.headers).json()["state"] == "COMPLETED"
 
 
+def test_a_trusted_beneficiary_is_paid_without_sca(multibank_customer):
+    c = multibank_customer
+    b = c.trusted_beneficiary(name="Grace Hopper")
+    assert (b["state"], b["beneficiaryInformation"]) == ("ACTIVE", {"fullName": "Grace Hopper"})
+    funded = c.account(funds=10_000)
+    wire = {
+        "profileId": c.programme.profiles["outgoingWireTransfers"],
+        "sourceInstrument": {"type": "managed_accounts", "id": funded},
+        "transferAmount": {"currency": "EUR", "amount": 5_000},
+        "description": "Invoice 7",
+        "destinationBeneficiary": {"beneficiaryId": b["id"]},
+    }
+    url = f"{c.programme.base_url}/3.63.4/multi/outgoing_wire_transfers"
+    made = httpx.post(url, headers=c.headers, json=wire).json()
+    assert (made["state"], made["challengeExemptionReason"]) == ("SUBMITTED", "TRUSTED_BENEFICIARY")
+
+
 def test_each_test_has_a_programme_of_its_own(multibank_programme, multibank_server):
     assert multibank_programme.programme_id != multibank_server.programme_id
     assert multibank_programme.programme_id not in SEEN
@@ -145,7 +162,7 @@ def test_a_client_project_runs_its_tests_on_the_installed_wheel(tmp_path):
     )
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
-    assert "4 passed" in out, out
+    assert "5 passed" in out, out
     # The plugin came from the installed wheel, not from this source tree.
     where = _run(
         [str(python), "-c", "import multibank.testing.pytest_plugin as p; print(p.__file__)"],

@@ -20,7 +20,9 @@ in_seconds=... | at_ms=...)`, the transfer's JSON as `POST /3.63.4/multi/transfe
 `SCHEDULED`); the programme runs it when its time comes (`advance(seconds)`, the simulator's
 clock, which executes what is then due) or at once (`scheduled_execute("transfers", id)`).
 Moving the clock more than 5 minutes on ends the customer's session: `login()` answers the same
-customer logged in again.
+customer logged in again. `trusted_beneficiary(iban=..., name=...)` makes an `ACTIVE` trusted
+beneficiary of the customer (SEPA bank details, its batch confirmed by the sandbox's SMS code),
+whom the line's wire transfers pay without SCA.
 
 Everything goes through the server's public HTTP interface with plain httpx: the server under
 test runs no code path of its own for tests. Only pytest imports this module (the server never
@@ -206,6 +208,53 @@ class MultibankCustomer:
                 client, "scheduled transfer", "POST", f"{LINE}/transfers", self.headers, body
             )
         return made
+
+    def trusted_beneficiary(
+        self,
+        iban: str = "DE89370400440532013000",
+        name: str = "Ada Lovelace",
+        bic: str = "COBADEFFXXX",
+    ) -> dict[str, Any]:
+        """A trusted beneficiary of the customer (the 3.63 line's `/beneficiaries`): SEPA bank
+        details, its batch confirmed by the customer's SMS code (the factor is enrolled first if
+        it is not; the sandbox's code is 123456). Answers the beneficiary's JSON, `ACTIVE`: a
+        wire transfer to `{"beneficiaryId": ...}` then needs no SCA."""
+        import httpx
+
+        item = {
+            "trustLevel": "TRUSTED",
+            "beneficiaryInformation": {"fullName": name},
+            "beneficiaryDetails": {"bankAccountDetails": {"iban": iban, "bankIdentifierCode": bic}},
+        }
+        code = {"verificationCode": SANDBOX_CODE}
+        with httpx.Client(base_url=self.programme.base_url, timeout=30) as client:
+            otp = f"{API}/authentication_factors/otp/SMS"
+            if client.post(otp, headers=self.headers).status_code == 204:  # not yet enrolled
+                _call(client, "SMS factor", "POST", f"{otp}/verify", self.headers, code)
+            made = _call(
+                client,
+                "beneficiary batch",
+                "POST",
+                f"{LINE}/beneficiaries",
+                self.headers,
+                {"beneficiaries": [item]},
+            )
+            batch = made["operationBatchId"]["batchId"]
+            url = f"{LINE}/beneficiaries/batch/{batch}/challenges/otp/SMS"
+            _call(client, "beneficiary challenge", "POST", url, self.headers)
+            _call(client, "beneficiary code", "POST", f"{url}/verify", self.headers, code)
+            listed = _call(
+                client,
+                "beneficiaries",
+                "GET",
+                f"{LINE}/beneficiaries?batchId={batch}",
+                self.headers,
+            )
+        [beneficiary] = listed["beneficiaries"]
+        if beneficiary["state"] != "ACTIVE":
+            raise AssertionError(f"beneficiary not ACTIVE: {beneficiary}")
+        out: dict[str, Any] = beneficiary
+        return out
 
 
 class MultibankStartError(RuntimeError):
