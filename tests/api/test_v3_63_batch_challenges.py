@@ -7,6 +7,7 @@ the 400s; the refused callers; idempotency."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -369,3 +370,19 @@ async def test_without_an_sms_factor_the_code_has_nowhere_to_go(client, programm
     r = await start(client, ident, ids)
     assert (r.status_code, r.json()) == (409, {"errorCode": "CHANNEL_NOT_REGISTERED"})
     assert await state(client, ident, f"/sends/{ids[0]}") == "PENDING"
+
+
+async def test_a_challenge_verified_twice_at_once_completes_once(client, programme, admin_headers):
+    """Issue 43: two verifies of one batch challenge racing each other: one passes it, the
+    other finds it passed (STATE_INVALID), and each send moves its money once."""
+    p = await programme()
+    ident, acc, theirs = await payer(client, p)
+    ids = await sends(client, p, ident, acc, theirs, 3)
+    challenge = (await start(client, ident, ids)).json()["scaChallengeId"]
+    answers = await asyncio.gather(*(verify(client, ident, challenge) for _ in range(2)))
+    assert sorted(r.status_code for r in answers) == [204, 409], [r.text for r in answers]
+    [refused] = [r for r in answers if r.status_code == 409]
+    assert refused.json() == {"errorCode": "STATE_INVALID"}
+    assert [await state(client, ident, f"/sends/{i}") for i in ids] == ["COMPLETED"] * 3
+    assert await balances(client, ident, acc) == (FUNDS - 3 * AMOUNT,) * 2
+    await ledger_ok(client, admin_headers, p)
