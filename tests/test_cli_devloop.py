@@ -396,6 +396,7 @@ async def test_export_import_round_trip(cli_env, client, admin_headers, tmp_path
         "send.COMPLETED",  # payments
         "managed_cards/authorisations.AUTHORISED",  # a card
         "beneficiaries/batch.CHALLENGE_COMPLETED",  # the 3.63 line's trusted beneficiaries
+        "linked_accounts.VERIFIED",  # and linked accounts
     ):
         ok(await cli("webhooks", "trigger", event, "--programme", name))
     exported = ok(await cli("programme", "export", name))
@@ -403,7 +404,13 @@ async def test_export_import_round_trip(cli_env, client, admin_headers, tmp_path
     assert first["version"] == 2
     for table in ("identities", "users", "postings", "payments", "managed_cards"):
         assert first["tables"][table], table
-    for table in ("beneficiary_batches", "beneficiaries"):
+    for table in (
+        "beneficiary_batches",
+        "beneficiaries",
+        "linked_accounts",
+        "linked_account_runs",
+        "linked_account_steps",
+    ):
         assert first["tables"][table], table
     for table in ("card_authorisations", "card_movements"):
         assert first["tables"][table], table
@@ -445,7 +452,14 @@ async def test_export_import_round_trip(cli_env, client, admin_headers, tmp_path
     assert json.loads(ok(await cli("programme", "export", name))) == first
     # A document written before the 3.63 line's tables still imports, with none of their rows.
     older = json.loads(exported)
-    for table in ("batch_challenges", "beneficiary_batches", "beneficiaries"):
+    for table in (
+        "batch_challenges",
+        "beneficiary_batches",
+        "beneficiaries",
+        "linked_accounts",
+        "linked_account_runs",
+        "linked_account_steps",
+    ):
         del older["tables"][table]
     file.write_text(json.dumps(older))
     ok(await cli("programme", "import", str(file), "--name", unique_name()))

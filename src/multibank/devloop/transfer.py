@@ -5,9 +5,10 @@ The document holds the programme's settings (its webhook URL only when asked for
 row of the programme in
 `TABLES` (profiles, fee types, customers, users with their password hashes as stored, factors,
 accounts, cards with their data as stored, sealed, and their authorisations, the ledger's
-accounts, transactions and postings, payments, and the 3.63 line's batch challenges and trusted
-beneficiaries), each column as stored. API keys, sessions,
-one-time codes and webhook events are not in it: an imported programme gets a new API key.
+accounts, transactions and postings, payments, and the 3.63 line's batch challenges, trusted
+beneficiaries and linked accounts with their verifications), each column as stored. API keys,
+sessions, one-time codes and webhook events are not in it: an imported programme gets a new API
+key.
 
 An import writes a new sandbox programme in one transaction, under a new name and new ids:
 every id of the document is mapped to a new one, wherever it appears (id columns, and ids inside
@@ -71,10 +72,22 @@ TABLES = (
     "batch_challenges",
     "beneficiary_batches",
     "beneficiaries",
+    "linked_accounts",
+    "linked_account_runs",
+    "linked_account_steps",
 )
 # Tables that came after documents of version 2 were first written: a document without them
 # holds none of their rows (the 3.63 line's, issue 43).
-LATER_TABLES = frozenset({"batch_challenges", "beneficiary_batches", "beneficiaries"})
+LATER_TABLES = frozenset(
+    {
+        "batch_challenges",
+        "beneficiary_batches",
+        "beneficiaries",
+        "linked_accounts",
+        "linked_account_runs",
+        "linked_account_steps",
+    }
+)
 # The programme's own columns that are not its settings.
 NOT_SETTINGS = ("id", "name", "mode", "created_at", "webhook_secret")
 # Columns ending in `_id` that hold no id of ours: a caller's own reference.

@@ -63,6 +63,8 @@ class VerificationRun(Base):
     __tablename__ = "linked_account_runs"
 
     id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
+    # The programme's: its rows are exported and imported with the programme's (devloop).
+    programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
     linked_account_id: Mapped[int] = mapped_column(ForeignKey("linked_accounts.id"), index=True)
     state: Mapped[str] = mapped_column(String(10))  # PENDING | VERIFIED | REJECTED
     completed_at: Mapped[int | None] = mapped_column(nullable=True)
@@ -75,6 +77,7 @@ class VerificationStep(Base):
     __table_args__ = (UniqueConstraint("run_id", "step"),)
 
     id: Mapped[int] = mapped_column(ID, primary_key=True, autoincrement=False)
+    programme_id: Mapped[int] = mapped_column(ForeignKey("programmes.id"))
     run_id: Mapped[int] = mapped_column(ForeignKey("linked_account_runs.id"))
     step: Mapped[str] = mapped_column(String(40))
     status: Mapped[str] = mapped_column(String(20))

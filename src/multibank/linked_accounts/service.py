@@ -207,6 +207,7 @@ def _new_reference() -> str:
 async def _new_run(ctx: Ctx, account: LinkedAccount, destination: ManagedAccount) -> None:
     run = VerificationRun(
         id=new_id(),
+        programme_id=ctx.programme.id,
         linked_account_id=account.id,
         state=RUN_PENDING,
         created_at=ctx.now,
@@ -235,6 +236,7 @@ async def _new_run(ctx: Ctx, account: LinkedAccount, destination: ManagedAccount
         ctx.db.add(
             VerificationStep(
                 id=new_id(),
+                programme_id=ctx.programme.id,
                 run_id=run.id,
                 step=step,
                 status=status,

@@ -75,6 +75,7 @@ def upgrade() -> None:
     op.create_table(
         "linked_account_runs",
         sa.Column("id", ID, autoincrement=False, nullable=False),
+        sa.Column("programme_id", ID, nullable=False),
         sa.Column("linked_account_id", ID, nullable=False),
         sa.Column("state", sa.String(length=10), nullable=False),
         sa.Column("completed_at", sa.BigInteger(), nullable=True),
@@ -84,6 +85,11 @@ def upgrade() -> None:
             ["linked_account_id"],
             ["linked_accounts.id"],
             name=op.f("fk_linked_account_runs_linked_account_id_linked_accounts"),
+        ),
+        sa.ForeignKeyConstraint(
+            ["programme_id"],
+            ["programmes.id"],
+            name=op.f("fk_linked_account_runs_programme_id_programmes"),
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_linked_account_runs")),
     )
@@ -95,6 +101,7 @@ def upgrade() -> None:
     op.create_table(
         "linked_account_steps",
         sa.Column("id", ID, autoincrement=False, nullable=False),
+        sa.Column("programme_id", ID, nullable=False),
         sa.Column("run_id", ID, nullable=False),
         sa.Column("step", sa.String(length=40), nullable=False),
         sa.Column("status", sa.String(length=20), nullable=False),
@@ -105,6 +112,11 @@ def upgrade() -> None:
             ["run_id"],
             ["linked_account_runs.id"],
             name=op.f("fk_linked_account_steps_run_id_linked_account_runs"),
+        ),
+        sa.ForeignKeyConstraint(
+            ["programme_id"],
+            ["programmes.id"],
+            name=op.f("fk_linked_account_steps_programme_id_programmes"),
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_linked_account_steps")),
         sa.UniqueConstraint("run_id", "step", name=op.f("uq_linked_account_steps_run_id_step")),
