@@ -144,6 +144,19 @@ async def page(
     return int(total), rows
 
 
+async def of_identity(
+    db: AsyncSession, programme_id: int, identity_id: int, limit: int
+) -> Sequence[LinkedAccount]:
+    """The identity's `limit` newest accounts, newest first, in every state (the portal's
+    customer page), without `page`'s count."""
+    stmt = (
+        _filtered(programme_id, identity_id, Filters())
+        .order_by(LinkedAccount.created_at.desc(), LinkedAccount.id.desc())
+        .limit(limit)
+    )
+    return (await db.execute(stmt)).scalars().all()
+
+
 async def runs(
     db: AsyncSession, account_id: int, states: Sequence[str], offset: int, limit: int
 ) -> tuple[int, Sequence[VerificationRun]]:

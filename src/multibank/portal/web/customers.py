@@ -1,21 +1,26 @@
 """A programme's customers: the list (searched by name, e-mail or id, filtered by type and
-due-diligence state), a customer's page (its users and accounts), and in a sandbox the bank's
+due-diligence state), a customer's page (its users, accounts,
+trusted beneficiaries and linked accounts), and in a sandbox the bank's
 answer to its KYC or KYB: approved, or rejected after confirming."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
 from fastapi.responses import RedirectResponse
 from sqlalchemy import ColumnElement, Select, func, or_, select
 
 from multibank.accounts import repository as accounts_repo
+from multibank.beneficiaries import repository as beneficiaries_repo
+from multibank.beneficiaries.models import Beneficiary
 from multibank.identities import service as identities
 from multibank.identities.models import Identity
 from multibank.kernel.validation import parse_id
 from multibank.kernel.vocabulary import KyiStatus
 from multibank.ledger.models import LedgerAccount
+from multibank.linked_accounts import repository as linked_repo
+from multibank.linked_accounts.models import LinkedAccount
 from multibank.portal import sessions
 from multibank.portal.web.actions import Flash, act, confirm_page, confirmed, show
 from multibank.portal.web.common import (
@@ -42,6 +47,10 @@ from multibank.users import repository as users_repo
 from multibank.users.models import ROOT, User
 
 pages = portal_router()
+
+# The customer page's beneficiaries and linked accounts: the newest this many, no pager (the
+# page's one pager is its users'); a line says when there are more.
+NEWEST = 50
 
 
 CUSTOMER_TYPES = ("CORPORATE", "CONSUMER")
@@ -165,6 +174,8 @@ async def customer_page(
     owned = accounts_repo.of_owner(programme.id, identity.id).order_by(LedgerAccount.id)
     rows = [(a, la) for a, la in (await db.execute(owned)).all()]
     mobile = f"{root.mobile_country_code or ''}{root.mobile_number or ''}"
+    beneficiaries = await beneficiaries_repo.of_identity(db, programme.id, identity.id, NEWEST + 1)
+    linked = await linked_repo.of_identity(db, programme.id, identity.id, NEWEST + 1)
     return await show(
         request,
         signed,
@@ -178,9 +189,50 @@ async def customer_page(
         users=users,
         pager=pager(request, offset, PAGE, count),
         accounts=rows,
+        beneficiaries=[_beneficiary(programme, b, here) for b, here in beneficiaries[:NEWEST]],
+        more_beneficiaries=len(beneficiaries) > NEWEST,
+        linked_accounts=[_linked(a) for a in linked[:NEWEST]],
+        more_linked=len(linked) > NEWEST,
+        newest=NEWEST,
         can_approve=_approve_changes(identity, root),
         can_reject=identity.dd_status != KyiStatus.REJECTED,
     )
+
+
+INSTRUMENT_PAGES = {"managed_accounts": ("accounts", "account"), "managed_cards": ("cards", "card")}
+
+
+def _beneficiary(programme: Programme, b: Beneficiary, here: bool) -> dict[str, Any]:
+    """A beneficiary as the customer page lists it: its name and what it pays, an instrument
+    (linked to its page when it is one of the programme's) or a bank account."""
+    info = b.information
+    row: dict[str, Any] = {
+        "b": b,
+        "name": info.get("businessName") or info.get("fullName") or "",
+        "url": None,
+        "iban": b.iban,
+        "pays": "",
+    }
+    if b.instrument_type is not None:
+        path, noun = INSTRUMENT_PAGES.get(b.instrument_type, ("", b.instrument_type))
+        row["pays"] = f"{noun} {b.instrument_id}"
+        if here and path:
+            row["url"] = f"/portal/programmes/{programme.id}/{path}/{b.instrument_id}"
+    elif not b.iban:
+        row["pays"] = f"account {b.account_number or ''}, sort code {b.sort_code or ''}"
+    return row
+
+
+def _linked(account: LinkedAccount) -> dict[str, Any]:
+    """A linked account as the customer page lists it, with its reference: the IBAN (shown
+    copyable), or the UK account number and sort code, or the account's descriptor."""
+    ref = account.account_reference
+    row: dict[str, Any] = {"a": account, "iban": ref.get("iban"), "reference": ""}
+    if ref.get("accountNumber"):
+        row["reference"] = f"account {ref['accountNumber']}, sort code {ref.get('sortCode', '')}"
+    elif not row["iban"]:
+        row["reference"] = str(ref.get("accountDescriptor") or "")
+    return row
 
 
 def _approve_changes(identity: Identity, root: User) -> bool:
