@@ -470,7 +470,10 @@ async def test_list_profiles(client, admin_headers):
         expected = {
             "id": created["profiles"][p["kind"]],
             "kind": p["kind"],
-            "currencies": ["EUR", "GBP", "USD"],
+            # A linked account is in EUR or GBP (D39): the programme's currencies among them.
+            "currencies": ["EUR", "GBP"]
+            if p["kind"] == "linkedAccounts"
+            else ["EUR", "GBP", "USD"],
             "active": True,
         }
         if p["kind"] in MOVEMENT_KINDS:  # D12: the payment profiles carry their fees
@@ -645,7 +648,12 @@ async def test_update_profile_changes_only_the_fields_sent(client, admin_headers
     assert profiles[prof] == expected
     # The other profiles are untouched.
     others = [p for p in profiles.values() if p["id"] != prof]
-    assert all(p["currencies"] == ["EUR", "GBP", "USD"] and p["active"] for p in others)
+    assert all(p["active"] for p in others)
+    assert all(
+        p["currencies"]
+        == (["EUR", "GBP"] if p["kind"] == "linkedAccounts" else ["EUR", "GBP", "USD"])
+        for p in others
+    )
 
     r = await client.patch(url, headers=admin_headers, json={"active": True})
     assert r.status_code == 200, r.text
