@@ -45,6 +45,7 @@ def test_the_slices_register_every_path_the_server_emits() -> None:
         "/managed_cards/physical_cards_upgrade/watch",
         "/managed_cards/replacement/watch",
         "/linked_accounts/watch",
+        "/beneficiaries/batch/watch",
     }
 
 
