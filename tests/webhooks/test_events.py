@@ -10,6 +10,7 @@ import pytest
 from multibank import app  # noqa: F401  (every slice, as the server loads them)
 from multibank.access import events as access
 from multibank.accounts import events as accounts
+from multibank.beneficiaries import events as beneficiaries
 from multibank.cards import events as cards
 from multibank.factors import events as factors
 from multibank.fees import events as fees
@@ -22,7 +23,17 @@ pytestmark = pytest.mark.any_database
 
 
 def test_the_slices_register_every_path_the_server_emits() -> None:
-    owned = [access, accounts, cards, factors, fees, identities, linked_accounts, payments]
+    owned = [
+        access,
+        accounts,
+        beneficiaries,
+        cards,
+        factors,
+        fees,
+        identities,
+        linked_accounts,
+        payments,
+    ]
     assert events.paths() == {path for slice_ in owned for path in slice_.PATHS}
     assert events.paths() == {
         "/login/watch",
