@@ -3,7 +3,8 @@ one authenticated read, to see where a request's CPU goes while changing the req
 Not a substitute for the wrk figures; a quick loop for profiling (e.g. under py-spy or cProfile).
 
 Usage: .venv/bin/python bench/inproc.py [--requests 3000] [--database-url URL]
-       [--path acct|corp|list|health|fee|transfer|bsend|login|purchase] [--profile FILE]
+       [--path acct|corp|list|health|fee|transfer|ltransfer|bsend|login|purchase]
+       [--profile FILE]
        [--statements]
        [--spread] [--files]
 """
@@ -183,7 +184,7 @@ async def main() -> None:
                 accounts.append(acc["id"])
             method, body = "GET", b""
             card: dict[str, Any] = {}
-            if args.path in ("fee", "transfer", "bsend", "purchase"):
+            if args.path in ("fee", "transfer", "ltransfer", "bsend", "purchase"):
                 sim = {"programme-key": key}
                 iban = (await c.post(f"/multi/managed_accounts/{acc['id']}/iban", headers=h)).json()
                 if iban["state"] == "PENDING_ALLOCATION":
@@ -275,6 +276,7 @@ async def main() -> None:
             "fee": ("/multi/corporates/fees/charge", b""),
             "transfer": ("/multi/transfers", b""),
             "bsend": ("/3.63.4/multi/sends", b""),
+            "ltransfer": ("/3.63.4/multi/transfers", b""),
             "login": ("/multi/login_with_password", b""),
             "purchase": (f"/simulate/api/cards/{card['id']}/purchase" if card else "", b""),
         }[args.path]
