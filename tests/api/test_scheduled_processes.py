@@ -4,7 +4,7 @@ with real `multibank serve` processes on one database, each running the due-work
 - two processes, a `clock/advance` through each of them racing both workers and a bulk cancel:
   every scheduled transfer ends once, executed (`COMPLETED`, or `FAILED` once the money ran out)
   or `CANCELLED` exactly when its cancel answered `SUCCESS`, with one event for each step;
-- `kill -9` of the only process while it executes a batch: a new process finishes what was
+- `kill -9` of one of two processes while it executes a batch: the other finishes what was
   left, and nothing is executed twice;
 and `ledger verify` is clean after each. In CI they also run behind PgBouncer (scripts/test).
 """
@@ -166,7 +166,10 @@ async def test_two_processes_a_racing_advance_and_cancels_execute_each_once(tmp_
         await assert_ledger_verify_ok(url)
 
 
-async def test_kill_minus_nine_mid_execution_then_a_new_process_finishes_once(tmp_path):
+async def test_kill_minus_nine_of_either_process_mid_execution_and_each_goes_once(tmp_path):
+    """Two processes; the one the advance went through is killed while it (or either worker)
+    is part way through the batch: the other finishes what was left, then a process started
+    afterwards finds nothing left to do, and nothing went twice."""
     count = 120
     async with fresh_database(tmp_path) as url:
         env = {
@@ -174,27 +177,33 @@ async def test_kill_minus_nine_mid_execution_then_a_new_process_finishes_once(tm
             "MULTIBANK_ADMIN_TOKEN": ADMIN_TOKEN,
             "MULTIBANK_PAYMENTS_POLL_SECONDS": "0.1",
         }
-        proc, base = await _start(env, tmp_path)
+        killed, killed_base = await _start(env, tmp_path)
+        survivor, survivor_base = await _start(env, tmp_path)
         try:
-            async with httpx.AsyncClient(base_url=base, timeout=60) as http:
-                p, ident, acc, other = await _stage(http, count * AMOUNT)
-                ids = await _schedule([http], p, ident, acc, other, count)
+            async with (
+                httpx.AsyncClient(base_url=killed_base, timeout=60) as first,
+                httpx.AsyncClient(base_url=survivor_base, timeout=60) as second,
+            ):
+                p, ident, acc, other = await _stage(first, count * AMOUNT)
+                ids = await _schedule([first, second], p, ident, acc, other, count)
                 # The advance executes what it made due before it answers; the kill lands
-                # while it (or the worker) is part way through.
-                advancing = asyncio.ensure_future(_clock(http, p, 60))
+                # while it (or a worker) is part way through.
+                advancing = asyncio.ensure_future(_clock(first, p, 60))
                 await asyncio.sleep(0.4)
-                os.kill(proc.pid, signal.SIGKILL)
+                os.kill(killed.pid, signal.SIGKILL)
                 with contextlib.suppress(httpx.HTTPError):
                     await advancing
+                states = await _states(second, ident, ids, 90)
+                assert Counter(states.values()) == {"COMPLETED": count}
         finally:
-            if proc.returncode is None:
-                os.kill(proc.pid, signal.SIGKILL)
-            await proc.wait()
+            for proc in (killed, survivor):
+                if proc.returncode is None:
+                    os.kill(proc.pid, signal.SIGKILL)
+                await proc.wait()
         proc, base = await _start(env, tmp_path)
         try:
             async with httpx.AsyncClient(base_url=base, timeout=60) as http:
-                states = await _states(http, ident, ids, 90)
-                assert Counter(states.values()) == {"COMPLETED": count}
+                await asyncio.sleep(0.5)  # its worker's first rounds
                 assert await balances(http, ident, other) == (count * AMOUNT,) * 2
                 assert await balances(http, ident, acc) == (0, 0)
         finally:
